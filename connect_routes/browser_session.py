@@ -1,0 +1,95 @@
+"""The browser session: who is logged in, since when, and which browser this is.
+
+Starlette's SessionMiddleware (an itsdangerous-signed cookie) carries it. We add the absolute
+lifetime (the cookie's own max-age slides on every response), rotation at login, the browser
+binding used by OAuth states, and a per-session CSRF token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.requests import Request
+
+from service.settings import Settings
+from token_store import UserRef
+
+
+@dataclass(frozen=True)
+class BrowserUser:
+    user: UserRef
+    binding: str  # hash of this browser session's random id; ties OAuth states to this browser
+
+
+def cookie_name(settings: Settings) -> str:
+    # `__Host-` pins the cookie to our origin, with Secure and Path=/ (RFC 6265bis §4.1.3.2).
+    return "__Host-mcpuc_session" if settings.secure_cookies else "mcpuc_session"
+
+
+def session_middleware(settings: Settings) -> Middleware:
+    return Middleware(
+        SessionMiddleware,
+        secret_key=settings.session_secret,
+        session_cookie=cookie_name(settings),
+        max_age=settings.session_max_age,
+        path="/",
+        # Lax, not Strict: the provider's redirect to /callback is a cross-site top-level
+        # navigation, and a Strict cookie would not come with it.
+        same_site="lax",
+        https_only=settings.secure_cookies,
+    )
+
+
+def browser_user(request: Request, settings: Settings, clock: float | None = None) -> BrowserUser | None:
+    """The logged-in user of this browser, or None (no session, malformed, or past its lifetime)."""
+    session = request.session
+    user, login_at, browser_id = session.get("user"), session.get("login_at"), session.get("bid")
+    if not (isinstance(user, dict) and isinstance(login_at, (int, float)) and isinstance(browser_id, str)):
+        return None
+    now = time.time() if clock is None else clock
+    if now - login_at > settings.session_max_age:  # absolute lifetime, whatever the cookie says
+        session.clear()
+        return None
+    iss, sub = user.get("iss"), user.get("sub")
+    if not (isinstance(iss, str) and isinstance(sub, str)):
+        return None
+    return BrowserUser(UserRef(iss=iss, sub=sub), binding_of(browser_id))
+
+
+def start_session(request: Request, user: UserRef) -> None:
+    """Log `user` in: a fresh session (no state carried over from before login)."""
+    request.session.clear()
+    request.session.update(
+        {
+            "user": {"iss": user.iss, "sub": user.sub},
+            "login_at": int(time.time()),
+            "bid": secrets.token_urlsafe(32),
+            "csrf": secrets.token_urlsafe(32),
+        }
+    )
+
+
+def binding_of(browser_id: str) -> str:
+    return hashlib.sha256(browser_id.encode()).hexdigest()
+
+
+def csrf_token(request: Request) -> str:
+    token = request.session.get("csrf")
+    if not isinstance(token, str):
+        token = secrets.token_urlsafe(32)
+        request.session["csrf"] = token
+    return token
+
+
+def csrf_ok(request: Request, submitted: object) -> bool:
+    """Synchronizer-token check for state-changing POSTs (OWASP CSRF cheat sheet)."""
+    expected = request.session.get("csrf")
+    return (
+        isinstance(expected, str) and isinstance(submitted, str) and hmac.compare_digest(expected, submitted)
+    )

@@ -1,0 +1,63 @@
+"""The user's connections: list them, disconnect one (POST, CSRF-protected)."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from connect_routes.browser_session import browser_user, csrf_ok, csrf_token
+from connect_routes.login import Login
+from connect_routes.pages import message, page
+from service.runtime import Runtime
+from token_store import ConnectionKey, StoreUnavailable
+
+MAX_FIELD = 256
+
+
+class ConnectionsPage:
+    def __init__(self, runtime: Runtime, login: Login) -> None:
+        self._runtime = runtime
+        self._login = login
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/connections", self.show, methods=["GET"]),
+            Route("/connections/disconnect", self.disconnect, methods=["POST"]),
+        ]
+
+    async def show(self, request: Request) -> Response:
+        browser = browser_user(request, self._runtime.settings)
+        if browser is None:
+            return self._login.redirect_to_login("/connections")
+        try:
+            connections = await self._runtime.store.list_connections(browser.user)
+        except StoreUnavailable:
+            return message(request, "Temporarily unavailable", "Try again shortly.", 503)
+        return page(
+            request,
+            "connections.html",
+            user=browser.user.sub,
+            connections=[c.describe() for c in connections],
+            csrf=csrf_token(request),
+        )
+
+    async def disconnect(self, request: Request) -> Response:
+        browser = browser_user(request, self._runtime.settings)
+        if browser is None:
+            return message(request, "Not signed in", "Sign in first.", 401)
+        form = await request.form(max_files=0, max_fields=8)
+        if not csrf_ok(request, form.get("csrf")):
+            return message(request, "Not allowed", "The form was stale. Reload the page and try again.", 403)
+        provider, account = form.get("provider"), form.get("account")
+        if (
+            not (isinstance(provider, str) and isinstance(account, str))
+            or max(len(provider), len(account)) > MAX_FIELD
+        ):
+            return message(request, "Invalid request", "The form is incomplete.", 400)
+        try:
+            # The key is built from the session user: a form cannot name another user's record.
+            await self._runtime.store.delete_connection(ConnectionKey(browser.user, provider, account))
+        except StoreUnavailable:
+            return message(request, "Temporarily unavailable", "Try again shortly.", 503)
+        return RedirectResponse("/connections", status_code=303)

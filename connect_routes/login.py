@@ -1,0 +1,95 @@
+"""Browser login at the MCP authorization server (OpenID Connect, authlib's Starlette client).
+
+The browser session's user is `(iss, sub)` of a verified ID token from the same issuer that
+signs the MCP access tokens, so it names users the same way (DESIGN invariant 2).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from urllib.parse import urlencode
+
+from authlib.integrations.starlette_client import OAuth, OAuthError
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from connect_routes.browser_session import csrf_ok, start_session
+from connect_routes.pages import message
+from service.settings import Settings
+from token_store import UserRef
+
+logger = logging.getLogger(__name__)
+
+# Return paths after login are ours and relative: no scheme, no host, no `//` (open redirect).
+SAFE_NEXT = re.compile(r"^/(connect\?elicitationId=[A-Za-z0-9_-]{1,128}|connections)$")
+
+
+def safe_next(value: object) -> str:
+    return value if isinstance(value, str) and SAFE_NEXT.match(value) else "/connections"
+
+
+class Login:
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        oauth = OAuth()
+        oauth.register(
+            "mcp_as",
+            client_id=settings.login_client_id,
+            client_secret=settings.login_client_secret,
+            server_metadata_url=settings.auth_issuer.rstrip("/") + "/.well-known/openid-configuration",
+            client_kwargs={"scope": settings.login_scopes, "code_challenge_method": "S256"},
+        )
+        self._client = oauth.create_client("mcp_as")
+
+    def redirect_to_login(self, next_path: str) -> RedirectResponse:
+        return RedirectResponse("/login?" + urlencode({"next": next_path}), status_code=303)
+
+    async def login(self, request: Request) -> Response:
+        request.session["next"] = safe_next(request.query_params.get("next"))
+        try:
+            response: Response = await self._client.authorize_redirect(
+                request, self._settings.login_callback_url
+            )
+        except Exception as exc:  # metadata fetch failed: the AS is down or misconfigured
+            logger.warning("login: authorization server unavailable (%s)", type(exc).__name__)
+            return message(
+                request, "Sign-in unavailable", "The sign-in service did not answer. Try again.", 503
+            )
+        return response
+
+    async def callback(self, request: Request) -> Response:
+        next_path = safe_next(request.session.get("next"))
+        try:
+            token = await self._client.authorize_access_token(request)
+        except OAuthError as exc:
+            logger.info("login: rejected (%s)", exc.error)
+            return message(request, "Sign-in failed", "The sign-in did not complete. Start again.", 400)
+        except Exception as exc:
+            logger.warning("login: authorization server error (%s)", type(exc).__name__)
+            return message(
+                request, "Sign-in unavailable", "The sign-in service did not answer. Try again.", 503
+            )
+        claims = token.get("userinfo") or {}
+        iss, sub = claims.get("iss"), claims.get("sub")
+        if iss != self._settings.auth_issuer or not isinstance(sub, str) or not sub:
+            return message(
+                request, "Sign-in failed", "The identity provider answered for another issuer.", 400
+            )
+        start_session(request, UserRef(iss=iss, sub=sub))  # rotation: nothing from before login survives
+        return RedirectResponse(next_path, status_code=303)
+
+    async def logout(self, request: Request) -> Response:
+        form = await request.form()
+        if not csrf_ok(request, form.get("csrf")):
+            return message(request, "Not allowed", "The form was stale. Reload the page and try again.", 403)
+        request.session.clear()
+        return message(request, "Signed out", "You are signed out of this server.", 200)
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/login", self.login, methods=["GET"]),
+            Route("/login/callback", self.callback, methods=["GET"]),
+            Route("/logout", self.logout, methods=["POST"]),
+        ]

@@ -1,0 +1,20 @@
+"""HTML pages, rendered with Jinja2 (autoescaped: provider error text and names are untrusted)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.templating import Jinja2Templates
+
+TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+
+
+def page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    return TEMPLATES.TemplateResponse(request, template, context, status_code=status_code)
+
+
+def message(request: Request, title: str, text: str, status_code: int) -> HTMLResponse:
+    return page(request, "message.html", status_code, title=title, text=text)

@@ -1,0 +1,61 @@
+"""The Starlette app serving the dev AS (at the root) and MockHub (under /mockhub)."""
+
+from __future__ import annotations
+
+from authlib.common.security import is_secure_transport
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
+
+from .config import MockProvidersConfig
+from .dev_as import DevAuthorizationServer
+from .dev_as_routes import SESSION_COOKIE, DevAuthorizationRoutes
+from .dev_keys import ensure_dev_keys
+from .mockhub import MockHub
+from .mockhub_routes import MockHubRoutes
+from .pages import Pages
+
+
+def create_mock_providers_app(config: MockProvidersConfig) -> Starlette:
+    """Build the app; creates or reuses ``<data_dir>/dev-as.json``.
+
+    ``app.state.dev_as`` is the :class:`~mock_providers.dev_as.DevAuthorizationServer`
+    (clients, codes, refresh tokens), ``app.state.mockhub`` the
+    :class:`~mock_providers.mockhub.MockHub` (knobs and counters),
+    ``app.state.config`` the config.
+
+    ``base_url`` must be https or loopback http (``localhost``, ``127.0.0.1``,
+    ``[::1]``): authlib refuses OAuth over other plain-http origins unless
+    ``AUTHLIB_INSECURE_TRANSPORT`` is set in the environment.
+    """
+    if not is_secure_transport(config.issuer + "/"):
+        raise ValueError(
+            f"base_url {config.base_url!r} is neither https nor loopback http; "
+            "set AUTHLIB_INSECURE_TRANSPORT=1 to run the mock providers there anyway"
+        )
+    keys = ensure_dev_keys(config.data_dir, issuer=config.issuer, audience=config.mcp_resource)
+    pages = Pages()
+    dev_as = DevAuthorizationServer(config, keys)
+    hub = MockHub(
+        config.mockhub_issuer,
+        config.mockhub_client,
+        access_token_ttl=config.mockhub_access_token_ttl,
+    )
+    routes = [
+        *DevAuthorizationRoutes(dev_as, pages).routes(),
+        *MockHubRoutes(hub, pages, config.issuer).routes(),
+    ]
+    middleware = [
+        Middleware(
+            SessionMiddleware,
+            secret_key=keys.session_secret,
+            session_cookie=SESSION_COOKIE,
+            same_site="lax",
+            https_only=config.issuer.startswith("https://"),
+        )
+    ]
+    app = Starlette(routes=routes, middleware=middleware)
+    app.state.config = config
+    app.state.dev_as = dev_as
+    app.state.mockhub = hub
+    return app

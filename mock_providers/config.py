@@ -1,0 +1,45 @@
+"""Configuration objects for the development OAuth servers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """A client pre-registered at one of the mock servers.
+
+    ``client_secret=None`` registers a public client (token endpoint auth method
+    ``none``); otherwise the client is confidential and may authenticate with
+    ``client_secret_basic`` or ``client_secret_post``.
+    """
+
+    client_id: str
+    client_secret: str | None
+    redirect_uris: tuple[str, ...]
+
+
+@dataclass
+class MockProvidersConfig:
+    """Settings for :func:`mock_providers.create_mock_providers_app`.
+
+    ``base_url`` is the origin the app is served on and, without a trailing
+    slash, the issuer of the development authorization server. MockHub's
+    issuer is ``base_url + "/mockhub"``.
+    """
+
+    base_url: str
+    data_dir: Path
+    mcp_resource: str
+    login_client: ClientSpec
+    mockhub_client: ClientSpec
+    mockhub_access_token_ttl: int = 28800
+
+    @property
+    def issuer(self) -> str:
+        return self.base_url.rstrip("/")
+
+    @property
+    def mockhub_issuer(self) -> str:
+        return self.issuer + "/mockhub"

@@ -1,0 +1,316 @@
+"""The development MCP authorization server, assembled from authlib's server classes.
+
+Authorization code grant with mandatory S256 PKCE, RFC 8707 ``resource``
+(which becomes the access token's ``aud``), OpenID Connect ID tokens, rotating
+refresh tokens, RFC 7591 dynamic client registration, RFC 9068 JWT access
+tokens, RFC 9207 ``iss`` in authorization responses and OIDC userinfo. All
+state is in memory except the signing key (see :mod:`mock_providers.dev_keys`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from authlib.consts import default_json_headers
+from authlib.oauth2 import OAuth2Error
+from authlib.oauth2.rfc6749 import OAuth2Request, ResourceProtector
+from authlib.oauth2.rfc6749.grants import AuthorizationCodeGrant, RefreshTokenGrant
+from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint, InvalidRedirectURIError
+from authlib.oauth2.rfc9068 import JWTBearerTokenValidator
+from authlib.oidc.core import OpenIDCode, UserInfoEndpoint
+from joserfc.jwk import KeySet
+
+from .config import ClientSpec, MockProvidersConfig
+from .dev_as_models import PUBLIC, DevAuthorizationCode, DevClient, DevRefreshToken
+from .dev_keys import DevKeys
+from .dev_tokens import DevAccessTokenGenerator, DevUser
+from .issuer_parameter import StarletteIssuerParameter
+from .pkce import RequiredS256CodeChallenge
+from .starlette_adapter import StarletteAuthorizationServer
+
+AUTHORIZATION_CODE_LIFETIME = 600
+TOKEN_AUTH_METHODS = ["client_secret_basic", "client_secret_post", "none"]
+
+
+class InvalidTargetError(OAuth2Error):  # type: ignore[misc]  # authlib is untyped
+    """RFC 8707: the requested resource is invalid or not allowed."""
+
+    error = "invalid_target"
+
+
+def _requested_resources(request: OAuth2Request) -> list[str]:
+    return list(request.payload.datalist.get("resource", []))
+
+
+def _check_resource_uri(resource: str) -> None:
+    parts = urlsplit(resource)
+    if not parts.scheme or not parts.netloc or parts.fragment or "#" in resource:
+        raise InvalidTargetError("'resource' must be an absolute URI without a fragment.")
+
+
+class ResourceIndicator:
+    """RFC 8707 for the code grant: one ``resource`` per authorization request.
+
+    The value is stored with the code (see ``save_authorization_code``); a
+    ``resource`` at the token endpoint must repeat it.
+    """
+
+    def __call__(self, grant: Any) -> None:
+        grant.register_hook("after_validate_authorization_request_payload", self.check_authorization)
+        grant.register_hook("after_validate_token_request", self.check_token)
+
+    def check_authorization(self, grant: Any, _result: Any) -> None:
+        resources = _requested_resources(grant.request)
+        if len(resources) > 1:
+            raise InvalidTargetError("Only one 'resource' per request is supported.")
+        for resource in resources:
+            _check_resource_uri(resource)
+
+    def check_token(self, grant: Any, _result: Any) -> None:
+        resources = _requested_resources(grant.request)
+        if resources and resources != [grant.request.authorization_code.audience]:
+            raise InvalidTargetError("'resource' differs from the authorization request.")
+
+
+class DevAuthorizationCodeGrant(AuthorizationCodeGrant):  # type: ignore[misc]  # authlib is untyped
+    TOKEN_ENDPOINT_AUTH_METHODS = TOKEN_AUTH_METHODS
+
+    def save_authorization_code(self, code: str, request: OAuth2Request) -> None:
+        server: DevAuthorizationServer = self.server
+        user: DevUser = request.user
+        data = request.payload.data
+        server.codes[code] = DevAuthorizationCode(
+            code=code,
+            client_id=request.client.get_client_id(),
+            redirect_uri=data.get("redirect_uri"),
+            scope=request.scope or "",
+            username=user.username,
+            auth_time=user.auth_time,
+            audience=data.get("resource") or server.keys.audience,
+            nonce=data.get("nonce"),
+            code_challenge=data.get("code_challenge"),
+            code_challenge_method=data.get("code_challenge_method"),
+            expires_at=time.time() + AUTHORIZATION_CODE_LIFETIME,
+        )
+
+    def query_authorization_code(self, code: str, client: DevClient) -> DevAuthorizationCode | None:
+        server: DevAuthorizationServer = self.server
+        record = server.codes.get(code)
+        if record is None or record.client_id != client.client_id:
+            return None
+        if record.expires_at < time.time():
+            server.codes.pop(code, None)
+            return None
+        return record
+
+    def delete_authorization_code(self, authorization_code: DevAuthorizationCode) -> None:
+        server: DevAuthorizationServer = self.server
+        server.codes.pop(authorization_code.code, None)
+
+    def authenticate_user(self, authorization_code: DevAuthorizationCode) -> DevUser:
+        return DevUser(
+            username=authorization_code.username,
+            auth_time=authorization_code.auth_time,
+            audience=authorization_code.audience,
+        )
+
+
+class DevRefreshTokenGrant(RefreshTokenGrant):  # type: ignore[misc]  # authlib is untyped
+    """Refresh with rotation: each use returns a new refresh token and retires the old."""
+
+    TOKEN_ENDPOINT_AUTH_METHODS = TOKEN_AUTH_METHODS
+    INCLUDE_NEW_REFRESH_TOKEN = True
+
+    def validate_token_request(self) -> None:
+        super().validate_token_request()
+        resources = _requested_resources(self.request)
+        if resources and resources != [self.request.refresh_token.audience]:
+            raise InvalidTargetError("'resource' differs from the original grant.")
+
+    def authenticate_refresh_token(self, refresh_token: str) -> DevRefreshToken | None:
+        server: DevAuthorizationServer = self.server
+        return server.refresh_tokens.get(refresh_token)
+
+    def authenticate_user(self, refresh_token: DevRefreshToken) -> DevUser:
+        return DevUser(
+            username=refresh_token.username,
+            auth_time=refresh_token.auth_time,
+            audience=refresh_token.audience,
+        )
+
+    def revoke_old_credential(self, refresh_token: DevRefreshToken) -> None:
+        server: DevAuthorizationServer = self.server
+        server.refresh_tokens.pop(refresh_token.refresh_token, None)
+
+
+class DevOpenIDCode(OpenIDCode):  # type: ignore[misc]  # authlib is untyped
+    """OIDC for the code grant: an ID token when the scope contains ``openid``."""
+
+    def __init__(self, server: DevAuthorizationServer) -> None:
+        super().__init__(require_nonce=False)
+        self._server = server
+
+    def exists_nonce(self, nonce: str, request: OAuth2Request) -> bool:
+        client_id = request.payload.client_id
+        return any(c.nonce == nonce and c.client_id == client_id for c in self._server.codes.values())
+
+    def resolve_client_private_key(self, client: DevClient) -> KeySet:
+        return self._server.keys.private_key_set()
+
+    def get_client_algorithm(self, client: DevClient) -> str:
+        return self._server.keys.alg
+
+    def get_encode_header(self, client: DevClient) -> dict[str, str]:
+        keys = self._server.keys
+        return {"alg": keys.alg, "typ": "JWT", "kid": keys.kid}
+
+    def get_client_claims(self, client: DevClient) -> dict[str, Any]:
+        return {"iss": self._server.issuer, "aud": client.get_client_id()}
+
+    def generate_user_info(self, user: DevUser, scope: str) -> dict[str, Any]:
+        return {"sub": user.username}
+
+
+class DevClientRegistrationEndpoint(ClientRegistrationEndpoint):  # type: ignore[misc]  # authlib is untyped
+    """RFC 7591 open registration (no initial access token), kept in memory."""
+
+    def authenticate_token(self, request: Any) -> str:
+        return "open-registration"  # anyone may register a client
+
+    def get_server_metadata(self) -> dict[str, Any]:
+        server: DevAuthorizationServer = self.server
+        return server.metadata()
+
+    def generate_client_info(self, request: Any) -> dict[str, Any]:
+        info: dict[str, Any] = super().generate_client_info(request)
+        if request.payload.data.get("token_endpoint_auth_method") == PUBLIC:
+            info.pop("client_secret", None)
+            info.pop("client_secret_expires_at", None)
+        return info
+
+    def save_client(
+        self, client_info: dict[str, Any], client_metadata: dict[str, Any], request: Any
+    ) -> DevClient:
+        redirect_uris = client_metadata.get("redirect_uris") or []
+        if not isinstance(redirect_uris, list) or not redirect_uris:
+            raise InvalidRedirectURIError("'redirect_uris' is required.")
+        client = DevClient(
+            client_id=client_info["client_id"],
+            client_secret=client_info.get("client_secret"),
+            redirect_uris=tuple(str(uri) for uri in redirect_uris),
+            grant_types=tuple(client_metadata.get("grant_types") or ("authorization_code", "refresh_token")),
+            response_types=tuple(client_metadata.get("response_types") or ("code",)),
+            client_name=client_metadata.get("client_name"),
+            metadata=dict(client_metadata),
+        )
+        server: DevAuthorizationServer = self.server
+        server.clients[client.client_id] = client
+        return client
+
+
+class DevAccessTokenValidator(JWTBearerTokenValidator):  # type: ignore[misc]  # authlib is untyped
+    """Accepts the dev AS's own access tokens, whatever their audience."""
+
+    def __init__(self, keys: DevKeys) -> None:
+        super().__init__(issuer=keys.issuer, resource_server=None)
+        self._key_set = keys.public_key_set()
+
+    def get_jwks(self) -> KeySet:
+        return self._key_set
+
+
+class DevUserInfoEndpoint(UserInfoEndpoint):  # type: ignore[misc]  # authlib is untyped
+    """OIDC userinfo: ``{"sub": ...}`` for an access token with the ``openid`` scope.
+
+    authlib's ``__call__`` uses ``ResourceProtector.acquire_token``, which only
+    exists in its Flask/Django integrations; this one validates explicitly.
+    """
+
+    def __init__(self, keys: DevKeys) -> None:
+        protector = ResourceProtector()
+        protector.register_token_validator(DevAccessTokenValidator(keys))
+        super().__init__(resource_protector=protector)
+
+    def __call__(self, request: OAuth2Request) -> tuple[int, dict[str, Any], list[tuple[str, str]]]:
+        claims = self.resource_protector.validate_request(["openid"], request)
+        return 200, self.generate_user_info(claims["sub"], claims.get("scope", "")), default_json_headers
+
+    def generate_user_info(self, user: str, scope: str) -> dict[str, Any]:
+        return {"sub": user}
+
+
+def _spec_client(spec: ClientSpec, name: str) -> DevClient:
+    return DevClient(
+        client_id=spec.client_id,
+        client_secret=spec.client_secret,
+        redirect_uris=tuple(spec.redirect_uris),
+        client_name=name,
+    )
+
+
+class DevAuthorizationServer(StarletteAuthorizationServer):
+    """authlib authorization server holding the dev AS's clients, codes and tokens."""
+
+    def __init__(self, config: MockProvidersConfig, keys: DevKeys) -> None:
+        super().__init__()
+        self.issuer = config.issuer
+        self.keys = keys
+        self.clients: dict[str, DevClient] = {}
+        self.codes: dict[str, DevAuthorizationCode] = {}
+        self.refresh_tokens: dict[str, DevRefreshToken] = {}
+        self.access_token_generator = DevAccessTokenGenerator(keys)
+        self.issuer_parameter = StarletteIssuerParameter(lambda: self.issuer)
+
+        login = _spec_client(config.login_client, "MCP server browser login")
+        self.clients[login.client_id] = login
+
+        self.register_token_generator("default", self.access_token_generator)
+        self.register_grant(
+            DevAuthorizationCodeGrant,
+            [RequiredS256CodeChallenge(), DevOpenIDCode(self), ResourceIndicator()],
+        )
+        self.register_grant(DevRefreshTokenGrant)
+        self.register_endpoint(DevClientRegistrationEndpoint)
+        self.register_endpoint(DevUserInfoEndpoint(keys))
+        self.register_extension(self.issuer_parameter)
+
+    def query_client(self, client_id: str) -> DevClient | None:
+        return self.clients.get(client_id)
+
+    def save_token(self, token: dict[str, Any], request: OAuth2Request) -> None:
+        refresh_token = token.get("refresh_token")
+        if not refresh_token:
+            return
+        user: DevUser = request.user
+        self.refresh_tokens[refresh_token] = DevRefreshToken(
+            refresh_token=refresh_token,
+            client_id=request.client.get_client_id(),
+            scope=token.get("scope", ""),
+            username=user.username,
+            auth_time=user.auth_time,
+            audience=user.audience or self.keys.audience,
+        )
+
+    def metadata(self) -> dict[str, Any]:
+        """RFC 8414 metadata, also served as OpenID Connect discovery."""
+        base = self.issuer
+        return {
+            "issuer": base,
+            "authorization_endpoint": f"{base}/authorize",
+            "token_endpoint": f"{base}/token",
+            "registration_endpoint": f"{base}/register",
+            "jwks_uri": f"{base}/jwks.json",
+            "userinfo_endpoint": f"{base}/userinfo",
+            "response_types_supported": ["code"],
+            "response_modes_supported": ["query"],
+            "grant_types_supported": ["authorization_code", "refresh_token"],
+            "token_endpoint_auth_methods_supported": list(TOKEN_AUTH_METHODS),
+            "code_challenge_methods_supported": ["S256"],
+            "authorization_response_iss_parameter_supported": True,
+            "subject_types_supported": ["public"],
+            "id_token_signing_alg_values_supported": [self.keys.alg],
+            "claims_supported": ["iss", "sub", "aud", "iat", "exp", "auth_time", "nonce"],
+            "prompt_values_supported": ["none", "login"],
+        }

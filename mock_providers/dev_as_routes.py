@@ -1,0 +1,182 @@
+"""HTTP endpoints of the development authorization server (Starlette handlers).
+
+``/authorize`` validates the request with authlib first; a browser without a
+``devas_session`` login gets the development login page (a user name, no
+password), which posts to ``/login`` and comes back. Consent is implicit.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from urllib.parse import urlencode, urlsplit
+
+from authlib.oauth2 import OAuth2Error
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from .cors import allow_cors
+from .dev_as import DevAuthorizationServer
+from .dev_tokens import DevUser
+from .pages import Pages
+from .starlette_adapter import StarletteOAuth2Request, read_form_items, read_json_request, read_oauth2_request
+
+SESSION_COOKIE = "devas_session"
+_USERNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$")
+_USERNAME_RULE = "Use 1-64 letters, digits or . _ @ + - (starting with a letter or digit)."
+
+
+def session_user(request: Request) -> DevUser | None:
+    username = request.session.get("username")
+    auth_time = request.session.get("auth_time")
+    if not isinstance(username, str) or not _USERNAME.match(username) or not isinstance(auth_time, int):
+        return None
+    return DevUser(username=username, auth_time=auth_time)
+
+
+def _safe_return_to(value: str) -> str | None:
+    """Only same-origin ``/authorize?...`` URLs: the login form is no open redirect."""
+    if "\\" in value:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme or parts.netloc or parts.path != "/authorize":
+        return None
+    return value
+
+
+class DevAuthorizationRoutes:
+    def __init__(self, server: DevAuthorizationServer, pages: Pages) -> None:
+        self.server = server
+        self.pages = pages
+
+    def routes(self) -> list[Route]:
+        return [
+            Route(
+                "/.well-known/oauth-authorization-server",
+                allow_cors(self.metadata),
+                methods=["GET", "OPTIONS"],
+            ),
+            Route("/.well-known/openid-configuration", allow_cors(self.metadata), methods=["GET", "OPTIONS"]),
+            Route("/jwks.json", allow_cors(self.jwks), methods=["GET", "OPTIONS"]),
+            Route("/register", allow_cors(self.register), methods=["POST", "OPTIONS"]),
+            Route("/authorize", self.authorize, methods=["GET", "POST"]),
+            Route("/login", self.login, methods=["GET", "POST"]),
+            Route("/logout", self.logout, methods=["GET", "POST"]),
+            Route("/token", allow_cors(self.token), methods=["POST", "OPTIONS"]),
+            Route("/userinfo", allow_cors(self.userinfo), methods=["GET", "POST", "OPTIONS"]),
+        ]
+
+    async def _oauth2_request(self, request: Request) -> StarletteOAuth2Request:
+        return await read_oauth2_request(request, self.server.issuer)
+
+    async def metadata(self, request: Request) -> Response:
+        return JSONResponse(self.server.metadata())
+
+    async def jwks(self, request: Request) -> Response:
+        return JSONResponse(self.server.keys.public_jwks(), headers={"Cache-Control": "max-age=300"})
+
+    async def register(self, request: Request) -> Response:
+        json_request = await read_json_request(request, self.server.issuer)
+        response: Response = self.server.create_endpoint_response("client_registration", json_request)
+        return response
+
+    async def token(self, request: Request) -> Response:
+        try:
+            oauth_request = await self._oauth2_request(request)
+        except OAuth2Error as error:
+            return self.server.error_response(None, error)
+        response: Response = self.server.create_token_response(oauth_request)
+        return response
+
+    async def userinfo(self, request: Request) -> Response:
+        try:
+            oauth_request = await self._oauth2_request(request)
+        except OAuth2Error as error:
+            return self.server.error_response(None, error)
+        response: Response = self.server.create_endpoint_response("userinfo", oauth_request)
+        return response
+
+    async def authorize(self, request: Request) -> Response:
+        try:
+            oauth_request = await self._oauth2_request(request)
+        except OAuth2Error as error:
+            return self._bad_request(error)
+        user = session_user(request)
+        try:
+            grant = self.server.get_consent_grant(oauth_request, end_user=user)
+        except OAuth2Error as error:
+            redirect = self.server.authorization_error_response(oauth_request, error)
+            return redirect or self._bad_request(error)
+        except ValueError as error:  # authlib refuses to build some error descriptions
+            return self.pages.message("Invalid authorization request", str(error), 400)
+
+        prompts = (oauth_request.payload.data.get("prompt") or "").split()
+        if user is None or "login" in prompts:
+            return self._login_page(oauth_request, grant.request.client, status_code=200)
+        response: Response = self.server.create_authorization_response(
+            grant.request, grant_user=user, grant=grant
+        )
+        return response
+
+    def _bad_request(self, error: OAuth2Error) -> Response:
+        description = error.description or error.error or "invalid request"
+        return self.pages.message("Invalid authorization request", f"{error.error}: {description}", 400)
+
+    def _login_page(
+        self, oauth_request: StarletteOAuth2Request, client: object, status_code: int
+    ) -> Response:
+        params = [
+            (key, value)
+            for key, values in oauth_request.payload.datalist.items()
+            if key != "prompt"  # signing in satisfies prompt=login
+            for value in values
+        ]
+        return self.pages.render(
+            "devas_login.html",
+            status_code,
+            action="/login",
+            return_to="/authorize?" + urlencode(params),
+            client_name=getattr(client, "client_name", None) or getattr(client, "client_id", ""),
+            scope=oauth_request.payload.data.get("scope") or "",
+            username="",
+            error=None,
+        )
+
+    async def login(self, request: Request) -> Response:
+        if request.method == "GET":
+            return self.pages.render(
+                "devas_login.html",
+                action="/login",
+                return_to="",
+                client_name=None,
+                scope="",
+                username="",
+                error=None,
+            )
+        form = dict(await read_form_items(request))
+        username = form.get("username", "").strip()
+        return_to = _safe_return_to(form.get("return_to", ""))
+        if not _USERNAME.match(username):
+            return self.pages.render(
+                "devas_login.html",
+                400,
+                action="/login",
+                return_to=return_to or "",
+                client_name=None,
+                scope="",
+                username=username,
+                error=_USERNAME_RULE,
+            )
+        request.session.clear()
+        request.session["username"] = username
+        request.session["auth_time"] = int(time.time())
+        if return_to is None:
+            return self.pages.message(
+                "Signed in", f"You are signed in to the development server as {username}."
+            )
+        return RedirectResponse(return_to, status_code=303)
+
+    async def logout(self, request: Request) -> Response:
+        request.session.clear()
+        return self.pages.message("Signed out", "You are signed out of the development authorization server.")

@@ -1,0 +1,117 @@
+"""The application factory: MCP server + browser routes + health, one Starlette app."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
+from mcp.server.request_state import RequestStateSecurity
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+
+from connect_routes import browser_routes
+from connect_routes.browser_session import session_middleware
+from connect_routes.headers import SecurityHeadersMiddleware
+from service.bearer import JwksCache, JwtTokenVerifier
+from service.broker import ConnectionBroker
+from service.runtime import Runtime
+from service.settings import Settings
+from service.tools import register_tools
+from token_store import StoreUnavailable
+
+INSTRUCTIONS = (
+    "Tools here act on the user's behalf at third-party services. When a tool needs an account "
+    "the user has not connected, it asks the client to open a connect URL in the user's browser."
+)
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def build_mcp_server(settings: Settings, runtime: Runtime) -> MCPServer[Any]:
+    verifier = JwtTokenVerifier(
+        issuer=settings.auth_issuer,
+        audience=settings.audience,
+        algorithms=settings.auth_algorithms,
+        jwks=JwksCache(settings.auth_issuer, runtime.http, settings.auth_jwks_url),
+    )
+    server: MCPServer[Any] = MCPServer(
+        "mcp-url-connect",
+        instructions=INSTRUCTIONS,
+        token_verifier=verifier,
+        auth=AuthSettings(
+            issuer_url=settings.auth_issuer,  # type: ignore[arg-type]  # pydantic coerces str
+            resource_server_url=settings.resource_url,  # type: ignore[arg-type]
+            validate_token_resource=True,
+        ),
+        # Keys from configuration so every replica can open every requestState.
+        request_state_security=RequestStateSecurity(keys=settings.request_state_key_list()),
+    )
+    register_tools(server, ConnectionBroker(settings, lambda: runtime.store, runtime.hub), runtime)
+    return server
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    """DNS-rebinding protection: accept only our public host (and loopback in development)."""
+    public = urlsplit(settings.public_url)
+    hosts, origins = [public.netloc], [f"{public.scheme}://{public.netloc}"]
+    if public.hostname in LOOPBACK:
+        hosts += [f"{h}:*" for h in ("127.0.0.1", "localhost", "[::1]")]
+        origins += [f"http://{h}:*" for h in ("127.0.0.1", "localhost", "[::1]")]
+    return TransportSecuritySettings(allowed_hosts=hosts, allowed_origins=origins)
+
+
+def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
+    runtime = runtime or Runtime(settings)
+    server = build_mcp_server(settings, runtime)
+    mcp_app = server.streamable_http_app(
+        streamable_http_path="/mcp", transport_security=transport_security(settings)
+    )
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        try:
+            await runtime.store.ping()
+        except (StoreUnavailable, RuntimeError):
+            return JSONResponse({"status": "unavailable", "store": "unreachable"}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
+    async def protected_resource_root(request: Request) -> Response:
+        # RFC 9728 §3.1: the SDK serves the `/mcp`-suffixed form; some clients ask the root.
+        return JSONResponse(
+            {
+                "resource": settings.resource_url,
+                "authorization_servers": [settings.auth_issuer],
+                "bearer_methods_supported": ["header"],
+            }
+        )
+
+    routes: list[BaseRoute] = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/.well-known/oauth-protected-resource", protected_resource_root, methods=["GET"]),
+        *browser_routes(runtime),
+        Mount("/", app=mcp_app),
+    ]
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # Mount() does not run the sub-app's lifespan: run the session manager here.
+        async with runtime.running(), server.session_manager.run():
+            yield
+
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(SecurityHeadersMiddleware), session_middleware(settings)],
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    return app

@@ -1,0 +1,150 @@
+"""MCP bearer-token verification: JWT access tokens from the MCP authorization server.
+
+The user is `(iss, sub)` of a token that passed every check here (DESIGN invariant 1).
+Keys come from the issuer's JWKS, discovered via RFC 8414 / OIDC metadata, cached, and
+refetched at most once a minute when a token names an unknown `kid`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import httpx
+import jwt
+from mcp.server.auth.provider import AccessToken
+
+from service.discovery import discover_metadata
+
+logger = logging.getLogger(__name__)
+
+MAX_TOKEN_LENGTH = 8192  # refuse oversized tokens before any JOSE work
+JWKS_REFETCH_INTERVAL = 60.0
+# RFC 8725 §3.11: headers that would make us fetch or trust keys named by the attacker.
+FORBIDDEN_HEADERS = ("jku", "jwk", "x5u", "x5c")
+ACCESS_TOKEN_TYPES = ("at+jwt", "application/at+jwt")  # RFC 9068 §2.1
+
+
+class JwksCache:
+    """The issuer's signing keys, refetched at most once per interval on an unknown kid."""
+
+    def __init__(
+        self,
+        issuer: str,
+        http: httpx.AsyncClient,
+        jwks_url: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._issuer = issuer
+        self._http = http
+        self._jwks_url = jwks_url
+        self._clock = clock
+        self._keys: dict[str, jwt.PyJWK] = {}
+        self._fetched_at: float | None = None
+        self._lock = anyio.Lock()
+
+    async def key_for(self, kid: str) -> jwt.PyJWK | None:
+        if kid in self._keys:
+            return self._keys[kid]
+        async with self._lock:
+            if kid not in self._keys and self._may_refetch():
+                await self._refresh()
+        return self._keys.get(kid)
+
+    def _may_refetch(self) -> bool:
+        return self._fetched_at is None or self._clock() - self._fetched_at >= JWKS_REFETCH_INTERVAL
+
+    async def _refresh(self) -> None:
+        self._fetched_at = self._clock()
+        try:
+            if not self._jwks_url:
+                metadata = await discover_metadata(self._http, self._issuer)
+                self._jwks_url = str(metadata["jwks_uri"])
+            response = await self._http.get(self._jwks_url)
+            response.raise_for_status()
+            keys: dict[str, jwt.PyJWK] = {}
+            for entry in response.json().get("keys", []):
+                if entry.get("use", "sig") != "sig" or "kid" not in entry:
+                    continue
+                try:
+                    keys[entry["kid"]] = jwt.PyJWK.from_dict(entry)
+                except jwt.PyJWTError:
+                    logger.warning("jwks: skipping a key the library cannot use (kid=%s)", entry.get("kid"))
+            self._keys = keys
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            # Keep the old keys: a JWKS outage must not turn into accepting anything.
+            logger.warning("jwks: fetch from %s failed: %s", self._issuer, type(exc).__name__)
+
+
+class JwtTokenVerifier:
+    """`mcp` TokenVerifier for JWT access tokens (RFC 9068) from one issuer."""
+
+    def __init__(
+        self,
+        *,
+        issuer: str,
+        audience: str,
+        algorithms: tuple[str, ...],
+        jwks: JwksCache,
+        require_at_jwt: bool = True,
+        leeway: float = 30.0,
+    ) -> None:
+        self._issuer = issuer
+        self._audience = audience
+        self._algorithms = list(algorithms)
+        self._jwks = jwks
+        self._require_at_jwt = require_at_jwt
+        self._leeway = leeway
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            claims = await self.decode(token)
+        except jwt.PyJWTError as exc:
+            logger.info("bearer rejected: %s", type(exc).__name__)
+            return None
+        scopes = str(claims.get("scope", "")).split()
+        return AccessToken(
+            token=token,
+            client_id=str(claims.get("client_id") or claims.get("azp") or ""),
+            scopes=scopes,
+            expires_at=int(claims["exp"]),
+            resource=self._audience,
+            subject=claims["sub"],
+            # The SDK binds sessions and requestState to (client_id, iss, sub): fill `iss`.
+            claims={"iss": claims["iss"], "sub": claims["sub"]},
+        )
+
+    async def decode(self, token: str) -> dict[str, Any]:
+        """Verified claims, or a `jwt.PyJWTError` naming the failed check."""
+        if len(token) > MAX_TOKEN_LENGTH:
+            raise jwt.InvalidTokenError("token too long")
+        header = jwt.get_unverified_header(token)
+        # RFC 8725 §3.1: the algorithm comes from our allow-list, never from the token alone.
+        if header.get("alg") not in self._algorithms:
+            raise jwt.InvalidAlgorithmError("algorithm not allowed")
+        if any(name in header for name in FORBIDDEN_HEADERS):
+            raise jwt.InvalidTokenError("key-carrying header not accepted")
+        if self._require_at_jwt and str(header.get("typ", "")).lower() not in ACCESS_TOKEN_TYPES:
+            # RFC 9068 §4: reject ID tokens and other JWTs presented as access tokens.
+            raise jwt.InvalidTokenError("not an access token (typ)")
+        kid = header.get("kid")
+        if not isinstance(kid, str):
+            raise jwt.InvalidTokenError("no kid")
+        key = await self._jwks.key_for(kid)
+        if key is None:
+            raise jwt.InvalidKeyError("unknown kid")
+        claims: dict[str, Any] = jwt.decode(
+            token,
+            key=key,
+            algorithms=self._algorithms,
+            audience=self._audience,  # RFC 8707 / MCP authorization: tokens must be for this server
+            issuer=self._issuer,
+            leeway=self._leeway,
+            options={"require": ["exp", "iss", "aud", "sub"], "verify_nbf": True},
+        )
+        if not isinstance(claims.get("sub"), str) or not claims["sub"] or len(claims["sub"]) > 255:
+            raise jwt.InvalidTokenError("sub missing or malformed")
+        return claims

@@ -1,0 +1,266 @@
+"""What a tool calls when it needs a third-party token: `await broker.require(ctx, "mockhub")`.
+
+Either the caller's connection comes back, or `ConnectionNeeded` carries the answer the tool
+must give instead, built for the request's protocol revision here and nowhere else:
+- 2025-11-25: JSON-RPC error -32042 with one URL-mode elicitation; the completion is later
+  delivered to this MCP session by the CompletionHub;
+- 2026-07-28: an InputRequiredResult with one URL-mode `elicitation/create` and a requestState
+  (sealed by the SDK, bound to the user and tool) whose nonce is consumed once;
+- a client without URL-mode support: a tool error telling the user which URL to open.
+Tools wrap themselves in `@connected` so that answer reaches the wire.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
+
+from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
+from mcp_types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    CallToolResult,
+    ElicitRequest,
+    ElicitRequestURLParams,
+    InputRequiredResult,
+    TextContent,
+)
+
+from service.completion import CompletionHub
+from service.identity import Caller, current_caller
+from service.revision import is_stateless_revision, supports_url_elicitation
+from service.settings import ProviderConfig, Settings
+from token_store import (
+    Connection,
+    ElicitationStatus,
+    PendingElicitation,
+    Store,
+    StoreUnavailable,
+    TooManyPending,
+)
+
+logger = logging.getLogger(__name__)
+
+CONNECT_INPUT_KEY = "connect"
+POLL_INTERVAL = 0.5  # how often a waiting retry re-reads the store (a callback may land on another replica)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class ConnectionNeeded(Exception):
+    """Raised by `require`; `outcome` is what the tool answers instead of its result."""
+
+    def __init__(self, outcome: CallToolResult | InputRequiredResult | MCPError) -> None:
+        super().__init__("connection needed")
+        self.outcome = outcome
+
+
+def connected(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[Any]]:
+    """Decorator for tools that call `broker.require`: turns `ConnectionNeeded` into the answer."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except ConnectionNeeded as need:
+            if isinstance(need.outcome, MCPError):
+                raise need.outcome from None
+            return need.outcome
+
+    return wrapper
+
+
+@dataclass(frozen=True)
+class _RequestState:
+    """Plaintext inside the SDK-sealed requestState (the SDK adds expiry, principal and tool binding)."""
+
+    elicitation_id: str
+    nonce: str
+    provider: str
+
+    def dumps(self) -> str:
+        return json.dumps({"v": 1, "e": self.elicitation_id, "n": self.nonce, "p": self.provider})
+
+    @classmethod
+    def loads(cls, raw: str) -> _RequestState:
+        try:
+            data = json.loads(raw)
+            if data.get("v") != 1:
+                raise ValueError("version")
+            return cls(str(data["e"]), str(data["n"]), str(data["p"]))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise MCPError(code=INVALID_PARAMS, message="requestState is not valid for this tool") from exc
+
+
+class ConnectionBroker:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Callable[[], Store],
+        hub: CompletionHub,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._settings = settings
+        self._store = store  # a getter: the store is opened in the app lifespan
+        self._hub = hub
+        self._clock = clock
+
+    @property
+    def providers(self) -> Mapping[str, ProviderConfig]:
+        return self._settings.providers
+
+    def provider(self, name: str) -> ProviderConfig:
+        try:
+            return self._settings.providers[name]
+        except KeyError:
+            known = ", ".join(sorted(self._settings.providers)) or "none"
+            raise MCPError(
+                code=INVALID_PARAMS, message=f"Unknown provider {name!r} (known: {known})"
+            ) from None
+
+    def connect_url(self, elicitation_id: str) -> str:
+        # DESIGN invariant 5: the URL carries only the opaque id.
+        return f"{self._settings.public_url.rstrip('/')}/connect?elicitationId={elicitation_id}"
+
+    async def require(self, ctx: Context[Any, Any], provider: str, scopes: Sequence[str] = ()) -> Connection:
+        """The caller's connection to `provider` with at least `scopes`, or `ConnectionNeeded`."""
+        config = self.provider(provider)
+        caller = current_caller(ctx)
+        needed = tuple(sorted(set(scopes or config.scopes)))
+        try:
+            if is_stateless_revision(ctx) and ctx.request_state is not None:
+                return await self._resume(ctx, caller, config, needed)
+            connection = await self._usable_connection(caller, config, needed)
+            if connection is not None:
+                return connection
+            raise ConnectionNeeded(await self._ask(ctx, caller, config, needed))
+        except StoreUnavailable:
+            # DESIGN invariant 8: fail closed, and never hand out a URL whose binding was not saved.
+            raise MCPError(
+                code=INTERNAL_ERROR, message="The token store is unavailable; try again shortly"
+            ) from None
+        except TooManyPending:
+            raise MCPError(
+                code=INVALID_REQUEST,
+                message=(
+                    f"Too many pending connection requests for {config.display_name}; "
+                    "finish one in the browser or wait a few minutes"
+                ),
+            ) from None
+
+    async def _usable_connection(
+        self, caller: Caller, config: ProviderConfig, needed: tuple[str, ...]
+    ) -> Connection | None:
+        connection = await self._store().get_connection(caller.user, config.name)
+        if connection is None or not set(needed) <= set(connection.tokens.scopes):
+            return None
+        return connection
+
+    async def _ask(
+        self, ctx: Context[Any, Any], caller: Caller, config: ProviderConfig, scopes: tuple[str, ...]
+    ) -> CallToolResult | InputRequiredResult | MCPError:
+        """Create a pending elicitation and build the answer for this revision and client."""
+        stateless = is_stateless_revision(ctx)
+        now = self._clock()
+        elicitation = PendingElicitation(
+            id=secrets.token_urlsafe(32),  # DESIGN invariant 3: 256 bits from `secrets`
+            user=caller.user,
+            client_id=caller.client_id,
+            mcp_session_id=None if stateless else caller.mcp_session_id,
+            provider=config.name,
+            scopes=scopes,
+            created_at=now,
+            expires_at=now + self._settings.elicitation_ttl,
+        )
+        await self._store().create_elicitation(elicitation, self._settings.max_pending_per_user)
+        url = self.connect_url(elicitation.id)
+        message = (
+            f"This tool needs access to your {config.display_name} account. "
+            "Open the link, sign in, and approve access; then come back here."
+        )
+        if not supports_url_elicitation(ctx):
+            return _tool_error(
+                f"{message} Your MCP client cannot open links for this server, so open this URL "
+                f"yourself in a browser: {url} — then call the tool again."
+            )
+        if stateless:
+            return InputRequiredResult(
+                input_requests={
+                    CONNECT_INPUT_KEY: ElicitRequest(params=ElicitRequestURLParams(message=message, url=url))
+                },
+                request_state=await self._new_request_state(elicitation),
+            )
+        self._hub.register(elicitation, ctx.session)
+        return UrlElicitationRequiredError(
+            [ElicitRequestURLParams(message=message, url=url, elicitation_id=elicitation.id)]
+        )
+
+    async def _new_request_state(self, elicitation: PendingElicitation) -> str:
+        # patterns-mrtr: state that must be consumed at most once is enforced server-side.
+        nonce = secrets.token_urlsafe(32)
+        await self._store().put_nonce(nonce, self._settings.elicitation_ttl)
+        return _RequestState(elicitation.id, nonce, elicitation.provider).dumps()
+
+    async def _resume(
+        self, ctx: Context[Any, Any], caller: Caller, config: ProviderConfig, needed: tuple[str, ...]
+    ) -> Connection:
+        """A 2026-07-28 retry: consume the state, wait briefly for the flow, then answer."""
+        assert ctx.request_state is not None
+        state = _RequestState.loads(ctx.request_state)
+        if state.provider != config.name:
+            raise MCPError(code=INVALID_PARAMS, message="requestState is not valid for this tool")
+        if not await self._store().take_nonce(state.nonce):
+            raise MCPError(
+                code=INVALID_PARAMS, message="requestState was already used; call the tool again without it"
+            )
+        response = (ctx.input_responses or {}).get(CONNECT_INPUT_KEY)
+        if getattr(response, "action", "accept") != "accept":
+            raise ConnectionNeeded(_tool_error(f"Connecting {config.display_name} was declined."))
+
+        deadline = self._clock() + self._settings.retry_wait_seconds
+        elicitation = await self._store().get_elicitation(state.elicitation_id)
+        while True:
+            connection = await self._usable_connection(caller, config, needed)
+            if connection is not None:
+                return connection
+            live = (
+                elicitation is not None
+                and elicitation.user == caller.user
+                and elicitation.status
+                in (
+                    ElicitationStatus.PENDING,
+                    ElicitationStatus.OPENED,
+                )
+            )
+            remaining = deadline - self._clock()
+            if not live or remaining <= 0:
+                break
+            assert elicitation is not None
+            await self._hub.wait(elicitation, min(POLL_INTERVAL, remaining))
+            elicitation = await self._store().get_elicitation(state.elicitation_id)
+
+        if elicitation is not None and elicitation.status is ElicitationStatus.FAILED:
+            raise ConnectionNeeded(
+                _tool_error(
+                    f"Connecting {config.display_name} did not succeed; call the tool again to retry."
+                )
+            )
+        if live and elicitation is not None:
+            # Still in progress: ask again with state only, so the client does not prompt twice.
+            raise ConnectionNeeded(
+                InputRequiredResult(request_state=await self._new_request_state(elicitation))
+            )
+        raise ConnectionNeeded(await self._ask(ctx, caller, config, needed))
+
+
+def _tool_error(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)

@@ -1,0 +1,127 @@
+"""`mcp-url-connect demo`: the whole flow in one process, on the embedded store, no accounts.
+
+Two listeners: the MCP server on PORT and the development authorization server plus the
+mock provider `mockhub` on PORT+1 (an issuer of its own, as in production). Secrets are
+generated once and kept, mode 0600, under the data directory.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mock_providers import ClientSpec, MockProvidersConfig
+from service.settings import ProviderConfig, Settings
+from token_store import KeyRing
+
+LOGIN_CLIENT_ID = "mcp-url-connect-login"
+MOCKHUB_CLIENT_ID = "mcp-url-connect"
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def demo_secrets(data_dir: Path) -> dict[str, str]:
+    """Load the demo's generated secrets, creating them on first run."""
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = data_dir / "demo-secrets.json"
+    if path.exists():
+        loaded: dict[str, str] = json.loads(path.read_text())
+        return loaded
+    values = {
+        "session_secret": secrets.token_urlsafe(48),
+        "encryption_keys": f"demo1:{_b64(KeyRing.generate_key())}",
+        "request_state_keys": _b64(secrets.token_bytes(32)),
+        "login_client_secret": secrets.token_urlsafe(32),
+        "mockhub_client_secret": secrets.token_urlsafe(32),
+    }
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(values, f)
+    return values
+
+
+@dataclass(frozen=True)
+class Demo:
+    settings: Settings
+    providers: MockProvidersConfig
+
+    @property
+    def providers_url(self) -> str:
+        return self.providers.base_url
+
+
+def build_demo(host: str, port: int, providers_port: int, data_dir: Path, **overrides: Any) -> Demo:
+    data_dir = data_dir.resolve()
+    values = demo_secrets(data_dir)
+    public_url = f"http://{host}:{port}"
+    providers_url = f"http://{host}:{providers_port}"
+    mockhub = ProviderConfig(
+        name="mockhub",
+        display_name="MockHub",
+        authorize_url=f"{providers_url}/mockhub/authorize",
+        token_url=f"{providers_url}/mockhub/token",
+        userinfo_url=f"{providers_url}/mockhub/user",
+        client_id=MOCKHUB_CLIENT_ID,
+        client_secret=values["mockhub_client_secret"],
+        scopes=("read:user",),
+        issuer=f"{providers_url}/mockhub",
+        account_field="id",
+        label_field="login",
+    )
+    settings = Settings(
+        public_url=public_url,
+        auth_issuer=providers_url,
+        login_client_id=LOGIN_CLIENT_ID,
+        login_client_secret=values["login_client_secret"],
+        session_secret=values["session_secret"],
+        encryption_keys=values["encryption_keys"],
+        request_state_keys=values["request_state_keys"],
+        data_dir=data_dir,
+        providers={"mockhub": mockhub},
+        host=host,
+        port=port,
+        **overrides,
+    ).validate()
+    providers = MockProvidersConfig(
+        base_url=providers_url,
+        data_dir=data_dir,
+        mcp_resource=settings.resource_url,
+        login_client=ClientSpec(
+            LOGIN_CLIENT_ID, values["login_client_secret"], (settings.login_callback_url,)
+        ),
+        mockhub_client=ClientSpec(
+            MOCKHUB_CLIENT_ID, values["mockhub_client_secret"], (settings.callback_url,)
+        ),
+    )
+    return Demo(settings, providers)
+
+
+def banner(demo: Demo) -> str:
+    s = demo.settings
+    return f"""
+mcp-url-connect demo (development only: dev authorization server, mock provider, local store)
+
+  MCP server (streamable HTTP)   {s.resource_url}
+  Protected-resource metadata    {s.public_url}/.well-known/oauth-protected-resource/mcp
+  Dev authorization server       {s.auth_issuer}   (login page asks only for a username)
+  Mock provider "mockhub"        {demo.providers_url}/mockhub
+  Your connections page          {s.public_url}/connections
+  Data (store, keys)             {s.data_dir}
+
+Next:
+  1. Get a bearer token for user "alice":
+       mcp-url-connect dev-token alice --data-dir {s.data_dir}
+  2. Run the example client (legacy 2025-11-25 and stateless 2026-07-28 modes):
+       python examples/client.py --server {s.resource_url} --data-dir {s.data_dir} --user alice
+     It prints a connect URL: open it, sign in as alice, approve at MockHub.
+  3. Any MCP client: point it at {s.resource_url} with
+       Authorization: Bearer <the dev token>
+     or let it discover the dev authorization server (RFC 9728 -> RFC 8414, dynamic registration).
+"""

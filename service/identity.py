@@ -1,0 +1,36 @@
+"""Who is calling: the user comes only from the verified MCP access token (DESIGN invariant 1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_REQUEST
+
+from token_store import UserRef
+
+
+@dataclass(frozen=True)
+class Caller:
+    user: UserRef
+    client_id: str
+    mcp_session_id: str | None  # set on 2025-11-25 streamable HTTP sessions
+
+
+def current_caller(ctx: Context[Any, Any]) -> Caller:
+    """The verified caller of this request; never a tool argument or a header alone."""
+    token = get_access_token()
+    issuer = (token.claims or {}).get("iss") if token else None
+    if token is None or not token.subject or not isinstance(issuer, str):
+        raise MCPError(code=INVALID_REQUEST, message="This server requires an authenticated user")
+    headers = ctx.headers or {}
+    # The session id only routes the completion notification; the SDK has already checked that
+    # this session belongs to this token's principal.
+    return Caller(
+        user=UserRef(iss=issuer, sub=token.subject),
+        client_id=token.client_id,
+        mcp_session_id=headers.get("mcp-session-id"),
+    )

@@ -1,0 +1,43 @@
+"""Calls to a provider's API with a stored token. The token goes only to the provider that issued it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from service.settings import ProviderConfig
+
+MAX_PROFILE_BYTES = 256 * 1024
+
+
+class ProviderApiError(Exception):
+    """The provider's API failed; the message is safe to show (no token, no response body)."""
+
+    def __init__(self, message: str, *, unauthorized: bool = False) -> None:
+        super().__init__(message)
+        self.unauthorized = unauthorized
+
+
+async def fetch_userinfo(
+    http: httpx.AsyncClient, provider: ProviderConfig, access_token: str
+) -> dict[str, Any]:
+    """GET the provider's user endpoint with the user's token; a JSON object or ProviderApiError."""
+    try:
+        response = await http.get(
+            provider.userinfo_url,
+            headers={"Authorization": f"Bearer {access_token}", "Accept": "application/json"},
+        )
+    except httpx.HTTPError as exc:
+        raise ProviderApiError(f"{provider.display_name} did not answer ({type(exc).__name__})") from None
+    if response.status_code == 401:
+        raise ProviderApiError(f"{provider.display_name} rejected the stored token", unauthorized=True)
+    if response.status_code != 200 or len(response.content) > MAX_PROFILE_BYTES:
+        raise ProviderApiError(f"{provider.display_name} answered HTTP {response.status_code}")
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise ProviderApiError(f"{provider.display_name} answered something that is not a JSON object")
+    return body

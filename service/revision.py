@@ -1,0 +1,24 @@
+"""The one place that knows which protocol revision a request speaks and what its client supports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver import Context
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+
+def is_stateless_revision(ctx: Context[Any, Any]) -> bool:
+    """True on 2026-07-28 and later: InputRequiredResult + requestState, never -32042."""
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def supports_url_elicitation(ctx: Context[Any, Any]) -> bool:
+    """Did the client declare `elicitation.url`? The SDK does not check this for us.
+
+    2025-11-25 client-elicitation: servers MUST NOT send a mode the client did not declare;
+    2026-07-28 patterns-mrtr: no inputRequests the client has not declared support for.
+    """
+    capabilities = ctx.client_capabilities
+    elicitation = capabilities.elicitation if capabilities else None
+    return elicitation is not None and elicitation.url is not None

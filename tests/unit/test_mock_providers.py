@@ -1,0 +1,779 @@
+"""mock_providers: the development authorization server and MockHub, driven over ASGI."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import secrets
+import stat
+import time
+from collections.abc import AsyncIterator
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import jwt
+import pytest
+from authlib.oauth2.rfc8414 import AuthorizationServerMetadata
+from authlib.oauth2.rfc9207 import AuthorizationServerMetadata as IssMetadata
+from authlib.oidc.discovery import OpenIDProviderMetadata
+from starlette.applications import Starlette
+
+from mock_providers import (
+    ClientSpec,
+    MockHub,
+    MockProvidersConfig,
+    NoDevKeys,
+    create_mock_providers_app,
+    mint_access_token,
+)
+
+BASE = "http://127.0.0.1:8001"
+HUB = BASE + "/mockhub"
+MCP_RESOURCE = "http://127.0.0.1:8000/mcp"
+LOGIN_CLIENT_ID = "mcp-login"
+LOGIN_SECRET = "login-secret-0123456789"
+LOGIN_CALLBACK = "http://127.0.0.1:8000/login/callback"
+HUB_CLIENT_ID = "mcp-url-connect"
+HUB_SECRET = "hub-secret-0123456789"
+HUB_CALLBACK = "http://127.0.0.1:8000/connect/callback"
+DCR_CALLBACK = "http://127.0.0.1:33418/callback"
+
+
+def make_config(data_dir: Path, **overrides: Any) -> MockProvidersConfig:
+    values: dict[str, Any] = {
+        "base_url": BASE,
+        "data_dir": data_dir,
+        "mcp_resource": MCP_RESOURCE,
+        "login_client": ClientSpec(LOGIN_CLIENT_ID, LOGIN_SECRET, (LOGIN_CALLBACK,)),
+        "mockhub_client": ClientSpec(HUB_CLIENT_ID, HUB_SECRET, (HUB_CALLBACK,)),
+    }
+    values.update(overrides)
+    return MockProvidersConfig(**values)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def app(data_dir: Path) -> Starlette:
+    return create_mock_providers_app(make_config(data_dir))
+
+
+@pytest.fixture
+def hub(app: Starlette) -> MockHub:
+    mockhub: MockHub = app.state.mockhub
+    return mockhub
+
+
+@pytest.fixture
+async def client(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+        yield http
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def pkce_pair() -> tuple[str, str]:
+    verifier = secrets.token_urlsafe(48)
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def query_of(location: str) -> dict[str, str]:
+    return {key: values[0] for key, values in parse_qs(urlsplit(location).query).items()}
+
+
+class _Forms(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.forms: list[dict[str, Any]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "form":
+            self.forms.append({"action": a.get("action", ""), "fields": {}, "buttons": [], "types": {}})
+        elif self.forms and tag in ("input", "button") and "name" in a:
+            kind = a.get("type", "submit" if tag == "button" else "text")
+            self.forms[-1]["types"][a["name"]] = kind
+            if kind == "submit":
+                self.forms[-1]["buttons"].append((a["name"], a.get("value", "")))
+            else:
+                self.forms[-1]["fields"][a["name"]] = a.get("value", "")
+
+
+def only_form(html: str) -> dict[str, Any]:
+    parser = _Forms()
+    parser.feed(html)
+    assert len(parser.forms) == 1
+    return parser.forms[0]
+
+
+def verify_jwt(token: str, jwks: dict[str, Any], *, audience: str, typ: str) -> dict[str, Any]:
+    header = jwt.get_unverified_header(token)
+    assert header["typ"] == typ
+    assert header["alg"] == "RS256"
+    key = jwt.PyJWKSet.from_dict(jwks)[header["kid"]]
+    claims: dict[str, Any] = jwt.decode(
+        token,
+        key=key,
+        algorithms=["RS256"],
+        audience=audience,
+        issuer=BASE,
+        options={"require": ["exp", "iat", "iss", "aud", "sub"]},
+    )
+    return claims
+
+
+async def register_public_client(client: httpx.AsyncClient, **extra: Any) -> dict[str, Any]:
+    body = {
+        "redirect_uris": [DCR_CALLBACK],
+        "token_endpoint_auth_method": "none",
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "client_name": "Test MCP client",
+        **extra,
+    }
+    response = await client.post("/register", json=body)
+    assert response.status_code == 201, response.text
+    registered: dict[str, Any] = response.json()
+    return registered
+
+
+async def dev_login_and_authorize(
+    client: httpx.AsyncClient,
+    *,
+    client_id: str,
+    redirect_uri: str,
+    username: str = "alice",
+    state: str = "state-1",
+    **params: str,
+) -> tuple[dict[str, str], str]:
+    """Walk /authorize -> login page -> /login -> /authorize; returns callback params and verifier."""
+    verifier, challenge = pkce_pair()
+    query = {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": redirect_uri,
+        "state": state,
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        **params,
+    }
+    page = await client.get("/authorize", params=query)
+    if page.status_code == 200:
+        form = only_form(page.text)
+        assert form["action"] == "/login"
+        login = await client.post("/login", data={**form["fields"], "username": username})
+        assert login.status_code == 303
+        page = await client.get(login.headers["location"])
+    assert page.status_code == 302, page.text
+    location = page.headers["location"]
+    assert location.startswith(redirect_uri + "?")
+    return query_of(location), verifier
+
+
+async def dev_token(client: httpx.AsyncClient, **form: str) -> httpx.Response:
+    return await client.post("/token", data=form)
+
+
+# -- dev authorization server ----------------------------------------------------------
+
+
+async def test_dev_as_metadata_and_discovery(client: httpx.AsyncClient) -> None:
+    oauth = (await client.get("/.well-known/oauth-authorization-server")).json()
+    oidc = (await client.get("/.well-known/openid-configuration")).json()
+    for document in (oauth, oidc):
+        assert document["issuer"] == BASE
+        assert document["authorization_endpoint"] == BASE + "/authorize"
+        assert document["token_endpoint"] == BASE + "/token"
+        assert document["registration_endpoint"] == BASE + "/register"
+        assert document["jwks_uri"] == BASE + "/jwks.json"
+        assert document["userinfo_endpoint"] == BASE + "/userinfo"
+        assert document["code_challenge_methods_supported"] == ["S256"]
+        assert "none" in document["token_endpoint_auth_methods_supported"]
+    AuthorizationServerMetadata(oauth).validate(metadata_classes=[IssMetadata])
+    OpenIDProviderMetadata(oidc).validate()
+
+
+async def test_jwks_is_public_only(client: httpx.AsyncClient) -> None:
+    response = await client.get("/jwks.json")
+    (key,) = response.json()["keys"]
+    assert key["kty"] == "RSA" and key["alg"] == "RS256" and key["use"] == "sig" and key["kid"]
+    assert not {"d", "p", "q", "dp", "dq", "qi"} & set(key)
+    assert response.headers["access-control-allow-origin"] == "*"
+
+
+async def test_dcr_public_client_full_flow(client: httpx.AsyncClient) -> None:
+    registered = await register_public_client(client)
+    assert registered["token_endpoint_auth_method"] == "none"
+    assert "client_secret" not in registered
+    client_id = registered["client_id"]
+
+    verifier, challenge = pkce_pair()
+    page = await client.get(
+        "/authorize",
+        params={
+            "response_type": "code",
+            "client_id": client_id,
+            "redirect_uri": DCR_CALLBACK,
+            "state": "s-123",
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "resource": "http://127.0.0.1:8000/mcp/other",
+            "scope": "mcp:tools",
+        },
+    )
+    assert page.status_code == 200
+    assert "development only" in page.text.lower()
+    form = only_form(page.text)
+    assert form["types"]["username"] == "text"
+    assert "password" not in form["types"].values()
+    assert '<button type="submit">' in page.text
+
+    login = await client.post("/login", data={**form["fields"], "username": "alice"})
+    assert login.status_code == 303
+    cookie = login.headers["set-cookie"].lower()
+    assert cookie.startswith("devas_session=") and "httponly" in cookie and "samesite=lax" in cookie
+
+    back = await client.get(login.headers["location"])
+    assert back.status_code == 302
+    callback = query_of(back.headers["location"])
+    assert callback["state"] == "s-123" and callback["iss"] == BASE
+
+    token = await dev_token(
+        client,
+        grant_type="authorization_code",
+        code=callback["code"],
+        redirect_uri=DCR_CALLBACK,
+        client_id=client_id,
+        code_verifier=verifier,
+        resource="http://127.0.0.1:8000/mcp/other",
+    )
+    assert token.status_code == 200, token.text
+    body = token.json()
+    assert body["token_type"] == "Bearer" and body["expires_in"] == 3600 and body["refresh_token"]
+    assert "id_token" not in body
+
+    jwks = (await client.get("/jwks.json")).json()
+    claims = verify_jwt(body["access_token"], jwks, audience="http://127.0.0.1:8000/mcp/other", typ="at+jwt")
+    assert claims["sub"] == "alice"
+    assert claims["client_id"] == client_id
+    assert claims["scope"] == "mcp:tools"
+    assert claims["exp"] - claims["iat"] == 3600
+    assert claims["jti"]
+    assert jwt.get_unverified_header(body["access_token"])["kid"] == jwks["keys"][0]["kid"]
+
+    # The browser stays signed in: the next authorization is immediate (automatic consent).
+    again, _ = await dev_login_and_authorize(client, client_id=client_id, redirect_uri=DCR_CALLBACK)
+    assert again["code"] != callback["code"]
+
+
+async def test_default_audience_is_the_mcp_resource(client: httpx.AsyncClient) -> None:
+    client_id = (await register_public_client(client))["client_id"]
+    callback, verifier = await dev_login_and_authorize(client, client_id=client_id, redirect_uri=DCR_CALLBACK)
+    token = await dev_token(
+        client,
+        grant_type="authorization_code",
+        code=callback["code"],
+        redirect_uri=DCR_CALLBACK,
+        client_id=client_id,
+        code_verifier=verifier,
+    )
+    jwks = (await client.get("/jwks.json")).json()
+    claims = verify_jwt(token.json()["access_token"], jwks, audience=MCP_RESOURCE, typ="at+jwt")
+    assert claims["sub"] == "alice"
+
+
+async def test_loopback_redirect_may_change_port(client: httpx.AsyncClient) -> None:
+    client_id = (await register_public_client(client))["client_id"]
+    callback, _ = await dev_login_and_authorize(
+        client, client_id=client_id, redirect_uri="http://127.0.0.1:40001/callback"
+    )
+    assert callback["code"]
+
+
+async def test_openid_login_client_gets_id_token_with_nonce(client: httpx.AsyncClient) -> None:
+    callback, verifier = await dev_login_and_authorize(
+        client,
+        client_id=LOGIN_CLIENT_ID,
+        redirect_uri=LOGIN_CALLBACK,
+        username="bob",
+        scope="openid",
+        nonce="n-0S6_WzA2Mj",
+    )
+    token = await client.post(
+        "/token",
+        data={
+            "grant_type": "authorization_code",
+            "code": callback["code"],
+            "redirect_uri": LOGIN_CALLBACK,
+            "code_verifier": verifier,
+        },
+        auth=(LOGIN_CLIENT_ID, LOGIN_SECRET),
+    )
+    assert token.status_code == 200, token.text
+    body = token.json()
+    jwks = (await client.get("/jwks.json")).json()
+    id_claims = verify_jwt(body["id_token"], jwks, audience=LOGIN_CLIENT_ID, typ="JWT")
+    assert id_claims["sub"] == "bob"
+    assert id_claims["nonce"] == "n-0S6_WzA2Mj"
+    assert abs(id_claims["auth_time"] - time.time()) < 60
+    assert id_claims["exp"] > id_claims["iat"]
+
+    info = await client.get("/userinfo", headers={"Authorization": f"Bearer {body['access_token']}"})
+    assert info.status_code == 200
+    assert info.json() == {"sub": "bob"}
+
+    no_token = await client.get("/userinfo")
+    assert no_token.status_code == 401 and "www-authenticate" in no_token.headers
+    id_as_access = await client.get("/userinfo", headers={"Authorization": f"Bearer {body['id_token']}"})
+    assert id_as_access.status_code == 401
+
+
+async def test_login_client_may_use_client_secret_post(client: httpx.AsyncClient) -> None:
+    callback, verifier = await dev_login_and_authorize(
+        client, client_id=LOGIN_CLIENT_ID, redirect_uri=LOGIN_CALLBACK, scope="openid"
+    )
+    common = {
+        "grant_type": "authorization_code",
+        "code": callback["code"],
+        "redirect_uri": LOGIN_CALLBACK,
+        "code_verifier": verifier,
+        "client_id": LOGIN_CLIENT_ID,
+    }
+    without_secret = await dev_token(client, **common)
+    assert without_secret.status_code == 401
+    assert without_secret.json()["error"] == "invalid_client"
+    with_secret = await dev_token(client, **common, client_secret=LOGIN_SECRET)
+    assert with_secret.status_code == 200, with_secret.text
+    assert "id_token" in with_secret.json()
+
+
+async def test_missing_or_plain_pkce_is_rejected(client: httpx.AsyncClient) -> None:
+    client_id = (await register_public_client(client))["client_id"]
+    await client.post("/login", data={"username": "alice", "return_to": ""})
+    base = {"response_type": "code", "client_id": client_id, "redirect_uri": DCR_CALLBACK, "state": "x"}
+    for extra in ({}, {"code_challenge": "a" * 43, "code_challenge_method": "plain"}, {"code_challenge": "a" * 43}):
+        response = await client.get("/authorize", params={**base, **extra})
+        assert response.status_code == 302
+        params = query_of(response.headers["location"])
+        assert params["error"] == "invalid_request" and params["state"] == "x" and params["iss"] == BASE
+        assert "code" not in params
+
+
+async def test_dev_as_wrong_verifier_and_code_reuse(client: httpx.AsyncClient) -> None:
+    client_id = (await register_public_client(client))["client_id"]
+    callback, verifier = await dev_login_and_authorize(client, client_id=client_id, redirect_uri=DCR_CALLBACK)
+    form = {
+        "grant_type": "authorization_code",
+        "code": callback["code"],
+        "redirect_uri": DCR_CALLBACK,
+        "client_id": client_id,
+    }
+    missing = await dev_token(client, **form)
+    assert missing.status_code == 400 and missing.json()["error"] == "invalid_request"
+    wrong = await dev_token(client, **form, code_verifier=pkce_pair()[0])
+    assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant"
+    assert (await dev_token(client, **form, code_verifier=verifier)).status_code == 200
+    reuse = await dev_token(client, **form, code_verifier=verifier)
+    assert reuse.status_code == 400 and reuse.json()["error"] == "invalid_grant"
+
+
+async def test_dev_as_refresh_rotates(client: httpx.AsyncClient) -> None:
+    client_id = (await register_public_client(client))["client_id"]
+    callback, verifier = await dev_login_and_authorize(
+        client, client_id=client_id, redirect_uri=DCR_CALLBACK, resource=MCP_RESOURCE
+    )
+    first = (
+        await dev_token(
+            client,
+            grant_type="authorization_code",
+            code=callback["code"],
+            redirect_uri=DCR_CALLBACK,
+            client_id=client_id,
+            code_verifier=verifier,
+        )
+    ).json()
+    refreshed = await dev_token(
+        client, grant_type="refresh_token", refresh_token=first["refresh_token"], client_id=client_id
+    )
+    assert refreshed.status_code == 200, refreshed.text
+    second = refreshed.json()
+    assert second["refresh_token"] != first["refresh_token"]
+    jwks = (await client.get("/jwks.json")).json()
+    claims = verify_jwt(second["access_token"], jwks, audience=MCP_RESOURCE, typ="at+jwt")
+    assert claims["sub"] == "alice"
+    old = await dev_token(
+        client, grant_type="refresh_token", refresh_token=first["refresh_token"], client_id=client_id
+    )
+    assert old.status_code == 400 and old.json()["error"] == "invalid_grant"
+    other_resource = await dev_token(
+        client,
+        grant_type="refresh_token",
+        refresh_token=second["refresh_token"],
+        client_id=client_id,
+        resource="https://elsewhere.example/mcp",
+    )
+    assert other_resource.status_code == 400 and other_resource.json()["error"] == "invalid_target"
+
+
+async def test_dev_as_bad_client_or_redirect_is_a_page_not_a_redirect(client: httpx.AsyncClient) -> None:
+    client_id = (await register_public_client(client))["client_id"]
+    _, challenge = pkce_pair()
+    base = {"response_type": "code", "code_challenge": challenge, "code_challenge_method": "S256"}
+    for params in (
+        {"client_id": client_id, "redirect_uri": "https://attacker.example/cb"},
+        {"client_id": "no-such-client", "redirect_uri": DCR_CALLBACK},
+    ):
+        response = await client.get("/authorize", params={**base, **params})
+        assert response.status_code == 400
+        assert "location" not in response.headers
+        assert response.headers["content-type"].startswith("text/html")
+
+
+async def test_dev_as_escapes_client_supplied_text(client: httpx.AsyncClient) -> None:
+    client_id = (await register_public_client(client, client_name="<script>alert(1)</script>"))["client_id"]
+    _, challenge = pkce_pair()
+    page = await client.get(
+        "/authorize",
+        params={
+            "response_type": "code",
+            "client_id": client_id,
+            "redirect_uri": DCR_CALLBACK,
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "scope": '"><img src=x>',
+        },
+    )
+    assert page.status_code == 200
+    assert "<script>" not in page.text and "<img" not in page.text
+    assert "&lt;script&gt;" in page.text
+
+
+async def test_login_rejects_bad_usernames_and_foreign_return_to(client: httpx.AsyncClient) -> None:
+    bad = await client.post("/login", data={"username": "", "return_to": ""})
+    assert bad.status_code == 400
+    elsewhere = await client.post("/login", data={"username": "alice", "return_to": "https://evil.example/"})
+    assert elsewhere.status_code == 200 and "location" not in elsewhere.headers
+
+
+async def test_registration_requires_redirect_uris(client: httpx.AsyncClient) -> None:
+    response = await client.post("/register", json={"token_endpoint_auth_method": "none"})
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_redirect_uri"
+    confidential = await client.post("/register", json={"redirect_uris": [DCR_CALLBACK]})
+    assert confidential.status_code == 201
+    assert confidential.json()["client_secret"]
+
+
+async def test_mint_access_token_verifies_like_token_endpoint(
+    client: httpx.AsyncClient, data_dir: Path
+) -> None:
+    jwks = (await client.get("/jwks.json")).json()
+    token = mint_access_token(data_dir, "carol")
+    claims = verify_jwt(token, jwks, audience=MCP_RESOURCE, typ="at+jwt")
+    assert claims["sub"] == "carol" and claims["client_id"] == "dev-token"
+    assert claims["exp"] - claims["iat"] == 3600 and claims["jti"]
+
+    other = mint_access_token(data_dir, "carol", audience="https://x.example/mcp", lifetime=60, client_id="cli")
+    claims = verify_jwt(other, jwks, audience="https://x.example/mcp", typ="at+jwt")
+    assert claims["exp"] - claims["iat"] == 60 and claims["client_id"] == "cli"
+
+
+def test_mint_access_token_without_keys(tmp_path: Path) -> None:
+    with pytest.raises(NoDevKeys, match="dev-as.json"):
+        mint_access_token(tmp_path, "carol")
+
+
+async def test_key_persists_across_app_instances(data_dir: Path) -> None:
+    first = create_mock_providers_app(make_config(data_dir))
+    second = create_mock_providers_app(make_config(data_dir))
+    assert stat.S_IMODE(os.stat(data_dir / "dev-as.json").st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(data_dir).st_mode) == 0o700
+    jwks = []
+    for app in (first, second):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
+            jwks.append((await http.get("/jwks.json")).json())
+    assert jwks[0] == jwks[1]
+    token = mint_access_token(data_dir, "dave")
+    verify_jwt(token, jwks[1], audience=MCP_RESOURCE, typ="at+jwt")
+
+    moved = create_mock_providers_app(make_config(data_dir, mcp_resource="http://127.0.0.1:9000/mcp"))
+    assert moved.state.dev_as.keys.kid == first.state.dev_as.keys.kid
+    verify_jwt(mint_access_token(data_dir, "dave"), jwks[0], audience="http://127.0.0.1:9000/mcp", typ="at+jwt")
+
+
+def test_non_loopback_http_base_url_is_refused(data_dir: Path) -> None:
+    with pytest.raises(ValueError, match="loopback"):
+        create_mock_providers_app(make_config(data_dir, base_url="http://dev.example:8001"))
+
+
+# -- mockhub ---------------------------------------------------------------------------
+
+
+def hub_authorize_params(challenge: str, **extra: str) -> dict[str, str]:
+    return {
+        "response_type": "code",
+        "client_id": HUB_CLIENT_ID,
+        "redirect_uri": HUB_CALLBACK,
+        "scope": "read:user repo",
+        "state": "hub-state",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        **extra,
+    }
+
+
+async def hub_consent(
+    client: httpx.AsyncClient, *, decision: str = "approve", login: str = "octocat", **extra: str
+) -> tuple[dict[str, str], str]:
+    """GET the consent page, submit it; returns the callback parameters and the PKCE verifier."""
+    verifier, challenge = pkce_pair()
+    page = await client.get("/mockhub/authorize", params=hub_authorize_params(challenge, **extra))
+    assert page.status_code == 200, page.text
+    form = only_form(page.text)
+    assert form["action"] == "/mockhub/authorize"
+    assert form["fields"]["login"] == "octocat"
+    assert sorted(form["buttons"]) == [("decision", "approve"), ("decision", "deny")]
+    response = await client.post(
+        "/mockhub/authorize", data={**form["fields"], "login": login, "decision": decision}
+    )
+    assert response.status_code == 302, response.text
+    location = response.headers["location"]
+    assert location.startswith(HUB_CALLBACK + "?")
+    return query_of(location), verifier
+
+
+async def hub_exchange(
+    client: httpx.AsyncClient, code: str, verifier: str, *, redirect_uri: str = HUB_CALLBACK
+) -> httpx.Response:
+    return await client.post(
+        "/mockhub/token",
+        data={
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": redirect_uri,
+            "code_verifier": verifier,
+        },
+        auth=(HUB_CLIENT_ID, HUB_SECRET),
+    )
+
+
+async def test_mockhub_metadata(client: httpx.AsyncClient) -> None:
+    document = (await client.get("/.well-known/oauth-authorization-server/mockhub")).json()
+    assert document["issuer"] == HUB
+    assert document["authorization_endpoint"] == HUB + "/authorize"
+    assert document["token_endpoint"] == HUB + "/token"
+    assert document["revocation_endpoint"] == HUB + "/revoke"
+    assert document["code_challenge_methods_supported"] == ["S256"]
+    assert document["authorization_response_iss_parameter_supported"] is True
+    AuthorizationServerMetadata(document).validate(metadata_classes=[IssMetadata])
+
+
+async def test_mockhub_approve_token_user(client: httpx.AsyncClient, hub: MockHub) -> None:
+    callback, verifier = await hub_consent(client, login="monalisa")
+    assert set(callback) == {"code", "state", "iss"}
+    assert callback["state"] == "hub-state" and callback["iss"] == HUB
+
+    token = await hub_exchange(client, callback["code"], verifier)
+    assert token.status_code == 200, token.text
+    body = token.json()
+    assert body["access_token"].startswith("mhat_") and body["refresh_token"].startswith("mhrt_")
+    assert body["expires_in"] == 28800 and body["scope"] == "read:user repo"
+    assert hub.issued_access_tokens == {body["access_token"]}
+    assert hub.issued_refresh_tokens == {body["refresh_token"]}
+
+    user = await client.get("/mockhub/user", headers={"Authorization": f"Bearer {body['access_token']}"})
+    assert user.status_code == 200
+    info = user.json()
+    assert info["login"] == "monalisa" and info["scopes"] == ["read:user", "repo"] and info["name"]
+    assert isinstance(info["id"], int)
+
+    again, verifier2 = await hub_consent(client, login="monalisa")
+    body2 = (await hub_exchange(client, again["code"], verifier2)).json()
+    info2 = (
+        await client.get("/mockhub/user", headers={"Authorization": f"Bearer {body2['access_token']}"})
+    ).json()
+    assert info2["id"] == info["id"]
+
+    assert [(r.grant_type, r.client_id, r.ok) for r in hub.token_requests] == [
+        ("authorization_code", HUB_CLIENT_ID, True),
+        ("authorization_code", HUB_CLIENT_ID, True),
+    ]
+    assert hub.user_requests == 2
+
+
+async def test_mockhub_client_secret_post_and_bad_secret(client: httpx.AsyncClient, hub: MockHub) -> None:
+    callback, verifier = await hub_consent(client)
+    form = {
+        "grant_type": "authorization_code",
+        "code": callback["code"],
+        "redirect_uri": HUB_CALLBACK,
+        "code_verifier": verifier,
+        "client_id": HUB_CLIENT_ID,
+    }
+    bad = await client.post("/mockhub/token", data={**form, "client_secret": "wrong"})
+    assert bad.status_code in (400, 401) and bad.json()["error"] == "invalid_client"
+    good = await client.post("/mockhub/token", data={**form, "client_secret": HUB_SECRET})
+    assert good.status_code == 200
+    assert [(r.ok, r.error) for r in hub.token_requests] == [(False, "invalid_client"), (True, None)]
+    assert all(r.client_id == HUB_CLIENT_ID for r in hub.token_requests)
+
+
+async def test_mockhub_deny(client: httpx.AsyncClient, hub: MockHub) -> None:
+    callback, _ = await hub_consent(client, decision="deny")
+    assert callback == {"error": "access_denied", "state": "hub-state", "iss": HUB}
+    assert hub.issued_access_tokens == set()
+
+
+async def test_mockhub_code_is_single_use(client: httpx.AsyncClient, hub: MockHub) -> None:
+    callback, verifier = await hub_consent(client)
+    assert (await hub_exchange(client, callback["code"], verifier)).status_code == 200
+    reuse = await hub_exchange(client, callback["code"], verifier)
+    assert reuse.status_code == 400 and reuse.json()["error"] == "invalid_grant"
+    assert [r.ok for r in hub.token_requests] == [True, False]
+    assert hub.token_requests[-1].error == "invalid_grant"
+
+
+async def test_mockhub_wrong_verifier(client: httpx.AsyncClient) -> None:
+    callback, _ = await hub_consent(client)
+    wrong = await hub_exchange(client, callback["code"], pkce_pair()[0])
+    assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant"
+
+
+async def test_mockhub_token_redirect_uri_must_match(client: httpx.AsyncClient) -> None:
+    callback, verifier = await hub_consent(client)
+    other = await hub_exchange(client, callback["code"], verifier, redirect_uri=HUB_CALLBACK + "/x")
+    assert other.status_code == 400 and other.json()["error"] == "invalid_grant"
+
+
+async def test_mockhub_bad_redirect_or_client_is_a_400_page(client: httpx.AsyncClient) -> None:
+    _, challenge = pkce_pair()
+    for extra in (
+        {"redirect_uri": HUB_CALLBACK + "/other"},
+        {"redirect_uri": HUB_CALLBACK.replace("127.0.0.1", "localhost")},
+        {"redirect_uri": "https://attacker.example/cb"},
+        {"client_id": "unknown"},
+    ):
+        params = hub_authorize_params(challenge, **extra)
+        for response in (
+            await client.get("/mockhub/authorize", params=params),
+            await client.post("/mockhub/authorize", data={**params, "login": "x", "decision": "approve"}),
+        ):
+            assert response.status_code == 400
+            assert "location" not in response.headers
+            assert response.headers["content-type"].startswith("text/html")
+
+
+async def test_mockhub_requires_s256_pkce(client: httpx.AsyncClient) -> None:
+    params = hub_authorize_params("x")
+    del params["code_challenge"], params["code_challenge_method"]
+    response = await client.get("/mockhub/authorize", params=params)
+    assert response.status_code == 302
+    assert query_of(response.headers["location"]) == {
+        "error": "invalid_request",
+        "error_description": "PKCE is required: missing 'code_challenge'.",
+        "state": "hub-state",
+        "iss": HUB,
+    }
+
+
+async def test_mockhub_refresh_rotation(client: httpx.AsyncClient, hub: MockHub) -> None:
+    callback, verifier = await hub_consent(client)
+    first = (await hub_exchange(client, callback["code"], verifier)).json()
+
+    async def refresh(refresh_token: str) -> httpx.Response:
+        return await client.post(
+            "/mockhub/token",
+            data={"grant_type": "refresh_token", "refresh_token": refresh_token},
+            auth=(HUB_CLIENT_ID, HUB_SECRET),
+        )
+
+    second = await refresh(first["refresh_token"])
+    assert second.status_code == 200, second.text
+    rotated = second.json()
+    assert rotated["refresh_token"].startswith("mhrt_") and rotated["refresh_token"] != first["refresh_token"]
+    assert rotated["access_token"] != first["access_token"] and rotated["scope"] == "read:user repo"
+    stale = await refresh(first["refresh_token"])
+    assert stale.status_code == 400 and stale.json()["error"] == "invalid_grant"
+    assert (await refresh(rotated["refresh_token"])).status_code == 200
+    assert [(r.grant_type, r.ok) for r in hub.token_requests] == [
+        ("authorization_code", True),
+        ("refresh_token", True),
+        ("refresh_token", False),
+        ("refresh_token", True),
+    ]
+    assert len(hub.issued_refresh_tokens) == 3 and len(hub.issued_access_tokens) == 3
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("correct", HUB), ("omit", None), ("wrong", "WRONG")])
+async def test_mockhub_iss_mode(client: httpx.AsyncClient, hub: MockHub, mode: str, expected: str | None) -> None:
+    hub.iss_mode = mode  # type: ignore[assignment]
+    for decision in ("approve", "deny"):
+        callback, _ = await hub_consent(client, decision=decision)
+        if expected is None:
+            assert "iss" not in callback
+        elif expected == "WRONG":
+            assert callback["iss"] == hub.wrong_issuer and callback["iss"] != HUB
+        else:
+            assert callback["iss"] == expected
+
+
+async def test_mockhub_user_requires_valid_token(client: httpx.AsyncClient, hub: MockHub) -> None:
+    missing = await client.get("/mockhub/user")
+    assert missing.status_code == 401 and missing.headers["www-authenticate"].startswith("Bearer")
+    assert missing.json()["error"]
+    bogus = await client.get("/mockhub/user", headers={"Authorization": "Bearer mhat_nope"})
+    assert bogus.status_code == 401 and "invalid_token" in bogus.headers["www-authenticate"]
+
+
+async def test_mockhub_ttl_knob_and_expiry(client: httpx.AsyncClient, hub: MockHub) -> None:
+    hub.access_token_ttl = 120
+    callback, verifier = await hub_consent(client)
+    body = (await hub_exchange(client, callback["code"], verifier)).json()
+    assert body["expires_in"] == 120
+    headers = {"Authorization": f"Bearer {body['access_token']}"}
+    assert (await client.get("/mockhub/user", headers=headers)).status_code == 200
+    start = time.time()
+    hub.clock = lambda: start + 121
+    assert (await client.get("/mockhub/user", headers=headers)).status_code == 401
+
+
+async def test_mockhub_revoke(client: httpx.AsyncClient, hub: MockHub) -> None:
+    callback, verifier = await hub_consent(client)
+    body = (await hub_exchange(client, callback["code"], verifier)).json()
+    revoked = await client.post(
+        "/mockhub/revoke",
+        data={"token": body["refresh_token"], "token_type_hint": "refresh_token"},
+        auth=(HUB_CLIENT_ID, HUB_SECRET),
+    )
+    assert revoked.status_code == 200
+    assert {body["access_token"], body["refresh_token"]} <= hub.revoked_tokens
+    user = await client.get("/mockhub/user", headers={"Authorization": f"Bearer {body['access_token']}"})
+    assert user.status_code == 401
+    refresh = await client.post(
+        "/mockhub/token",
+        data={"grant_type": "refresh_token", "refresh_token": body["refresh_token"]},
+        auth=(HUB_CLIENT_ID, HUB_SECRET),
+    )
+    assert refresh.status_code == 400
+    unauthenticated = await client.post("/mockhub/revoke", data={"token": body["access_token"]})
+    assert unauthenticated.status_code in (400, 401)
+
+
+async def test_mockhub_consent_page_validates_login_and_escapes(client: httpx.AsyncClient) -> None:
+    _, challenge = pkce_pair()
+    params = hub_authorize_params(challenge, state='"><script>x</script>')
+    page = await client.get("/mockhub/authorize", params=params)
+    assert page.status_code == 200 and "<script>" not in page.text
+    bad_login = await client.post("/mockhub/authorize", data={**params, "login": "-bad-", "decision": "approve"})
+    assert bad_login.status_code == 400 and "location" not in bad_login.headers
+    no_decision = await client.post("/mockhub/authorize", data={**params, "login": "octocat"})
+    assert no_decision.status_code == 400 and "location" not in no_decision.headers

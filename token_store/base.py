@@ -1,0 +1,105 @@
+"""The storage interface every backend implements (embedded SQLite now, Redis next).
+
+Backends hold three kinds of records:
+- connections: token sets, encrypted (AEAD, associated data = the connection key), no TTL;
+- pending elicitations: id -> record with a small status machine, TTL;
+- one-time records (OAuth states, request-state nonces): single use, TTL, atomic consume.
+
+Every method is atomic on its own. A backend failure raises `StoreUnavailable`; callers fail
+closed on it (DESIGN invariant 8).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from token_store.models import (
+    Connection,
+    ConnectionKey,
+    ElicitationStatus,
+    OAuthState,
+    PendingElicitation,
+    UserRef,
+)
+
+
+class StoreError(Exception):
+    """Base class for store failures."""
+
+
+class StoreUnavailable(StoreError):
+    """The backend could not be reached or did not answer in time."""
+
+
+class TooManyPending(StoreError):
+    """The user already has the maximum number of live pending elicitations (invariant 9)."""
+
+
+class Store(Protocol):
+    # --- connections (tokens) -------------------------------------------------------------
+    async def put_connection(self, connection: Connection) -> None:
+        """Insert or replace the connection at `connection.key` (encrypts the token set)."""
+        ...
+
+    async def get_connection(
+        self, user: UserRef, provider: str, account: str | None = None
+    ) -> Connection | None:
+        """The connection for (user, provider[, account]); with no account, the most recently
+        updated one. A record that fails to decrypt (tampered, moved, unknown key) reads as absent."""
+        ...
+
+    async def list_connections(self, user: UserRef) -> list[Connection]:
+        """All of the user's connections that decrypt, ordered by provider then account."""
+        ...
+
+    async def delete_connection(self, key: ConnectionKey) -> bool:
+        """Delete one connection; True when something was deleted."""
+        ...
+
+    async def delete_connections(self, user: UserRef, provider: str) -> list[Connection]:
+        """Delete every connection of the user at `provider`; returns what was deleted."""
+        ...
+
+    # --- pending elicitations -------------------------------------------------------------
+    async def create_elicitation(self, elicitation: PendingElicitation, max_live_per_user: int) -> None:
+        """Store a new pending elicitation (TTL until `expires_at`).
+
+        Raises `TooManyPending` when the user already has `max_live_per_user` live (pending or
+        opened, unexpired) elicitations. Check and insert are one atomic step.
+        """
+        ...
+
+    async def get_elicitation(self, elicitation_id: str) -> PendingElicitation | None:
+        """The elicitation, or None when unknown or expired."""
+        ...
+
+    async def transition_elicitation(
+        self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
+    ) -> PendingElicitation | None:
+        """Atomic compare-and-set of the status. Returns the updated record, or None when the
+        elicitation is unknown, expired, or not in `expected` (so each transition happens once)."""
+        ...
+
+    # --- one-time records -----------------------------------------------------------------
+    async def put_oauth_state(self, state: OAuthState) -> None:
+        """Store an OAuth state (encrypted, keyed by a hash of `state.state`) until `expires_at`."""
+        ...
+
+    async def take_oauth_state(self, state: str) -> OAuthState | None:
+        """Atomically fetch and delete. None when unknown, expired, already taken, or it fails to decrypt."""
+        ...
+
+    async def put_nonce(self, nonce: str, ttl_seconds: float) -> None:
+        """Record a single-use nonce (for example the one inside a 2026-07-28 requestState)."""
+        ...
+
+    async def take_nonce(self, nonce: str) -> bool:
+        """Atomically consume a nonce: True the first time, False afterwards or once expired."""
+        ...
+
+    # --- lifecycle ------------------------------------------------------------------------
+    async def ping(self) -> None:
+        """Raise `StoreUnavailable` when the backend cannot serve requests."""
+        ...
+
+    async def close(self) -> None: ...

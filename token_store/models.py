@@ -1,0 +1,148 @@
+"""Records the store keeps. Plain frozen dataclasses: no I/O, no crypto."""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, order=True)
+class UserRef:
+    """The MCP user: `(iss, sub)` from a verified MCP access token (DESIGN invariant 1)."""
+
+    iss: str
+    sub: str
+
+
+@dataclass(frozen=True)
+class ConnectionKey:
+    """Where one token set lives. Also the AEAD associated data of that token set."""
+
+    user: UserRef
+    provider: str
+    account: str
+
+    def associated_data(self) -> bytes:
+        # Canonical JSON so no two distinct keys can serialise alike (no separator games).
+        return json.dumps(
+            ["conn", self.user.iss, self.user.sub, self.provider, self.account], separators=(",", ":")
+        ).encode()
+
+
+@dataclass(frozen=True)
+class TokenSet:
+    """A provider's token response, kept only in encrypted form at rest."""
+
+    access_token: str
+    token_type: str = "Bearer"  # noqa: S105 - a token type name, not a secret
+    refresh_token: str | None = None
+    expires_at: float | None = None
+    scopes: tuple[str, ...] = ()
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> TokenSet:
+        data = json.loads(raw)
+        data["scopes"] = tuple(data.get("scopes") or ())
+        return cls(**data)
+
+    def __repr__(self) -> str:  # never print a token, even by accident in a traceback
+        return (
+            f"TokenSet(token_type={self.token_type!r}, expires_at={self.expires_at!r}, "
+            f"scopes={self.scopes!r})"
+        )
+
+
+@dataclass(frozen=True)
+class Connection:
+    """A user's connection to one provider account."""
+
+    key: ConnectionKey
+    tokens: TokenSet
+    account_label: str  # human-readable account name (e.g. a login); not a secret
+    connected_at: float
+    updated_at: float
+
+    def describe(self) -> dict[str, Any]:
+        """What may be shown to the user or the MCP client: no secrets."""
+        return {
+            "provider": self.key.provider,
+            "account": self.key.account,
+            "account_label": self.account_label,
+            "scopes": list(self.tokens.scopes),
+            "connected_at": self.connected_at,
+            "updated_at": self.updated_at,
+            "expires_at": self.tokens.expires_at,
+        }
+
+
+class ElicitationStatus(enum.StrEnum):
+    PENDING = "pending"  # created by a tool call, URL not yet opened
+    OPENED = "opened"  # /connect passed the user check and sent the browser to the provider
+    COMPLETE = "complete"  # /callback stored the token set
+    FAILED = "failed"  # the provider answered an error or the exchange failed
+
+
+@dataclass(frozen=True)
+class PendingElicitation:
+    """A connect request bound to the user and MCP session that asked for it."""
+
+    id: str
+    user: UserRef
+    client_id: str
+    mcp_session_id: str | None  # None on the stateless 2026-07-28 revision
+    provider: str
+    scopes: tuple[str, ...]
+    created_at: float
+    expires_at: float
+    status: ElicitationStatus = ElicitationStatus.PENDING
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["status"] = self.status.value
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> PendingElicitation:
+        data = json.loads(raw)
+        data["user"] = UserRef(**data["user"])
+        data["scopes"] = tuple(data["scopes"])
+        data["status"] = ElicitationStatus(data["status"])
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class OAuthState:
+    """Server-side half of one provider authorization request (RFC 6749 §10.12, RFC 7636).
+
+    Stored encrypted (it holds the PKCE verifier) under a hash of `state`.
+    """
+
+    state: str
+    elicitation: PendingElicitation
+    browser_binding: str  # hash of the browser session id that passed /connect
+    code_verifier: str
+    redirect_uri: str
+    token_endpoint: str  # from configuration at /connect time, never from the callback request
+    expected_issuer: str | None  # RFC 9207 issuer, when the provider advertises it
+    created_at: float
+    expires_at: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        data = asdict(self)
+        data["elicitation"] = json.loads(self.elicitation.to_json())
+        return json.dumps(data, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> OAuthState:
+        data = json.loads(raw)
+        data["elicitation"] = PendingElicitation.from_json(json.dumps(data["elicitation"]))
+        return cls(**data)
+
+    def __repr__(self) -> str:
+        return f"OAuthState(elicitation={self.elicitation.id!r}, expires_at={self.expires_at!r})"

@@ -1,0 +1,404 @@
+"""The embedded default backend: one SQLite file, for a single replica.
+
+One connection guarded by a lock; every call runs in a worker thread so the event loop never
+blocks on disk. Token sets and OAuth states are sealed with the `KeyRing` before they reach SQL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio.to_thread
+
+from token_store.base import StoreUnavailable, TooManyPending
+from token_store.crypto import DecryptError, KeyRing
+from token_store.models import (
+    Connection,
+    ConnectionKey,
+    ElicitationStatus,
+    OAuthState,
+    PendingElicitation,
+    TokenSet,
+    UserRef,
+)
+
+_T = TypeVar("_T")
+_log = logging.getLogger(__name__)
+
+_MIN_SQLITE = (3, 35, 0)  # DELETE/UPDATE ... RETURNING
+_SCHEMA_VERSION = 1
+_LIVE = (ElicitationStatus.PENDING.value, ElicitationStatus.OPENED.value)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS connections (
+    iss TEXT NOT NULL,
+    sub TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    account TEXT NOT NULL,
+    account_label TEXT NOT NULL,
+    blob BLOB NOT NULL,
+    connected_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (iss, sub, provider, account)
+);
+CREATE TABLE IF NOT EXISTS elicitations (
+    id TEXT PRIMARY KEY,
+    iss TEXT NOT NULL,
+    sub TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    status TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    record TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS elicitations_user ON elicitations (iss, sub, status, expires_at);
+CREATE INDEX IF NOT EXISTS elicitations_expiry ON elicitations (expires_at);
+CREATE TABLE IF NOT EXISTS oauth_states (
+    key TEXT PRIMARY KEY,
+    blob BLOB NOT NULL,
+    expires_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS oauth_states_expiry ON oauth_states (expires_at);
+CREATE TABLE IF NOT EXISTS nonces (
+    key TEXT PRIMARY KEY,
+    expires_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS nonces_expiry ON nonces (expires_at);
+"""
+
+_TTL_TABLES = ("elicitations", "oauth_states", "nonces")
+_CONNECTION_COLUMNS = "provider, account, account_label, blob, connected_at, updated_at"
+
+
+class SQLiteStore:
+    """`Store` over a local SQLite file. Create it with `await SQLiteStore.open(...)`."""
+
+    def __init__(self, conn: sqlite3.Connection, keyring: KeyRing, clock: Callable[[], float]) -> None:
+        self._conn: sqlite3.Connection | None = conn
+        self._keyring = keyring
+        self._clock = clock
+        self._lock = threading.Lock()
+
+    @classmethod
+    async def open(
+        cls, path: Path, keyring: KeyRing, *, clock: Callable[[], float] = time.time
+    ) -> SQLiteStore:
+        """Open (creating when missing) the database at `path`; dir 0700, file 0600."""
+        conn = await anyio.to_thread.run_sync(_connect, path)
+        store = cls(conn, keyring, clock)
+        try:
+            await store.purge_expired()  # rows that expired while the process was down
+        except BaseException:
+            store._close()  # synchronous: must also run when this task is being cancelled
+            raise
+        return store
+
+    # --- connections (tokens) -------------------------------------------------------------
+    async def put_connection(self, connection: Connection) -> None:
+        key = connection.key
+        blob = self._keyring.seal(connection.tokens.to_json(), key.associated_data())
+        row = (
+            key.user.iss,
+            key.user.sub,
+            key.provider,
+            key.account,
+            connection.account_label,
+            blob,
+            connection.connected_at,
+            connection.updated_at,
+        )
+
+        def put(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT OR REPLACE INTO connections VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+
+        await self._run("put_connection", put, write=True)
+
+    async def get_connection(
+        self, user: UserRef, provider: str, account: str | None = None
+    ) -> Connection | None:
+        if account is None:
+            where, args = "AND provider = ? ORDER BY updated_at DESC, account", [provider]
+        else:
+            where, args = "AND provider = ? AND account = ?", [provider, account]
+        rows = await self._select_connections("get_connection", user, where, args)
+        # A row that fails to decrypt reads as absent; with no account, the next most recent one answers.
+        found = self._decrypt_rows(user, rows)
+        return found[0] if found else None
+
+    async def list_connections(self, user: UserRef) -> list[Connection]:
+        rows = await self._select_connections("list_connections", user, "ORDER BY provider, account", [])
+        return self._decrypt_rows(user, rows)
+
+    async def delete_connection(self, key: ConnectionKey) -> bool:
+        def delete(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(
+                "DELETE FROM connections WHERE iss = ? AND sub = ? AND provider = ? AND account = ?",
+                (key.user.iss, key.user.sub, key.provider, key.account),
+            )
+            return cur.rowcount > 0
+
+        return await self._run("delete_connection", delete, write=True)
+
+    async def delete_connections(self, user: UserRef, provider: str) -> list[Connection]:
+        def delete(conn: sqlite3.Connection) -> list[Any]:
+            return conn.execute(
+                f"DELETE FROM connections WHERE iss = ? AND sub = ? AND provider = ? "  # noqa: S608 - constant
+                f"RETURNING {_CONNECTION_COLUMNS}",
+                (user.iss, user.sub, provider),
+            ).fetchall()
+
+        rows = await self._run("delete_connections", delete, write=True)
+        rows.sort(key=lambda r: r[1])  # RETURNING order is unspecified
+        return self._decrypt_rows(user, rows)
+
+    # --- pending elicitations -------------------------------------------------------------
+    async def create_elicitation(self, elicitation: PendingElicitation, max_live_per_user: int) -> None:
+        e = elicitation
+        now = self._clock()
+
+        def create(conn: sqlite3.Connection) -> None:
+            # Runs inside BEGIN IMMEDIATE: no other writer can insert between the count and the insert.
+            (live,) = conn.execute(
+                "SELECT count(*) FROM elicitations WHERE iss = ? AND sub = ? "
+                "AND status IN (?, ?) AND expires_at > ?",
+                (e.user.iss, e.user.sub, *_LIVE, now),
+            ).fetchone()
+            if live >= max_live_per_user:
+                raise TooManyPending(f"the user already has {live} live pending elicitations")
+            conn.execute(
+                "INSERT INTO elicitations VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (e.id, e.user.iss, e.user.sub, e.provider, e.status.value, e.expires_at, e.to_json()),
+            )
+            _purge(conn, now)
+
+        await self._run("create_elicitation", create, write=True)
+
+    async def get_elicitation(self, elicitation_id: str) -> PendingElicitation | None:
+        now = self._clock()
+
+        def get(conn: sqlite3.Connection) -> Any:
+            return conn.execute(
+                "SELECT record FROM elicitations WHERE id = ? AND expires_at > ?", (elicitation_id, now)
+            ).fetchone()
+
+        row = await self._run("get_elicitation", get)
+        return None if row is None else PendingElicitation.from_json(row[0])
+
+    async def transition_elicitation(
+        self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
+    ) -> PendingElicitation | None:
+        now = self._clock()
+
+        def transition(conn: sqlite3.Connection) -> Any:
+            # One compare-and-set statement: the status guard makes each transition happen once.
+            return conn.execute(
+                "UPDATE elicitations SET status = :new, record = json_set(record, '$.status', :new) "
+                "WHERE id = :id AND status = :expected AND expires_at > :now RETURNING record",
+                {"new": new.value, "id": elicitation_id, "expected": expected.value, "now": now},
+            ).fetchall()
+
+        rows = await self._run("transition_elicitation", transition, write=True)
+        return PendingElicitation.from_json(rows[0][0]) if rows else None
+
+    # --- one-time records -----------------------------------------------------------------
+    async def put_oauth_state(self, state: OAuthState) -> None:
+        key = _digest(state.state)
+        blob = self._keyring.seal(state.to_json(), _state_associated_data(key))
+        now = self._clock()
+
+        def put(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO oauth_states VALUES (?, ?, ?)", (key, blob, state.expires_at))
+            _purge(conn, now)
+
+        await self._run("put_oauth_state", put, write=True)
+
+    async def take_oauth_state(self, state: str) -> OAuthState | None:
+        key = _digest(state)
+        now = self._clock()
+
+        def take(conn: sqlite3.Connection) -> list[Any]:
+            # Delete-and-return in one statement: of two concurrent takes, exactly one gets the row.
+            return conn.execute(
+                "DELETE FROM oauth_states WHERE key = ? RETURNING blob, expires_at", (key,)
+            ).fetchall()
+
+        rows = await self._run("take_oauth_state", take, write=True)
+        if not rows or rows[0][1] <= now:
+            return None
+        try:
+            plaintext = self._keyring.open(rows[0][0], _state_associated_data(key))
+        except DecryptError:
+            _log.warning("stored OAuth state failed to decrypt; treating it as absent")
+            return None
+        return OAuthState.from_json(plaintext)
+
+    async def put_nonce(self, nonce: str, ttl_seconds: float) -> None:
+        key = _digest(nonce)
+        now = self._clock()
+
+        def put(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT OR REPLACE INTO nonces VALUES (?, ?)", (key, now + ttl_seconds))
+            _purge(conn, now)
+
+        await self._run("put_nonce", put, write=True)
+
+    async def take_nonce(self, nonce: str) -> bool:
+        key = _digest(nonce)
+        now = self._clock()
+
+        def take(conn: sqlite3.Connection) -> list[Any]:
+            return conn.execute("DELETE FROM nonces WHERE key = ? RETURNING expires_at", (key,)).fetchall()
+
+        rows = await self._run("take_nonce", take, write=True)
+        return bool(rows) and rows[0][0] > now
+
+    # --- lifecycle ------------------------------------------------------------------------
+    async def purge_expired(self) -> int:
+        """Delete every expired non-token row (also done on each TTL write); returns how many."""
+        now = self._clock()
+        return await self._run("purge_expired", lambda conn: _purge(conn, now), write=True)
+
+    async def ping(self) -> None:
+        await self._run("ping", lambda conn: conn.execute("SELECT 1").fetchone())
+
+    async def close(self) -> None:
+        await anyio.to_thread.run_sync(self._close)
+
+    def _close(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+
+    # --- helpers --------------------------------------------------------------------------
+    async def _select_connections(
+        self, op: str, user: UserRef, where_tail: str, args: Sequence[str]
+    ) -> list[Any]:
+        def select(conn: sqlite3.Connection) -> list[Any]:
+            return conn.execute(
+                f"SELECT {_CONNECTION_COLUMNS} FROM connections "  # noqa: S608 - constant fragments only
+                f"WHERE iss = ? AND sub = ? {where_tail}",
+                (user.iss, user.sub, *args),
+            ).fetchall()
+
+        return await self._run(op, select)
+
+    def _decrypt_rows(self, user: UserRef, rows: Sequence[Any]) -> list[Connection]:
+        connections = []
+        for provider, account, label, blob, connected_at, updated_at in rows:
+            key = ConnectionKey(user, provider, account)
+            try:
+                tokens = TokenSet.from_json(self._keyring.open(blob, key.associated_data()))
+            except DecryptError:
+                # Never log the blob or the user's tokens; provider and account locate the record.
+                _log.warning(
+                    "stored connection failed to decrypt; treating it as absent (provider=%s account=%s)",
+                    provider,
+                    account,
+                )
+                continue
+            connections.append(Connection(key, tokens, label, connected_at, updated_at))
+        return connections
+
+    async def _run(self, op: str, fn: Callable[[sqlite3.Connection], _T], *, write: bool = False) -> _T:
+        return await anyio.to_thread.run_sync(self._run_sync, op, fn, write)
+
+    def _run_sync(self, op: str, fn: Callable[[sqlite3.Connection], _T], write: bool) -> _T:
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                raise StoreUnavailable(f"sqlite store: {op} after close")
+            try:
+                if not write:
+                    return fn(conn)
+                # IMMEDIATE takes the write lock up front, so read-then-write steps cannot interleave
+                # with another process using the same file.
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    result = fn(conn)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:  # also after a failed COMMIT, which leaves it open
+                        conn.rollback()
+                    raise
+                return result
+            except sqlite3.Error as exc:
+                # The error name is enough to diagnose; record data never goes into the message.
+                raise StoreUnavailable(f"sqlite store: {op} failed ({_error_name(exc)})") from exc
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    if sqlite3.sqlite_version_info < _MIN_SQLITE:
+        raise StoreUnavailable(f"sqlite >= 3.35 is required (found {sqlite3.sqlite_version})")
+    try:
+        _create_private(path)
+        conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    except (OSError, sqlite3.Error) as exc:
+        raise StoreUnavailable(f"sqlite store: cannot open database ({type(exc).__name__})") from exc
+    try:
+        _configure(conn)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StoreUnavailable(f"sqlite store: cannot open database ({_error_name(exc)})") from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _configure(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA busy_timeout = 5000")  # another process on the same file: wait, then fail
+    (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+    if str(mode).lower() != "wal":
+        raise StoreUnavailable(f"sqlite store: WAL journal mode unavailable (got {mode})")
+    conn.execute("PRAGMA synchronous = FULL")  # a stored token survives power loss, not just a crash
+    conn.execute("PRAGMA secure_delete = ON")  # taken states and replaced blobs leave no residue
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    if version > _SCHEMA_VERSION:
+        raise StoreUnavailable(f"database schema version {version} is newer than this code supports")
+    conn.executescript(_SCHEMA)
+    conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+    conn.execute("SELECT json_set('{}', '$.s', 'x')")  # transition_elicitation needs JSON1
+
+
+def _create_private(path: Path) -> None:
+    """Create the parent dir (0700) and the db file (0600) before SQLite touches them.
+
+    SQLite would create the file with 0644; its -wal and -shm files copy the db file's mode.
+    """
+    # Only a directory created here is made private: an existing one may be shared on purpose.
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+    os.chmod(path, 0o600)  # also tightens a file created earlier with a looser mode
+
+
+def _purge(conn: sqlite3.Connection, now: float) -> int:
+    # Every non-token row carries a TTL (DESIGN invariant 9); reads ignore expired rows anyway.
+    return sum(
+        conn.execute(f"DELETE FROM {table} WHERE expires_at <= ?", (now,)).rowcount  # noqa: S608
+        for table in _TTL_TABLES
+    )
+
+
+def _digest(secret: str) -> str:
+    # One-time values are looked up by hash so the database never holds them verbatim.
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _state_associated_data(key: str) -> bytes:
+    return json.dumps(["state", key], separators=(",", ":")).encode()
+
+
+def _error_name(exc: sqlite3.Error) -> str:
+    return getattr(exc, "sqlite_errorname", None) or type(exc).__name__

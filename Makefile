@@ -22,7 +22,7 @@ test: $(STAMP)
 	$(BIN)/pytest -q
 
 bench: $(STAMP)
-	$(BIN)/python bench/tool_call.py
+	$(BIN)/python -m bench.tool_call
 
 clean:
 	rm -rf $(VENV) .mcp-url-connect .pytest_cache .mypy_cache .ruff_cache

@@ -49,7 +49,9 @@ async def run_legacy(client: Client, completed: asyncio.Event, open_browser: boo
 
 
 async def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--server", default="http://127.0.0.1:8000/mcp")
     parser.add_argument("--mode", default="legacy", choices=["legacy", "2026-07-28"])
     parser.add_argument("--user", default="alice", help="subject for the dev token")
@@ -75,7 +77,7 @@ async def main() -> int:
         # 2026-07-28: the SDK's retry loop calls this, then retries with the requestState.
         print(params.message)
         show_url(params.url, args.open)
-        input("Press Enter once the browser says you are connected... ")
+        await asyncio.to_thread(input, "Press Enter once the browser says you are connected... ")
         return mcp_types.ElicitResult(action="accept")
 
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)

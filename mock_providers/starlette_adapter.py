@@ -23,9 +23,11 @@ from authlib.oauth2.rfc6749 import (
     AuthorizationServer,
     JsonPayload,
     JsonRequest,
+    MissingAuthorizationError,
     OAuth2Error,
     OAuth2Payload,
     OAuth2Request,
+    UnsupportedTokenTypeError,
 )
 from starlette.requests import Request
 from starlette.responses import Response
@@ -181,6 +183,15 @@ class StarletteAuthorizationServer(AuthorizationServer):  # type: ignore[misc]  
 
     def send_signal(self, name: str, *args: Any, **kwargs: Any) -> None:
         """authlib calls this on events; nothing listens here."""
+
+    def handle_error_response(self, request: OAuth2Request | None, error: OAuth2Error) -> Response:
+        response = to_starlette_response(*error(self.get_error_uri(request, error)))
+        if isinstance(error, MissingAuthorizationError | UnsupportedTokenTypeError):
+            # RFC 6750 section 3.1: no error code when the request carried no usable
+            # token; authlib would send a lowercase scheme and a non-standard code.
+            realm = f' realm="{error.realm}"' if error.realm else ""
+            response.headers["WWW-Authenticate"] = "Bearer" + realm
+        return response
 
     def error_response(self, request: OAuth2Request | None, error: OAuth2Error) -> Response:
         response: Response = self.handle_error_response(request, error)

@@ -114,4 +114,5 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
         lifespan=lifespan,
     )
     app.state.runtime = runtime
+    app.state.mcp_server = server  # for embedding and benchmarks: add tools before serving
     return app

@@ -11,16 +11,16 @@ import re
 
 REDACTED = "[redacted]"
 
+# Names whose values are secret, wherever they appear: `name=value` (query, form, repr),
+# `"name": "value"` / `'name': 'value'` (JSON, Python dicts), `name%3Dvalue` (an encoded URL
+# inside a URL) and cookie names in header dumps such as httpcore's `(b'set-cookie', b'…')`.
+_SENSITIVE_FIELDS = (  # names of secrets, not a secret
+    r"code|state|access_token|refresh_token|id_token|code_verifier|client_secret|password|token"
+    r"|requestState|request_state|elicitationId|elicitation_id|assertion|(?:__Host-)?[A-Za-z]*_?session"
+)
 _PATTERNS = (
-    # key=value in query strings, form bodies and our own messages
     re.compile(
-        r"(?i)\b(code|state|access_token|refresh_token|id_token|code_verifier|client_secret|password"
-        r"|token|requestState|elicitationId|assertion)=([^&\s\"']+)"
-    ),
-    # "key": "value" in JSON
-    re.compile(
-        r"(?i)\"(access_token|refresh_token|id_token|code_verifier|client_secret|code|state|token|requestState)\""
-        r"\s*:\s*\"([^\"]+)\""
+        rf"(?i)(?:(?<=%[0-9A-Fa-f]{{2}})|(?<![A-Za-z0-9_]))['\"]?({_SENSITIVE_FIELDS})['\"]?\s*(?:=|:|%3D)\s*b?['\"]?([^'\"&\s,;)}}\]%]+)"
     ),
     re.compile(r"(?i)\b(bearer|basic)\s+([A-Za-z0-9._~+/=-]+)"),
     re.compile(r"(?i)\b(cookie|set-cookie):\s*([^\r\n]+)"),

@@ -67,7 +67,13 @@ class Browser:
         self.visited += [str(r.url) for r in response.history] + [str(response.url)]
 
     async def complete_connect(
-        self, url: str, *, username: str, login: str = "octocat", decision: str = "approve", consent: bool = True
+        self,
+        url: str,
+        *,
+        username: str,
+        login: str = "octocat",
+        decision: str = "approve",
+        consent: bool = True,
     ) -> httpx.Response:
         """Open a connect URL and walk the dev-AS login and (unless `consent` is False) mockhub's consent."""
         page = await self.get(url)

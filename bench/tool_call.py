@@ -1,0 +1,121 @@
+"""Latency of `whoami` with a stored token vs the token already in memory, and of the connect flow.
+
+    make bench            # or: .venv/bin/python -m bench.tool_call [--calls 300] [--flows 20]
+
+Everything runs on this machine over real sockets: demo server + dev AS + mockhub under uvicorn,
+the SDK client, a scripted browser. Prints a table; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
+
+from service.broker import connected
+from service.identity import current_caller
+from service.provider_api import fetch_userinfo
+from tests.e2e.browser import Browser
+from tests.e2e.harness import DemoServers
+from tests.e2e.mcp_client import mcp_client
+from token_store import Connection, UserRef
+
+
+def add_in_memory_tool(servers: DemoServers) -> None:
+    """`whoami_cached`: the same tool, but the connection is read from the store once, then kept."""
+    app = servers.apps["mcp"]
+    runtime, server = app.state.runtime, app.state.mcp_server
+    provider = runtime.settings.providers["mockhub"]
+    cache: dict[str, Connection] = {}
+
+    @server.tool()
+    @connected
+    async def whoami_cached(ctx: Context[Any, Any]) -> dict[str, Any]:
+        user = current_caller(ctx).user
+        if user.sub not in cache:
+            found = await runtime.store.get_connection(user, "mockhub")
+            assert found is not None
+            cache[user.sub] = found
+        return await fetch_userinfo(runtime.http, provider, cache[user.sub].tokens.access_token)
+
+
+async def timed(n: int, op: Callable[[], Awaitable[Any]]) -> list[float]:
+    samples = []
+    for _ in range(n):
+        start = time.perf_counter()
+        await op()
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+def row(name: str, samples: list[float]) -> str:
+    ordered = sorted(samples)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return f"{name:<48} {len(samples):>6} {statistics.median(samples):>10.2f} {p99:>10.2f}"
+
+
+async def accept(params: Any) -> str:
+    return "accept"  # declares URL mode; never called on the legacy -32042 path
+
+
+async def connect_flow(servers: DemoServers, user: str) -> None:
+    """One legacy flow: -32042, browser login + consent, completion notification, successful retry."""
+    browser = Browser()
+    try:
+        async with mcp_client(servers, user, "legacy", on_url=accept) as (client, recorder):
+            try:
+                await client.call_tool("whoami", {})
+                raise RuntimeError("expected -32042")
+            except MCPError as exc:
+                url = UrlElicitationRequiredError.from_error(exc.error).elicitations[0].url
+            await browser.complete_connect(url, username=user)
+            await asyncio.wait_for(recorder.completed.wait(), 10)
+            result = await client.call_tool("whoami", {})
+            assert not result.is_error
+    finally:
+        await browser.aclose()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--flows", type=int, default=20)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        servers = DemoServers(Path(tmp) / "data").start()
+        try:
+            add_in_memory_tool(servers)
+            await connect_flow(servers, "bench-user")
+            async with mcp_client(servers, "bench-user", "legacy", on_url=accept) as (client, _):
+                for _ in range(20):  # warm both paths
+                    await client.call_tool("whoami", {})
+                    await client.call_tool("whoami_cached", {})
+                stored = await timed(args.calls, lambda: client.call_tool("whoami", {}))
+                cached = await timed(args.calls, lambda: client.call_tool("whoami_cached", {}))
+            store = servers.apps["mcp"].state.runtime.store
+            user = UserRef(servers.demo.settings.auth_issuer, "bench-user")
+            direct = await timed(args.calls * 3, lambda: store.get_connection(user, "mockhub"))
+            flows = []
+            for i in range(args.flows):
+                start = time.perf_counter()
+                await connect_flow(servers, f"flow-{i}")
+                flows.append((time.perf_counter() - start) * 1000)
+        finally:
+            servers.stop()
+    print(f"{'operation (ms)':<48} {'n':>6} {'median':>10} {'p99':>10}")
+    print(row("whoami, token read from the store", stored))
+    print(row("whoami, token already in memory", cached))
+    print(row("store.get_connection alone (SQLite + AES-GCM)", direct))
+    print(row("whole connect flow (call, browser, notify, retry)", flows))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

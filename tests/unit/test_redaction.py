@@ -1,0 +1,254 @@
+"""Log redaction (DESIGN invariant 6): no token, code, verifier, state, cookie or secret in a log line."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+
+import jwt
+import pytest
+
+from service.redaction import REDACTED, RedactingFilter, configure_logging, redact
+
+# A JWT that looks like an MCP access token (the signing key is irrelevant to redaction).
+BEARER_JWT = jwt.encode(
+    {"iss": "https://as.example.com", "sub": "alice", "aud": "https://mcp.example.com/mcp"},
+    "k" * 32,
+    algorithm="HS256",
+    headers={"kid": "k1", "typ": "at+jwt"},
+)
+
+
+class ListHandler(logging.Handler):
+    """Formats each record into a list, as a real handler would write it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+@pytest.fixture
+def captured() -> Iterator[tuple[logging.Logger, ListHandler]]:
+    logger = logging.getLogger("tests.redaction")
+    handler = ListHandler()
+    handler.addFilter(RedactingFilter())
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    yield logger, handler
+    logger.removeHandler(handler)
+    logger.propagate = True
+
+
+def assert_hidden(text: str, *secrets: str) -> None:
+    for secret in secrets:
+        assert secret not in text, f"{secret!r} leaked into {text!r}"
+    assert REDACTED in text
+
+
+# ---- redact() ------------------------------------------------------------------------------
+
+LEAKS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "callback query": ("GET /callback?code=AUTHCODE123&state=STATEVALUE456 HTTP/1.1", ("AUTHCODE123", "STATEVALUE456")),
+    "state first": ("/callback?state=STATEVALUE456&code=AUTHCODE123", ("AUTHCODE123", "STATEVALUE456")),
+    "authorization bearer": (f"Authorization: Bearer {BEARER_JWT}", (BEARER_JWT, *BEARER_JWT.split("."))),
+    "authorization bearer opaque": ("authorization: bearer gho_OPAQUETOKEN99", ("gho_OPAQUETOKEN99",)),
+    "authorization basic": ("Authorization: Basic Y2xpZW50OnNlY3JldHZhbHVl", ("Y2xpZW50OnNlY3JldHZhbHVl",)),
+    "json access_token": (
+        json.dumps({"access_token": "gho_ACCESSVALUE", "token_type": "bearer", "scope": "repo"}),
+        ("gho_ACCESSVALUE",),
+    ),
+    "json compact tokens": (
+        '{"access_token":"gho_ACCESSVALUE","refresh_token":"ghr_REFRESHVALUE","id_token":"IDTOKENVALUE"}',
+        ("gho_ACCESSVALUE", "ghr_REFRESHVALUE", "IDTOKENVALUE"),
+    ),
+    "refresh_token form": ("grant_type=refresh_token&refresh_token=ghr_REFRESHVALUE", ("ghr_REFRESHVALUE",)),
+    "client_secret form": ("client_id=app&client_secret=CLIENTSECRETVALUE&x=1", ("CLIENTSECRETVALUE",)),
+    "code_verifier form": (
+        "grant_type=authorization_code&code=AUTHCODE123&code_verifier=VERIFIERVALUE789",
+        ("AUTHCODE123", "VERIFIERVALUE789"),
+    ),
+    "bare jwt": (f"decoded token {BEARER_JWT} for alice", (BEARER_JWT, *BEARER_JWT.split("."))),
+    "cookie header": ("Cookie: mcpuc_session=COOKIEVALUE; theme=dark", ("COOKIEVALUE",)),
+    "set-cookie header": ("Set-Cookie: mcpuc_session=COOKIEVALUE; HttpOnly; Secure", ("COOKIEVALUE",)),
+    "elicitation id": ("GET /connect?elicitationId=ELICITATIONID42 HTTP/1.1", ("ELICITATIONID42",)),
+}
+
+
+@pytest.mark.parametrize(("text", "secrets"), list(LEAKS.values()), ids=list(LEAKS))
+def test_redact_removes_secrets(text: str, secrets: tuple[str, ...]) -> None:
+    assert_hidden(redact(text), *secrets)
+
+
+def test_redact_keeps_the_shape_of_a_callback_line() -> None:
+    redacted = redact("GET /callback?code=AUTHCODE123&state=STATEVALUE456 HTTP/1.1")
+    assert redacted.startswith("GET /callback?code=")
+    assert "&state=" in redacted
+    assert redacted.endswith(" HTTP/1.1")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "user alice connected mockhub in 12 ms",
+        "GET /mcp HTTP/1.1 200",
+        "provider=mockhub scopes=repo,read:user status=200",
+        "",
+    ],
+)
+def test_ordinary_text_is_unchanged(text: str) -> None:
+    assert redact(text) == text
+
+
+# ---- RedactingFilter on a handler -----------------------------------------------------------
+
+
+def test_uvicorn_access_line_is_redacted_and_args_rendered(
+    captured: tuple[logging.Logger, ListHandler],
+) -> None:
+    logger, handler = captured
+    # uvicorn.access formats exactly like this: the path with its query string is an argument.
+    logger.info(
+        '%s - "%s %s HTTP/%s" %d',
+        "127.0.0.1:53122",
+        "GET",
+        "/callback?code=AUTHCODE123&state=STATEVALUE456",
+        "1.1",
+        302,
+    )
+    assert len(handler.lines) == 1
+    assert_hidden(handler.text, "AUTHCODE123", "STATEVALUE456")
+    assert '127.0.0.1:53122 - "GET /callback?code=' in handler.text
+    assert handler.text.endswith('HTTP/1.1" 302')
+
+
+@pytest.mark.parametrize(("text", "secrets"), list(LEAKS.values()), ids=list(LEAKS))
+def test_filter_redacts_secrets_passed_as_args(
+    captured: tuple[logging.Logger, ListHandler], text: str, secrets: tuple[str, ...]
+) -> None:
+    logger, handler = captured
+    logger.warning("outbound: %s", text)
+    assert_hidden(handler.text, *secrets)
+    assert "outbound: " in handler.text
+
+
+@pytest.mark.parametrize(("text", "secrets"), list(LEAKS.values()), ids=list(LEAKS))
+def test_filter_redacts_secrets_in_the_message_itself(
+    captured: tuple[logging.Logger, ListHandler], text: str, secrets: tuple[str, ...]
+) -> None:
+    logger, handler = captured
+    logger.warning(text.replace("%", "%%"))
+    assert_hidden(handler.text, *secrets)
+
+
+def test_ordinary_record_passes_unchanged_with_args_rendered(
+    captured: tuple[logging.Logger, ListHandler],
+) -> None:
+    logger, handler = captured
+    logger.info("connected %s to %s (%d scopes)", "alice", "mockhub", 2)
+    assert handler.lines == ["INFO tests.redaction: connected alice to mockhub (2 scopes)"]
+
+
+def test_filter_never_drops_a_record(captured: tuple[logging.Logger, ListHandler]) -> None:
+    logger, handler = captured
+    filt = RedactingFilter()
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "token=%s", ("SECRETVALUE",), None)
+    assert filt.filter(record) is True
+    assert record.args is None
+    assert "SECRETVALUE" not in record.getMessage()
+    logger.info("plain")
+    assert handler.lines == ["INFO tests.redaction: plain"]
+
+
+def test_bad_format_string_keeps_the_record_but_not_its_args(
+    captured: tuple[logging.Logger, ListHandler],
+) -> None:
+    logger, handler = captured
+    logger.info("exchange failed: %d", "code=AUTHCODE123")  # %d with a str: getMessage raises
+    assert len(handler.lines) == 1
+    assert "exchange failed" in handler.text
+    assert "AUTHCODE123" not in handler.text
+
+
+def test_exception_traceback_with_a_code_url_is_redacted(
+    captured: tuple[logging.Logger, ListHandler],
+) -> None:
+    logger, handler = captured
+    url = "https://mcp.example.com/callback?code=AUTHCODE123&state=STATEVALUE456"
+    try:
+        try:
+            raise ConnectionError(f"cannot reach {url}")
+        except ConnectionError as inner:
+            raise RuntimeError(f"token exchange for {url} failed: refresh_token=ghr_REFRESHVALUE") from inner
+    except RuntimeError:
+        logger.exception("callback failed for %s", "alice")
+    text = handler.text
+    assert "callback failed for alice" in text
+    assert "Traceback (most recent call last)" in text
+    assert "RuntimeError" in text and "ConnectionError" in text
+    assert_hidden(text, "AUTHCODE123", "STATEVALUE456", "ghr_REFRESHVALUE")
+
+
+def test_traceback_is_redacted_for_every_later_handler(
+    captured: tuple[logging.Logger, ListHandler],
+) -> None:
+    logger, first = captured
+    second = ListHandler()  # no filter of its own: sees the record after the first handler's filter
+    logger.addHandler(second)
+    try:
+        try:
+            raise ValueError("GET /callback?code=AUTHCODE123 failed")
+        except ValueError:
+            logger.exception("boom")
+    finally:
+        logger.removeHandler(second)
+    assert "ValueError" in second.text
+    assert "AUTHCODE123" not in first.text + second.text
+
+
+# ---- configure_logging ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def clean_root() -> Iterator[logging.Logger]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield root
+    for handler in list(root.handlers):
+        if handler not in handlers:
+            root.removeHandler(handler)
+    root.setLevel(level)
+
+
+def redacting_handlers(root: logging.Logger) -> list[logging.Handler]:
+    return [h for h in root.handlers if any(isinstance(f, RedactingFilter) for f in h.filters)]
+
+
+def test_configure_logging_is_idempotent_and_sets_the_level(clean_root: logging.Logger) -> None:
+    configure_logging("debug")
+    configure_logging("warning")
+    assert len(redacting_handlers(clean_root)) == 1
+    assert clean_root.level == logging.WARNING
+
+
+def test_configure_logging_redacts_records_from_library_loggers(
+    clean_root: logging.Logger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    configure_logging("INFO")
+    logging.getLogger("uvicorn.access").info(
+        '%s - "%s %s HTTP/%s" %d', "127.0.0.1:1", "GET", "/callback?code=AUTHCODE123&state=STATEVALUE456", "1.1", 302
+    )
+    logging.getLogger("httpx").info("HTTP Request: POST https://hub.example/token body=client_secret=CLIENTSECRETVALUE")
+    err = capsys.readouterr().err
+    assert "/callback?code=" in err
+    assert "HTTP Request: POST" in err
+    assert_hidden(err, "AUTHCODE123", "STATEVALUE456", "CLIENTSECRETVALUE")

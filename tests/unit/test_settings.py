@@ -1,0 +1,255 @@
+"""Settings: environment > TOML file > defaults, and validate() refusing unsafe configurations."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.settings import ProviderConfig, Settings, SettingsError, load_settings
+
+SESSION_SECRET = "session-secret-" + "s" * 32
+LOGIN_SECRET = "login-client-secret-value"
+HUB_SECRET = "hub-client-secret-value"
+ENCRYPTION_KEY = base64.urlsafe_b64encode(b"E" * 32).decode().rstrip("=")
+REQUEST_STATE_KEY = base64.urlsafe_b64encode(b"R" * 32).decode().rstrip("=")
+
+PROVIDER_TOML = """
+[providers.mockhub]
+display_name = "MockHub"
+authorize_url = "https://hub.example/authorize"
+token_url = "https://hub.example/token"
+userinfo_url = "https://hub.example/user"
+client_id = "mcp-url-connect"
+scopes = ["repo", "read:user"]
+issuer = "https://hub.example"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return path
+
+
+def valid_settings(**changes: Any) -> Settings:
+    base = Settings(
+        public_url="https://mcp.example.com",
+        auth_issuer="https://as.example.com",
+        login_client_id="mcp-login",
+        login_client_secret=LOGIN_SECRET,
+        session_secret=SESSION_SECRET,
+        encryption_keys=f"k1:{ENCRYPTION_KEY}",
+        request_state_keys=REQUEST_STATE_KEY,
+    )
+    return dataclasses.replace(base, **changes)
+
+
+# ---- load_settings -------------------------------------------------------------------------
+
+
+def test_defaults_without_environment_or_file() -> None:
+    settings = load_settings({}, None)
+    assert settings == Settings()
+    assert settings.providers == {}
+
+
+def test_file_values_are_read_and_coerced(tmp_path: Path) -> None:
+    config = write(
+        tmp_path,
+        'public_url = "https://file.example"\nport = 9001\nauth_algorithms = ["ES256"]\n'
+        'retry_wait_seconds = 2.5\ndata_dir = "/var/lib/mcpuc"\n',
+    )
+    settings = load_settings({}, config)
+    assert settings.public_url == "https://file.example"
+    assert settings.port == 9001
+    assert settings.auth_algorithms == ("ES256",)
+    assert settings.retry_wait_seconds == 2.5
+    assert settings.data_dir == Path("/var/lib/mcpuc")
+
+
+def test_environment_overrides_the_file(tmp_path: Path) -> None:
+    config = write(tmp_path, 'public_url = "https://file.example"\nport = 9001\nauth_issuer = "https://as.file"\n')
+    environ = {
+        "MCPUC_PUBLIC_URL": "https://env.example",
+        "MCPUC_PORT": "9002",
+        "MCPUC_AUTH_ALGORITHMS": "RS256, ES256",
+    }
+    settings = load_settings(environ, config)
+    assert settings.public_url == "https://env.example"
+    assert settings.port == 9002
+    assert settings.auth_algorithms == ("RS256", "ES256")
+    assert settings.auth_issuer == "https://as.file"  # not overridden: the file value stays
+
+
+def test_config_file_named_by_the_environment(tmp_path: Path) -> None:
+    config = write(tmp_path, 'auth_issuer = "https://as.file"\n')
+    settings = load_settings({"MCPUC_CONFIG_FILE": str(config)}, None)
+    assert settings.auth_issuer == "https://as.file"
+
+
+def test_unreadable_or_invalid_file_is_a_settings_error(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="config file"):
+        load_settings({}, tmp_path / "missing.toml")
+    with pytest.raises(SettingsError, match="config file"):
+        load_settings({}, write(tmp_path, "this is = = not toml"))
+
+
+def test_bad_number_names_the_setting() -> None:
+    with pytest.raises(SettingsError, match="MCPUC_PORT"):
+        load_settings({"MCPUC_PORT": "eighty"}, None)
+
+
+def test_unknown_file_key_is_rejected_by_name(tmp_path: Path) -> None:
+    config = write(tmp_path, 'public_url = "https://mcp.example.com"\nsesion_secret = "typo"\n')
+    with pytest.raises(SettingsError, match="sesion_secret"):
+        load_settings({}, config)
+
+
+def test_providers_table_with_client_secret_from_the_environment(tmp_path: Path) -> None:
+    settings = load_settings({"MCPUC_PROVIDER_MOCKHUB_CLIENT_SECRET": HUB_SECRET}, write(tmp_path, PROVIDER_TOML))
+    hub = settings.providers["mockhub"]
+    assert hub == ProviderConfig(
+        name="mockhub",
+        display_name="MockHub",
+        authorize_url="https://hub.example/authorize",
+        token_url="https://hub.example/token",
+        userinfo_url="https://hub.example/user",
+        client_id="mcp-url-connect",
+        client_secret=HUB_SECRET,
+        scopes=("repo", "read:user"),
+        issuer="https://hub.example",
+    )
+
+
+def test_provider_secret_in_environment_overrides_the_file(tmp_path: Path) -> None:
+    config = write(tmp_path, PROVIDER_TOML + 'client_secret = "from-file"\n')
+    assert load_settings({}, config).providers["mockhub"].client_secret == "from-file"
+    environ = {"MCPUC_PROVIDER_MOCKHUB_CLIENT_SECRET": HUB_SECRET}
+    assert load_settings(environ, config).providers["mockhub"].client_secret == HUB_SECRET
+
+
+def test_provider_secret_of_another_provider_is_not_used(tmp_path: Path) -> None:
+    environ = {"MCPUC_PROVIDER_OTHERHUB_CLIENT_SECRET": HUB_SECRET}
+    assert load_settings(environ, write(tmp_path, PROVIDER_TOML)).providers["mockhub"].client_secret == ""
+
+
+def test_provider_display_name_defaults_to_its_name(tmp_path: Path) -> None:
+    config = write(tmp_path, PROVIDER_TOML.replace('display_name = "MockHub"\n', ""))
+    assert load_settings({}, config).providers["mockhub"].display_name == "mockhub"
+
+
+def test_unknown_provider_field_is_rejected_by_name(tmp_path: Path) -> None:
+    config = write(tmp_path, PROVIDER_TOML + 'redirect_uri = "https://evil.example/cb"\n')
+    with pytest.raises(SettingsError, match="redirect_uri") as caught:
+        load_settings({}, config)
+    assert "mockhub" in str(caught.value)
+
+
+def test_missing_provider_field_is_a_settings_error(tmp_path: Path) -> None:
+    config = write(tmp_path, PROVIDER_TOML.replace('token_url = "https://hub.example/token"\n', ""))
+    with pytest.raises(SettingsError, match=r"providers\.mockhub"):
+        load_settings({}, config)
+
+
+def test_provider_must_be_a_table(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match=r"providers\.mockhub"):
+        load_settings({}, write(tmp_path, '[providers]\nmockhub = "https://hub.example"\n'))
+
+
+# ---- validate() ----------------------------------------------------------------------------
+
+
+def test_valid_settings_pass_and_chain() -> None:
+    settings = valid_settings()
+    assert settings.validate() is settings
+    assert valid_settings(public_url="https://mcp.example.com/").validate()
+    assert valid_settings(public_url="http://127.0.0.1:8000").validate()
+    assert valid_settings(session_secret="x" * 32).validate()
+
+
+INVALID: dict[str, tuple[dict[str, Any], str]] = {
+    "public_url with a path": ({"public_url": "https://mcp.example.com/app"}, "MCPUC_PUBLIC_URL"),
+    "public_url with /mcp": ({"public_url": "https://mcp.example.com/mcp"}, "MCPUC_PUBLIC_URL"),
+    "public_url not http": ({"public_url": "ftp://mcp.example.com"}, "MCPUC_PUBLIC_URL"),
+    "public_url without host": ({"public_url": "https://"}, "MCPUC_PUBLIC_URL"),
+    "public_url relative": ({"public_url": "mcp.example.com"}, "MCPUC_PUBLIC_URL"),
+    "missing issuer": ({"auth_issuer": ""}, "MCPUC_AUTH_ISSUER"),
+    "missing login client": ({"login_client_id": ""}, "MCPUC_LOGIN_CLIENT_ID"),
+    "missing session secret": ({"session_secret": ""}, "MCPUC_SESSION_SECRET"),
+    "short session secret": ({"session_secret": "x" * 31}, "MCPUC_SESSION_SECRET"),
+    "missing encryption keys": ({"encryption_keys": ""}, "MCPUC_ENCRYPTION_KEYS"),
+    "missing request-state keys": ({"request_state_keys": ""}, "MCPUC_REQUEST_STATE_KEYS"),
+    "request-state key not base64": ({"request_state_keys": "a"}, "MCPUC_REQUEST_STATE_KEYS"),
+    "request-state key too short": (
+        {"request_state_keys": base64.urlsafe_b64encode(b"R" * 31).decode()},
+        "MCPUC_REQUEST_STATE_KEYS",
+    ),
+    "second request-state key bad": ({"request_state_keys": f"{REQUEST_STATE_KEY},a"}, "MCPUC_REQUEST_STATE_KEYS"),
+    "HS256 allowed": ({"auth_algorithms": ("RS256", "HS256")}, "HS256"),
+    "HS512 allowed": ({"auth_algorithms": ("HS512",)}, "HS512"),
+    "none allowed": ({"auth_algorithms": ("RS256", "none")}, "none"),
+    "None allowed": ({"auth_algorithms": ("None",)}, "None"),
+    "no pending elicitations": ({"max_pending_per_user": 0}, "MCPUC_MAX_PENDING_PER_USER"),
+}
+
+
+@pytest.mark.parametrize(("changes", "named"), list(INVALID.values()), ids=list(INVALID))
+def test_validate_rejects(changes: dict[str, Any], named: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        valid_settings(**changes).validate()
+    assert named in str(caught.value)
+
+
+def test_validation_errors_do_not_echo_key_material() -> None:
+    bad_key = base64.urlsafe_b64encode(b"SECRETKEYMATERIAL" * 2).decode()  # 34 bytes
+    with pytest.raises(SettingsError) as caught:
+        valid_settings(request_state_keys=bad_key).validate()
+    assert bad_key not in str(caught.value)
+    assert bad_key.rstrip("=") not in str(caught.value)
+
+
+def test_request_state_keys_decode_with_or_without_padding() -> None:
+    padded = base64.urlsafe_b64encode(b"P" * 32).decode()
+    assert padded.endswith("=")
+    settings = valid_settings(request_state_keys=f"{REQUEST_STATE_KEY}, {padded}")
+    assert settings.request_state_key_list() == [b"R" * 32, b"P" * 32]
+
+
+def test_settings_loaded_from_the_environment_validate(tmp_path: Path) -> None:
+    environ = {
+        "MCPUC_PUBLIC_URL": "https://mcp.example.com",
+        "MCPUC_AUTH_ISSUER": "https://as.example.com",
+        "MCPUC_LOGIN_CLIENT_ID": "mcp-login",
+        "MCPUC_SESSION_SECRET": SESSION_SECRET,
+        "MCPUC_ENCRYPTION_KEYS": f"k1:{ENCRYPTION_KEY}",
+        "MCPUC_REQUEST_STATE_KEYS": REQUEST_STATE_KEY,
+    }
+    settings = load_settings(environ, write(tmp_path, PROVIDER_TOML)).validate()
+    assert settings.audience == "https://mcp.example.com/mcp"
+    assert settings.callback_url == "https://mcp.example.com/callback"
+    assert settings.secure_cookies
+
+
+# ---- no secrets in repr ----------------------------------------------------------------------
+
+
+def test_repr_never_contains_secrets(tmp_path: Path) -> None:
+    environ = {
+        "MCPUC_LOGIN_CLIENT_SECRET": LOGIN_SECRET,
+        "MCPUC_SESSION_SECRET": SESSION_SECRET,
+        "MCPUC_ENCRYPTION_KEYS": f"k1:{ENCRYPTION_KEY}",
+        "MCPUC_REQUEST_STATE_KEYS": REQUEST_STATE_KEY,
+        "MCPUC_PROVIDER_MOCKHUB_CLIENT_SECRET": HUB_SECRET,
+    }
+    settings = load_settings(environ, write(tmp_path, PROVIDER_TOML))
+    # The secrets did load: otherwise the repr check below would prove nothing.
+    assert settings.session_secret == SESSION_SECRET
+    assert settings.providers["mockhub"].client_secret == HUB_SECRET
+    for text in (repr(settings), str(settings), repr(settings.providers), repr(settings.providers["mockhub"])):
+        for secret in (LOGIN_SECRET, SESSION_SECRET, ENCRYPTION_KEY, REQUEST_STATE_KEY, HUB_SECRET):
+            assert secret not in text
+    assert "mockhub" in repr(settings)  # the repr is still useful

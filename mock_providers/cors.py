@@ -7,18 +7,21 @@ Metadata, JWKS, registration, token and userinfo carry no cookies, so
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from types import MappingProxyType
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 Handler = Callable[[Request], Awaitable[Response]]
 
-_PREFLIGHT_HEADERS = {
-    "Access-Control-Allow-Origin": "*",
-    "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
-    "Access-Control-Allow-Headers": "Authorization, Content-Type, MCP-Protocol-Version",
-    "Access-Control-Max-Age": "600",
-}
+_PREFLIGHT_HEADERS = MappingProxyType(
+    {
+        "Access-Control-Allow-Origin": "*",
+        "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+        "Access-Control-Allow-Headers": "Authorization, Content-Type, MCP-Protocol-Version",
+        "Access-Control-Max-Age": "600",
+    }
+)
 
 
 def allow_cors(handler: Handler) -> Handler:

@@ -31,7 +31,7 @@ from .pkce import RequiredS256CodeChallenge
 from .starlette_adapter import StarletteAuthorizationServer
 
 AUTHORIZATION_CODE_LIFETIME = 600
-TOKEN_AUTH_METHODS = ["client_secret_basic", "client_secret_post", "none"]
+TOKEN_AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
 
 
 class InvalidTargetError(OAuth2Error):  # type: ignore[misc]  # authlib is untyped

@@ -85,7 +85,7 @@ class DevAuthorizationRoutes:
         try:
             oauth_request = await self._oauth2_request(request)
         except OAuth2Error as error:
-            return self.server.error_response(None, error)
+            return self.server.handle_error_response(None, error)
         response: Response = self.server.create_token_response(oauth_request)
         return response
 
@@ -93,7 +93,7 @@ class DevAuthorizationRoutes:
         try:
             oauth_request = await self._oauth2_request(request)
         except OAuth2Error as error:
-            return self.server.error_response(None, error)
+            return self.server.handle_error_response(None, error)
         response: Response = self.server.create_endpoint_response("userinfo", oauth_request)
         return response
 

@@ -70,9 +70,9 @@ def load_dev_keys(data_dir: Path) -> DevKeys:
         raw = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise NoDevKeys(
-            f"No development signing key at {path}. Start the mock providers "
-            f"(the development authorization server) once with this data directory "
-            f"to create it, then try again."
+            f"No development signing key at {path}: the development authorization server "
+            f"has not run with this data directory. Start it once (e.g. `mcp-url-connect demo "
+            f"--data-dir {Path(data_dir)}`) to create the key, then try again."
         ) from None
     return _parse(raw, path)
 

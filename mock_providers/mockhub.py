@@ -38,7 +38,7 @@ IssMode = Literal["correct", "omit", "wrong"]
 ACCESS_TOKEN_PREFIX = "mhat_"
 REFRESH_TOKEN_PREFIX = "mhrt_"
 AUTHORIZATION_CODE_LIFETIME = 600
-TOKEN_AUTH_METHODS = ["client_secret_basic", "client_secret_post", "none"]
+TOKEN_AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
 LOGIN_PATTERN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$")
 
 

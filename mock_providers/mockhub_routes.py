@@ -52,6 +52,11 @@ class MockHubRoutes:
 
     def metadata_document(self) -> dict[str, object]:
         issuer = self.hub.issuer
+        auth_methods = (
+            ["none"]
+            if self.hub.client.client_secret is None
+            else ["client_secret_basic", "client_secret_post"]
+        )
         return {
             "issuer": issuer,
             "authorization_endpoint": issuer + "/authorize",
@@ -60,8 +65,8 @@ class MockHubRoutes:
             "response_types_supported": ["code"],
             "response_modes_supported": ["query"],
             "grant_types_supported": ["authorization_code", "refresh_token"],
-            "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
-            "revocation_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+            "token_endpoint_auth_methods_supported": auth_methods,
+            "revocation_endpoint_auth_methods_supported": auth_methods,
             "code_challenge_methods_supported": ["S256"],
             "authorization_response_iss_parameter_supported": True,
         }
@@ -141,7 +146,7 @@ class MockHubRoutes:
         try:
             oauth_request = await self._oauth2_request(request)
         except OAuth2Error as error:
-            return server.error_response(None, error)
+            return server.handle_error_response(None, error)
         response: Response = server.create_token_response(oauth_request)
         self.hub.token_requests.append(self._record(oauth_request, response))
         return response
@@ -167,7 +172,7 @@ class MockHubRoutes:
         try:
             oauth_request = await self._oauth2_request(request)
         except OAuth2Error as error:
-            return server.error_response(None, error)
+            return server.handle_error_response(None, error)
         response: Response = server.create_endpoint_response("revocation", oauth_request)
         return response
 
@@ -178,7 +183,7 @@ class MockHubRoutes:
             oauth_request = await self._oauth2_request(request)
             token = self.hub.protector.validate_request(None, oauth_request)
         except OAuth2Error as error:
-            return server.error_response(None, error)
+            return server.handle_error_response(None, error)
         account = self.hub.account(token.login)
         scopes = scope_to_list(token.scope) or []
         return JSONResponse(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import jinja2
@@ -12,13 +13,15 @@ _TEMPLATE_DIR = Path(__file__).parent / "templates"
 
 # Pages are plain forms: no scripts, no frames, nothing loaded from elsewhere.
 # No form-action: Chrome applies it to the redirect that follows a submission.
-_PAGE_HEADERS = {
-    "Cache-Control": "no-store",
-    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "X-Content-Type-Options": "nosniff",
-}
+_PAGE_HEADERS = MappingProxyType(
+    {
+        "Cache-Control": "no-store",
+        "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "no-referrer",
+        "X-Content-Type-Options": "nosniff",
+    }
+)
 
 
 class Pages:

@@ -18,7 +18,7 @@ class RequiredS256CodeChallenge(CodeChallenge):  # type: ignore[misc]  # authlib
     whatever the client type.
     """
 
-    SUPPORTED_CODE_CHALLENGE_METHOD = ["S256"]
+    SUPPORTED_CODE_CHALLENGE_METHOD = ("S256",)
 
     def __init__(self) -> None:
         super().__init__(required=True)

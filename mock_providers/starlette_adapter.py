@@ -193,10 +193,6 @@ class StarletteAuthorizationServer(AuthorizationServer):  # type: ignore[misc]  
             response.headers["WWW-Authenticate"] = "Bearer" + realm
         return response
 
-    def error_response(self, request: OAuth2Request | None, error: OAuth2Error) -> Response:
-        response: Response = self.handle_error_response(request, error)
-        return response
-
     def authorization_error_response(self, request: OAuth2Request, error: OAuth2Error) -> Response | None:
         """The redirect to the client for an authorization error.
 
@@ -205,7 +201,7 @@ class StarletteAuthorizationServer(AuthorizationServer):  # type: ignore[misc]  
         """
         if not error.redirect_uri:
             return None
-        response = self.error_response(request, error)
+        response = self.handle_error_response(request, error)
         if self.issuer_parameter is not None:
             self.issuer_parameter.add_issuer_parameter(self, response)
         return response

@@ -38,6 +38,7 @@ def build_mcp_server(settings: Settings, runtime: Runtime) -> MCPServer[Any]:
     verifier = JwtTokenVerifier(
         issuer=settings.auth_issuer,
         audience=settings.audience,
+        resource=settings.resource_url,
         algorithms=settings.auth_algorithms,
         jwks=JwksCache(settings.auth_issuer, runtime.http, settings.auth_jwks_url),
     )

@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 MAX_TOKEN_LENGTH = 8192  # refuse oversized tokens before any JOSE work
 JWKS_REFETCH_INTERVAL = 60.0
-# RFC 8725 §3.11: headers that would make us fetch or trust keys named by the attacker.
+# RFC 8725 §3.10: headers that would make us fetch or trust keys named by the attacker.
 FORBIDDEN_HEADERS = ("jku", "jwk", "x5u", "x5c")
 ACCESS_TOKEN_TYPES = ("at+jwt", "application/at+jwt")  # RFC 9068 §2.1
 
@@ -89,11 +89,15 @@ class JwtTokenVerifier:
         audience: str,
         algorithms: tuple[str, ...],
         jwks: JwksCache,
+        resource: str = "",
         require_at_jwt: bool = True,
         leeway: float = 30.0,
     ) -> None:
         self._issuer = issuer
         self._audience = audience
+        # What the SDK's resource check compares with `resource_server_url`; the audience itself
+        # (which an operator may name differently) is verified in `decode`.
+        self._resource = resource or audience
         self._algorithms = list(algorithms)
         self._jwks = jwks
         self._require_at_jwt = require_at_jwt
@@ -111,7 +115,7 @@ class JwtTokenVerifier:
             client_id=str(claims.get("client_id") or claims.get("azp") or ""),
             scopes=scopes,
             expires_at=int(claims["exp"]),
-            resource=self._audience,
+            resource=self._resource,
             subject=claims["sub"],
             # The SDK binds sessions and requestState to (client_id, iss, sub): fill `iss`.
             claims={"iss": claims["iss"], "sub": claims["sub"]},

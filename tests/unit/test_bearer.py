@@ -298,6 +298,22 @@ def test_pyjwt_cannot_be_talked_into_hs256_with_a_pem_key(signing_key: rsa.RSAPr
         jwt.encode(claims(), public_pem(signing_key), algorithm="HS256")
 
 
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda e: unsigned_token(claims()),
+        lambda e: hs256_with_public_key(e.key, claims()),
+        lambda e: mint(e.key, algorithm="RS512"),
+    ],
+    ids=["none", "HS256", "RS512 (not configured)"],
+)
+async def test_disallowed_algorithm_is_refused_before_any_fetch(env: Env, factory: TokenFactory) -> None:
+    # The allow-list is checked on the header first (RFC 8725 §3.1): no JWKS work for such tokens.
+    error = await assert_rejected(env.verifier, factory(env))
+    assert isinstance(error, jwt.InvalidAlgorithmError)
+    assert env.issuer.requests == []
+
+
 @pytest.mark.parametrize("header", ["jku", "jwk", "x5u", "x5c"])
 async def test_key_carrying_headers_are_rejected_without_fetching(env: Env, header: str) -> None:
     values: dict[str, Any] = {
@@ -408,3 +424,43 @@ async def test_jwks_down_from_the_start_rejects(env: Env) -> None:
     env.issuer.jwks_unreachable = True
     await assert_rejected(env.verifier, mint(env.key))
     assert env.issuer.fetched(JWKS_URL) == 1
+
+
+# ---- known bugs (strict xfail: remove the marker when the fix lands) -------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AttributeError,
+    reason="BUG service/bearer.py JwksCache._refresh: a JWKS that is not {'keys': [objects]} raises "
+    "AttributeError out of verify_token instead of a rejection",
+)
+@pytest.mark.parametrize(
+    "body", [[], {"keys": ["not-an-object"]}, {"keys": "abc"}], ids=["list", "str-entry", "str-keys"]
+)
+async def test_malformed_jwks_is_a_rejection_not_a_crash(signing_key: rsa.RSAPrivateKey, body: Any) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=body)
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    cache = JwksCache(ISSUER, http, jwks_url=JWKS_URL)
+    verifier = JwtTokenVerifier(issuer=ISSUER, audience=AUDIENCE, algorithms=ALGORITHMS, jwks=cache)
+    assert await verifier.verify_token(mint(signing_key)) is None
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG service/bearer.py: a JWK without 'alg' (optional, RFC 7517 §4.4) is bound to RS256 by "
+    "PyJWK.from_dict, so PS256 tokens - allowed by default - never verify",
+)
+async def test_ps256_token_verifies_against_a_jwk_without_alg(signing_key: rsa.RSAPrivateKey) -> None:
+    jwk = public_jwk(signing_key, KID)
+    del jwk["alg"]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"keys": [jwk]})
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    cache = JwksCache(ISSUER, http, jwks_url=JWKS_URL)
+    verifier = JwtTokenVerifier(issuer=ISSUER, audience=AUDIENCE, algorithms=ALGORITHMS, jwks=cache)
+    assert await verifier.verify_token(mint(signing_key, algorithm="PS256")) is not None

@@ -15,7 +15,7 @@ from service.broker import _RequestState
     "state",
     [
         _RequestState("elc_0123456789abcdef", "nonce-value", "mockhub"),
-        _RequestState("id with spaces & \"quotes\"", "n\u00e9\u2603", "provider/with/slashes"),
+        _RequestState('id with spaces & "quotes"', "n\u00e9\u2603", "provider/with/slashes"),
         _RequestState("", "", ""),
     ],
 )

@@ -461,6 +461,43 @@ async def test_dev_as_escapes_client_supplied_text(client: httpx.AsyncClient) ->
     assert "&lt;script&gt;" in page.text
 
 
+async def test_prompt_none_without_login_and_prompt_login_with_one(client: httpx.AsyncClient) -> None:
+    _, challenge = pkce_pair()
+    params = {
+        "response_type": "code",
+        "client_id": LOGIN_CLIENT_ID,
+        "redirect_uri": LOGIN_CALLBACK,
+        "scope": "openid",
+        "state": "p",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+    }
+    silent = await client.get("/authorize", params={**params, "prompt": "none"})
+    assert silent.status_code == 302
+    assert query_of(silent.headers["location"])["error"] == "login_required"
+
+    await client.post("/login", data={"username": "alice", "return_to": ""})
+    forced = await client.get("/authorize", params={**params, "prompt": "login"})
+    assert forced.status_code == 200
+    return_to = only_form(forced.text)["fields"]["return_to"]
+    assert return_to.startswith("/authorize?") and "prompt" not in return_to
+    relogin = await client.post("/login", data={"username": "erin", "return_to": return_to})
+    done = await client.get(relogin.headers["location"])
+    assert done.status_code == 302 and "code" in query_of(done.headers["location"])
+
+
+async def test_cors_preflight_on_machine_endpoints(client: httpx.AsyncClient) -> None:
+    for path in ("/register", "/token", "/.well-known/oauth-authorization-server"):
+        response = await client.options(
+            path, headers={"Origin": "http://localhost:6274", "Access-Control-Request-Method": "POST"}
+        )
+        assert response.status_code == 204
+        assert response.headers["access-control-allow-origin"] == "*"
+    page = await client.get("/login")
+    assert "access-control-allow-origin" not in page.headers
+    assert page.headers["x-frame-options"] == "DENY"
+
+
 async def test_login_rejects_bad_usernames_and_foreign_return_to(client: httpx.AsyncClient) -> None:
     bad = await client.post("/login", data={"username": "", "return_to": ""})
     assert bad.status_code == 400

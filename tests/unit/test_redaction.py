@@ -58,7 +58,10 @@ def assert_hidden(text: str, *secrets: str) -> None:
 # ---- redact() ------------------------------------------------------------------------------
 
 LEAKS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "callback query": ("GET /callback?code=AUTHCODE123&state=STATEVALUE456 HTTP/1.1", ("AUTHCODE123", "STATEVALUE456")),
+    "callback query": (
+        "GET /callback?code=AUTHCODE123&state=STATEVALUE456 HTTP/1.1",
+        ("AUTHCODE123", "STATEVALUE456"),
+    ),
     "state first": ("/callback?state=STATEVALUE456&code=AUTHCODE123", ("AUTHCODE123", "STATEVALUE456")),
     "authorization bearer": (f"Authorization: Bearer {BEARER_JWT}", (BEARER_JWT, *BEARER_JWT.split("."))),
     "authorization bearer opaque": ("authorization: bearer gho_OPAQUETOKEN99", ("gho_OPAQUETOKEN99",)),
@@ -79,6 +82,10 @@ LEAKS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "bare jwt": (f"decoded token {BEARER_JWT} for alice", (BEARER_JWT, *BEARER_JWT.split("."))),
     "cookie header": ("Cookie: mcpuc_session=COOKIEVALUE; theme=dark", ("COOKIEVALUE",)),
+    "cookie header, any cookie name": (
+        "cookie: theme=dark; sid=SIDVALUE; _ga=GAVALUE",
+        ("SIDVALUE", "GAVALUE"),
+    ),
     "set-cookie header": ("Set-Cookie: mcpuc_session=COOKIEVALUE; HttpOnly; Secure", ("COOKIEVALUE",)),
     "elicitation id": ("GET /connect?elicitationId=ELICITATIONID42 HTTP/1.1", ("ELICITATIONID42",)),
 }
@@ -173,10 +180,11 @@ def test_bad_format_string_keeps_the_record_but_not_its_args(
     captured: tuple[logging.Logger, ListHandler],
 ) -> None:
     logger, handler = captured
-    logger.info("exchange failed: %d", "code=AUTHCODE123")  # %d with a str: getMessage raises
+    # %d with a str: getMessage raises. The argument is an opaque secret no pattern would spot.
+    logger.info("exchange failed: %d", "gho_OPAQUESECRET")
     assert len(handler.lines) == 1
     assert "exchange failed" in handler.text
-    assert "AUTHCODE123" not in handler.text
+    assert "gho_OPAQUESECRET" not in handler.text
 
 
 def test_exception_traceback_with_a_code_url_is_redacted(
@@ -245,10 +253,36 @@ def test_configure_logging_redacts_records_from_library_loggers(
 ) -> None:
     configure_logging("INFO")
     logging.getLogger("uvicorn.access").info(
-        '%s - "%s %s HTTP/%s" %d', "127.0.0.1:1", "GET", "/callback?code=AUTHCODE123&state=STATEVALUE456", "1.1", 302
+        '%s - "%s %s HTTP/%s" %d',
+        "127.0.0.1:1",
+        "GET",
+        "/callback?code=AUTHCODE123&state=STATEVALUE456",
+        "1.1",
+        302,
     )
-    logging.getLogger("httpx").info("HTTP Request: POST https://hub.example/token body=client_secret=CLIENTSECRETVALUE")
+    logging.getLogger("httpx").info(
+        "HTTP Request: POST https://hub.example/token body=client_secret=CLIENTSECRETVALUE"
+    )
     err = capsys.readouterr().err
     assert "/callback?code=" in err
     assert "HTTP Request: POST" in err
     assert_hidden(err, "AUTHCODE123", "STATEVALUE456", "CLIENTSECRETVALUE")
+
+
+# ---- known bugs (strict xfail: remove the marker when the fix lands) -------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG service/redaction.py: the value class stops at '%', so a percent-encoded code "
+    "(Google-style 4/0Ab... arrives as code=4%2F0Ab...) is redacted only up to the first escape",
+)
+@pytest.mark.parametrize(
+    "text",
+    [
+        "GET /callback?code=4%2F0AbSECRETTAIL&state=xyz HTTP/1.1",
+        "POST body: grant_type=authorization_code&code_verifier=abc%7ESECRETTAIL",
+    ],
+)
+def test_percent_encoded_values_are_redacted_entirely(text: str) -> None:
+    assert "SECRETTAIL" not in redact(text)

@@ -42,17 +42,25 @@ class JwksCache:
         self._http = http
         self._jwks_url = jwks_url
         self._clock = clock
-        self._keys: dict[str, jwt.PyJWK] = {}
+        self._keys: dict[str, dict[str, Any]] = {}  # kid -> JWK as published
         self._fetched_at: float | None = None
         self._lock = anyio.Lock()
 
-    async def key_for(self, kid: str) -> jwt.PyJWK | None:
-        if kid in self._keys:
-            return self._keys[kid]
-        async with self._lock:
-            if kid not in self._keys and self._may_refetch():
-                await self._refresh()
-        return self._keys.get(kid)
+    async def key_for(self, kid: str, algorithm: str) -> jwt.PyJWK | None:
+        """The key named `kid`, for `algorithm` (already checked against the allow-list)."""
+        if kid not in self._keys:
+            async with self._lock:
+                if kid not in self._keys and self._may_refetch():
+                    await self._refresh()
+        jwk = self._keys.get(kid)
+        if jwk is None:
+            return None
+        try:
+            # `alg` is optional in a JWK (RFC 7517 §4.4): without it, bind the key to the token's
+            # allowed algorithm, or an RSA key would only ever verify RS256 (not PS256).
+            return jwt.PyJWK.from_dict(jwk, algorithm=None if "alg" in jwk else algorithm)
+        except jwt.PyJWTError:
+            return None
 
     def _may_refetch(self) -> bool:
         return self._fetched_at is None or self._clock() - self._fetched_at >= JWKS_REFETCH_INTERVAL
@@ -65,15 +73,17 @@ class JwksCache:
                 self._jwks_url = str(metadata["jwks_uri"])
             response = await self._http.get(self._jwks_url)
             response.raise_for_status()
-            keys: dict[str, jwt.PyJWK] = {}
-            for entry in response.json().get("keys", []):
-                if entry.get("use", "sig") != "sig" or "kid" not in entry:
-                    continue
-                try:
-                    keys[entry["kid"]] = jwt.PyJWK.from_dict(entry)
-                except jwt.PyJWTError:
-                    logger.warning("jwks: skipping a key the library cannot use (kid=%s)", entry.get("kid"))
-            self._keys = keys
+            body = response.json()
+            entries = body.get("keys") if isinstance(body, dict) else None
+            if not isinstance(entries, list):
+                raise ValueError("JWKS without a keys list")
+            self._keys = {
+                entry["kid"]: entry
+                for entry in entries
+                if isinstance(entry, dict)
+                and isinstance(entry.get("kid"), str)
+                and entry.get("use", "sig") == "sig"
+            }
         except (httpx.HTTPError, ValueError, KeyError) as exc:
             # Keep the old keys: a JWKS outage must not turn into accepting anything.
             logger.warning("jwks: fetch from %s failed: %s", self._issuer, type(exc).__name__)
@@ -137,7 +147,7 @@ class JwtTokenVerifier:
         kid = header.get("kid")
         if not isinstance(kid, str):
             raise jwt.InvalidTokenError("no kid")
-        key = await self._jwks.key_for(kid)
+        key = await self._jwks.key_for(kid, header["alg"])
         if key is None:
             raise jwt.InvalidKeyError("unknown kid")
         claims: dict[str, Any] = jwt.decode(

@@ -94,9 +94,10 @@ class _RequestState:
     def loads(cls, raw: str) -> _RequestState:
         try:
             data = json.loads(raw)
-            if data.get("v") != 1:
-                raise ValueError("version")
-            return cls(str(data["e"]), str(data["n"]), str(data["p"]))
+            fields = (data["e"], data["n"], data["p"])
+            if type(data["v"]) is not int or data["v"] != 1 or not all(isinstance(f, str) for f in fields):
+                raise ValueError("shape")
+            return cls(*fields)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise MCPError(code=INVALID_PARAMS, message="requestState is not valid for this tool") from exc
 

@@ -18,19 +18,30 @@ _SENSITIVE_FIELDS = (  # names of secrets, not a secret
     r"code|state|access_token|refresh_token|id_token|code_verifier|client_secret|password|token"
     r"|requestState|request_state|elicitationId|elicitation_id|assertion|(?:__Host-)?[A-Za-z]*_?session"
 )
+_NAME = rf"(?:(?<=%[0-9A-Fa-f]{{2}})|(?<![A-Za-z0-9_]))['\"]?(?:{_SENSITIVE_FIELDS})['\"]?"
+# Each pattern's group "v" is the secret; only that span is replaced.
 _PATTERNS = (
-    re.compile(
-        rf"(?i)(?:(?<=%[0-9A-Fa-f]{{2}})|(?<![A-Za-z0-9_]))['\"]?({_SENSITIVE_FIELDS})['\"]?\s*(?:=|:|%3D)\s*b?['\"]?([^'\"&\s,;)}}\]%]+)"
-    ),
-    re.compile(r"(?i)\b(bearer|basic)\s+([A-Za-z0-9._~+/=-]+)"),
-    re.compile(r"(?i)\b(cookie|set-cookie):\s*([^\r\n]+)"),
+    # quoted: "name": "value" / 'name': 'value' / name='value' / (b'set-cookie', b'name=value')
+    re.compile(rf"(?i){_NAME}\s*[:=]\s*b?(?P<q>['\"])(?P<v>(?:\\.|(?!(?P=q)).)*)(?P=q)"),
+    # unquoted: name=value in queries and forms, name%3Dvalue in an encoded URL; the value runs
+    # through %-escapes other than an encoded `&` or `=`.
+    re.compile(rf"(?i){_NAME}\s*(?:=|:|%3D)\s*(?P<v>(?:%(?!26|3[Dd])[0-9A-Fa-f]{{2}}|[^'\"&\s;)}}\]%])+)"),
+    re.compile(r"(?i)\b(?:bearer|basic)\s+(?P<v>[A-Za-z0-9._~+/=-]+)"),
+    re.compile(r"(?i)\b(?:cookie|set-cookie):\s*(?P<v>[^\r\n]+)"),
 )
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*")
 
 
+def _splice(match: re.Match[str]) -> str:
+    start, end = match.span("v")
+    whole = match.group(0)
+    offset = match.start(0)
+    return whole[: start - offset] + REDACTED + whole[end - offset :]
+
+
 def redact(text: str) -> str:
     for pattern in _PATTERNS:
-        text = pattern.sub(lambda m: m.group(0).replace(m.group(2), REDACTED), text)
+        text = pattern.sub(_splice, text)
     return _JWT.sub(REDACTED, text)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -17,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 ENV_PREFIX = "MCPUC_"
+PROVIDER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
 
 class SettingsError(ValueError):
@@ -62,7 +64,9 @@ class Settings:
     encryption_keys: str = field(repr=False, default="")
     request_state_keys: str = field(repr=False, default="")  # comma-separated base64url keys
     # Storage.
-    store_url: str = ""  # default: sqlite:///<data_dir>/store.sqlite3
+    store_url: str = field(
+        repr=False, default=""
+    )  # may hold a password; default sqlite:///<data_dir>/store.sqlite3
     data_dir: Path = Path(".mcp-url-connect")
     # Flow limits.
     elicitation_ttl: int = 600
@@ -107,7 +111,15 @@ class Settings:
     def validate(self) -> Settings:
         """Raise SettingsError naming the first invalid setting; return self for chaining."""
         url = urlsplit(self.public_url)
-        if url.scheme not in ("http", "https") or not url.netloc or url.path not in ("", "/"):
+        if (
+            url.scheme not in ("http", "https")
+            or not url.hostname
+            or url.path not in ("", "/")
+            or url.query
+            or url.fragment
+            or url.username
+            or url.password
+        ):
             raise SettingsError("MCPUC_PUBLIC_URL must be an http(s) origin such as https://mcp.example.com")
         for name in ("auth_issuer", "login_client_id", "session_secret", "encryption_keys"):
             if not getattr(self, name):
@@ -118,7 +130,7 @@ class Settings:
             raise SettingsError("MCPUC_REQUEST_STATE_KEYS is required (shared by every replica)")
         self.request_state_key_list()
         for algorithm in self.auth_algorithms:
-            if algorithm.lower() == "none" or algorithm.startswith("HS"):
+            if algorithm.lower() == "none" or algorithm.upper().startswith("HS"):
                 # RFC 8725 §3.1/3.2: asymmetric algorithms only; never `none` or a shared secret.
                 raise SettingsError(f"MCPUC_AUTH_ALGORITHMS must not contain {algorithm}")
         if self.max_pending_per_user < 1:
@@ -132,7 +144,7 @@ def _split(value: str) -> list[str]:
 
 def _b64(value: str, setting: str) -> bytes:
     try:
-        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+        raw = base64.b64decode(value + "=" * (-len(value) % 4), altchars=b"-_", validate=True)
     except ValueError as exc:
         raise SettingsError(f"{setting}: not base64url") from exc
     if len(raw) != 32:
@@ -164,6 +176,9 @@ def _providers_from(table: Mapping[str, Any], environ: Mapping[str, str]) -> dic
     providers: dict[str, ProviderConfig] = {}
     allowed = {f.name for f in fields(ProviderConfig)}
     for name, spec in table.items():
+        if not PROVIDER_NAME.match(name):
+            # The name becomes part of an environment variable (and of stored keys).
+            raise SettingsError(f"providers.{name}: names use lower-case letters, digits and _ only")
         if not isinstance(spec, Mapping):
             raise SettingsError(f"providers.{name} must be a table")
         unknown = set(spec) - allowed

@@ -426,15 +426,9 @@ async def test_jwks_down_from_the_start_rejects(env: Env) -> None:
     assert env.issuer.fetched(JWKS_URL) == 1
 
 
-# ---- known bugs (strict xfail: remove the marker when the fix lands) -------------------------
+# ---- regressions: bugs found in review, fixed ---------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="BUG service/bearer.py JwksCache._refresh: a JWKS that is not {'keys': [objects]} raises "
-    "AttributeError out of verify_token instead of a rejection",
-)
 @pytest.mark.parametrize(
     "body", [[], {"keys": ["not-an-object"]}, {"keys": "abc"}], ids=["list", "str-entry", "str-keys"]
 )
@@ -448,11 +442,6 @@ async def test_malformed_jwks_is_a_rejection_not_a_crash(signing_key: rsa.RSAPri
     assert await verifier.verify_token(mint(signing_key)) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG service/bearer.py: a JWK without 'alg' (optional, RFC 7517 §4.4) is bound to RS256 by "
-    "PyJWK.from_dict, so PS256 tokens - allowed by default - never verify",
-)
 async def test_ps256_token_verifies_against_a_jwk_without_alg(signing_key: rsa.RSAPrivateKey) -> None:
     jwk = public_jwk(signing_key, KID)
     del jwk["alg"]

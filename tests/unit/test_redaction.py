@@ -269,14 +269,9 @@ def test_configure_logging_redacts_records_from_library_loggers(
     assert_hidden(err, "AUTHCODE123", "STATEVALUE456", "CLIENTSECRETVALUE")
 
 
-# ---- known bugs (strict xfail: remove the marker when the fix lands) -------------------------
+# ---- regressions: bugs found in review, fixed ---------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG service/redaction.py: the value class stops at '%', so a percent-encoded code "
-    "(Google-style 4/0Ab... arrives as code=4%2F0Ab...) is redacted only up to the first escape",
-)
 @pytest.mark.parametrize(
     "text",
     [

@@ -267,14 +267,9 @@ def test_repr_never_contains_secrets(tmp_path: Path) -> None:
     assert "mockhub" in repr(settings)  # the repr is still useful
 
 
-# ---- known bugs (strict xfail: remove the marker when the fix lands) -------------------------
+# ---- regressions: bugs found in review, fixed ---------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG service/settings.py validate(): the HS check is case-sensitive ('none' is not), so "
-    "'hs256' passes validation",
-)
 def test_validate_rejects_lowercase_hmac_algorithm() -> None:
     with pytest.raises(SettingsError, match="hs256"):
         valid_settings(auth_algorithms=("RS256", "hs256")).validate()

@@ -1,30 +1,36 @@
 """`/connect` and `/callback`: the browser half of a URL-mode elicitation.
 
-/connect   the browser's session user must be the user who asked (client-elicitation.mdx,
-           "Phishing"); then a one-time `state`, bound to the elicitation and this browser,
+/connect   GET: the browser's session user must be the user who asked (client-elicitation.mdx,
+           "Phishing"); the page shows which account is connecting which service.
+           POST (CSRF-protected): a one-time `state`, bound to the elicitation and this browser,
            and a redirect to the provider with PKCE S256.
-/callback  the state is consumed once; same browser, same user; RFC 9207 `iss`; the code is
+/callback/<provider>  the state is consumed once; same browser, same user, same provider
+           (one redirect URI per provider); RFC 9207 `iss`; the code is
            exchanged at the token endpoint stored with the state; the token set is stored,
            then the elicitation is completed and the MCP session notified.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import secrets
 import time
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from connect_routes.browser_session import BrowserUser, browser_user
+from connect_routes.browser_session import BrowserUser, browser_user, csrf_ok, csrf_token
+from connect_routes.headers import HEADERS
 from connect_routes.login import Login
 from connect_routes.pages import message, page
 from connect_routes.provider_oauth import TokenExchangeError, authorization_url, exchange_code
 from service.provider_api import ProviderApiError, fetch_userinfo
 from service.runtime import Runtime
+from service.settings import ProviderConfig
 from token_store import (
     Connection,
     ConnectionKey,
@@ -37,7 +43,9 @@ from token_store import (
 
 logger = logging.getLogger(__name__)
 
-OPAQUE_ID = re.compile(r"^[A-Za-z0-9_-]{16,128}$")  # ids and states we mint: token_urlsafe(32)
+OPAQUE_ID = re.compile(
+    r"[A-Za-z0-9_-]{16,128}"
+)  # used with fullmatch  # ids and states we mint: token_urlsafe(32)
 MAX_PARAM = 2048
 
 
@@ -54,27 +62,65 @@ class ConnectRoutes:
 
     def routes(self) -> list[Route]:
         return [
-            Route("/connect", self.connect, methods=["GET"]),
-            Route("/callback", self.callback, methods=["GET"]),
+            Route("/connect", self.confirm, methods=["GET"]),
+            Route("/connect", self.connect, methods=["POST"]),
+            Route("/callback/{provider}", self.callback, methods=["GET"]),
         ]
 
-    async def connect(self, request: Request) -> Response:
+    async def confirm(self, request: Request) -> Response:
+        """GET: check the link and the user, then show who is connecting what (no state change)."""
         elicitation_id = request.query_params.get("elicitationId", "")
-        if not OPAQUE_ID.match(elicitation_id):
+        if not OPAQUE_ID.fullmatch(elicitation_id):
             return message(request, "Invalid link", "This connect link is malformed.", 400)
         browser = browser_user(request, self._settings)
         if browser is None:
             return self._login.redirect_to_login(f"/connect?elicitationId={elicitation_id}")
         try:
-            return await self._start_authorization(request, browser, elicitation_id)
+            checked = await self._checked(request, browser, elicitation_id)
+        except StoreUnavailable:
+            return _unavailable(request)
+        if isinstance(checked, Response):
+            return checked
+        elicitation, provider = checked
+        response = page(
+            request,
+            "confirm.html",
+            provider=provider.display_name,
+            account=browser.user.sub,
+            scopes=elicitation.scopes,
+            elicitation_id=elicitation.id,
+            csrf=csrf_token(request),
+        )
+        # The form's POST answers with a redirect to the provider: allow that origin for it.
+        response.headers["Content-Security-Policy"] = HEADERS["Content-Security-Policy"].replace(
+            "form-action 'self'", f"form-action 'self' {_origin(provider.authorize_url)}"
+        )
+        return response
+
+    async def connect(self, request: Request) -> Response:
+        """POST from the confirmation page: one-time state, then the provider's authorize endpoint."""
+        browser = browser_user(request, self._settings)
+        if browser is None:
+            return message(request, "Not signed in", "Open the link from your MCP client again.", 401)
+        form = await request.form(max_files=0, max_fields=4, max_part_size=1024)
+        elicitation_id = form.get("elicitationId")
+        if not csrf_ok(request, form.get("csrf")) or not isinstance(elicitation_id, str):
+            return message(request, "Not allowed", "The form was stale. Open the link again.", 403)
+        if not OPAQUE_ID.fullmatch(elicitation_id):
+            return message(request, "Invalid link", "This connect link is malformed.", 400)
+        try:
+            checked = await self._checked(request, browser, elicitation_id)
+            if isinstance(checked, Response):
+                return checked
+            return await self._redirect_to_provider(request, browser, *checked)
         except StoreUnavailable:
             return _unavailable(request)
 
-    async def _start_authorization(
+    async def _checked(
         self, request: Request, browser: BrowserUser, elicitation_id: str
-    ) -> Response:
-        store = self._runtime.store
-        elicitation = await store.get_elicitation(elicitation_id)
+    ) -> tuple[PendingElicitation, ProviderConfig] | Response:
+        """The live elicitation and its provider, or the page that says why not."""
+        elicitation = await self._runtime.store.get_elicitation(elicitation_id)
         if elicitation is None:
             return message(
                 request,
@@ -94,30 +140,49 @@ class ConnectRoutes:
         provider = self._settings.providers.get(elicitation.provider)
         if provider is None:
             return message(request, "Unknown service", "This server no longer offers that service.", 404)
-        # Single use: only one browser visit moves the elicitation out of PENDING.
-        opened = await store.transition_elicitation(
-            elicitation.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED
-        )
-        if opened is None:
+        if elicitation.status is not ElicitationStatus.PENDING:
             return message(
                 request,
                 "Link already used",
                 "This link was already used. Ask again from your MCP client.",
                 409,
             )
+        return elicitation, provider
+
+    async def _redirect_to_provider(
+        self,
+        request: Request,
+        browser: BrowserUser,
+        elicitation: PendingElicitation,
+        provider: ProviderConfig,
+    ) -> Response:
+        store = self._runtime.store
         now = time.time()
         state = OAuthState(
             state=secrets.token_urlsafe(32),  # DESIGN invariant 3
-            elicitation=opened,
+            elicitation=elicitation,
             browser_binding=browser.binding,
             code_verifier=secrets.token_urlsafe(64),  # RFC 7636 §4.1: 43-128 chars of high entropy
-            redirect_uri=self._settings.callback_url,
+            redirect_uri=self._settings.callback_url(provider.name),
             token_endpoint=provider.token_url,
             expected_issuer=provider.issuer,
             created_at=now,
-            expires_at=now + self._settings.state_ttl,
+            expires_at=min(now + self._settings.state_ttl, elicitation.expires_at),
         )
+        # State first, then the transition: a store failure between the two leaves at most an
+        # unusable state behind, never an OPENED elicitation with no way to finish it.
         await store.put_oauth_state(state)
+        opened = await store.transition_elicitation(
+            elicitation.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED
+        )
+        if opened is None:  # single use: another visit won the race
+            await store.take_oauth_state(state.state)
+            return message(
+                request,
+                "Link already used",
+                "This link was already used. Ask again from your MCP client.",
+                409,
+            )
         url = authorization_url(provider, state.redirect_uri, opened.scopes, state.state, state.code_verifier)
         return RedirectResponse(url, status_code=303)
 
@@ -126,22 +191,32 @@ class ConnectRoutes:
         if any(len(v) > MAX_PARAM for v in params.values()):
             return message(request, "Invalid request", "A parameter is too long.", 400)
         state_value = params.get("state", "")
-        if not OPAQUE_ID.match(state_value):
+        if not OPAQUE_ID.fullmatch(state_value):
             return message(request, "Invalid request", "The state parameter is missing or malformed.", 400)
         try:
-            return await self._finish(request, state_value)
+            # Consumed before any other check: a state is good for exactly one callback.
+            state = await self._runtime.store.take_oauth_state(state_value)
         except StoreUnavailable:
             return _unavailable(request)
-
-    async def _finish(self, request: Request, state_value: str) -> Response:
-        store = self._runtime.store
-        params = request.query_params
-        # Consumed before any other check: a state is good for exactly one callback.
-        state = await store.take_oauth_state(state_value)
         if state is None:
             return message(
                 request, "Link expired", "This sign-in is unknown, expired or already finished.", 400
             )
+        try:
+            return await self._finish(request, state)
+        except StoreUnavailable:
+            await self._fail(state.elicitation)
+            return _unavailable(request)
+        except Exception:
+            # Anything unexpected after the state was consumed: fail the flow closed, visibly.
+            logger.exception("callback: unexpected error")
+            await self._fail(state.elicitation)
+            return message(
+                request, "Connection failed", "Something went wrong. Ask again from your MCP client.", 502
+            )
+
+    async def _finish(self, request: Request, state: OAuthState) -> Response:
+        params = request.query_params
         elicitation = state.elicitation
         browser = browser_user(request, self._settings)
         if (
@@ -155,9 +230,10 @@ class ConnectRoutes:
                 request, "Not allowed", "Finish the sign-in in the browser where you started it.", 403
             )
         provider = self._settings.providers.get(elicitation.provider)
-        if provider is None:
+        if provider is None or request.path_params.get("provider") != provider.name:
+            # RFC 9700 §4.4.2: one redirect URI per provider; a response on another one is a mix-up.
             await self._fail(elicitation)
-            return message(request, "Unknown service", "This server no longer offers that service.", 404)
+            return message(request, "Sign-in refused", "The response arrived for another service.", 400)
         if state.expected_issuer is not None and params.get("iss") != state.expected_issuer:
             # RFC 9207 §2.4: a missing or different `iss` means a mix-up; do not redeem the code.
             await self._fail(elicitation)
@@ -208,6 +284,7 @@ class ConnectRoutes:
             connected_at=now,
             updated_at=now,
         )
+        store = self._runtime.store
         await store.put_connection(connection)  # the token set first, then the completion
         completed = await store.transition_elicitation(
             elicitation.id, ElicitationStatus.OPENED, ElicitationStatus.COMPLETE
@@ -220,9 +297,16 @@ class ConnectRoutes:
         )
 
     async def _fail(self, elicitation: PendingElicitation) -> None:
-        await self._runtime.store.transition_elicitation(
-            elicitation.id, ElicitationStatus.OPENED, ElicitationStatus.FAILED
-        )
+        # On a store failure it expires on its own; the page already says the flow failed.
+        with contextlib.suppress(StoreUnavailable):
+            await self._runtime.store.transition_elicitation(
+                elicitation.id, ElicitationStatus.OPENED, ElicitationStatus.FAILED
+            )
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def _unavailable(request: Request) -> Response:

@@ -46,7 +46,7 @@ class ConnectionsPage:
         browser = browser_user(request, self._runtime.settings)
         if browser is None:
             return message(request, "Not signed in", "Sign in first.", 401)
-        form = await request.form(max_files=0, max_fields=8)
+        form = await request.form(max_files=0, max_fields=8, max_part_size=1024)
         if not csrf_ok(request, form.get("csrf")):
             return message(request, "Not allowed", "The form was stale. Reload the page and try again.", 403)
         provider, account = form.get("provider"), form.get("account")

@@ -23,11 +23,11 @@ from token_store import UserRef
 logger = logging.getLogger(__name__)
 
 # Return paths after login are ours and relative: no scheme, no host, no `//` (open redirect).
-SAFE_NEXT = re.compile(r"^/(connect\?elicitationId=[A-Za-z0-9_-]{1,128}|connections)$")
+SAFE_NEXT = re.compile(r"/(connect\?elicitationId=[A-Za-z0-9_-]{1,128}|connections)")
 
 
 def safe_next(value: object) -> str:
-    return value if isinstance(value, str) and SAFE_NEXT.match(value) else "/connections"
+    return value if isinstance(value, str) and SAFE_NEXT.fullmatch(value) else "/connections"
 
 
 class Login:
@@ -64,7 +64,7 @@ class Login:
         try:
             token = await self._client.authorize_access_token(request)
         except OAuthError as exc:
-            logger.info("login: rejected (%s)", exc.error)
+            logger.info("login: rejected (%r)", exc.error)  # %r: the value comes from the query string
             return message(request, "Sign-in failed", "The sign-in did not complete. Start again.", 400)
         except Exception as exc:
             logger.warning("login: authorization server error (%s)", type(exc).__name__)
@@ -81,7 +81,9 @@ class Login:
         return RedirectResponse(next_path, status_code=303)
 
     async def logout(self, request: Request) -> Response:
-        form = await request.form()
+        if not request.session:
+            return message(request, "Signed out", "You are signed out of this server.", 200)
+        form = await request.form(max_files=0, max_fields=2, max_part_size=1024)
         if not csrf_ok(request, form.get("csrf")):
             return message(request, "Not allowed", "The form was stale. Reload the page and try again.", 403)
         request.session.clear()

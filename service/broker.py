@@ -225,6 +225,10 @@ class ConnectionBroker:
             )
         response = (ctx.input_responses or {}).get(CONNECT_INPUT_KEY)
         if getattr(response, "action", "accept") != "accept":
+            # Declined or cancelled: the link stops working and stops counting against the limit.
+            await self._store().transition_elicitation(
+                state.elicitation_id, ElicitationStatus.PENDING, ElicitationStatus.FAILED
+            )
             raise ConnectionNeeded(_tool_error(f"Connecting {config.display_name} was declined."))
 
         deadline = self._clock() + self._settings.retry_wait_seconds

@@ -41,6 +41,7 @@ class CompletionHub:
 
     async def completed(self, elicitation: PendingElicitation) -> bool:
         """Deliver the completion of `elicitation`; True when a notification was sent."""
+        self._purge()
         entry = self._entries.pop(elicitation.id, None)
         if entry is None:
             return False
@@ -59,12 +60,15 @@ class CompletionHub:
 
     async def wait(self, elicitation: PendingElicitation, seconds: float) -> None:
         """Wait up to `seconds` for `elicitation` to complete in this process."""
+        self._purge()
         entry = self._entries.get(elicitation.id)
         if entry is None:
             entry = _Entry(None, None, elicitation.expires_at)
             self._entries[elicitation.id] = entry
         with anyio.move_on_after(seconds):
             await entry.event.wait()
+        if entry.session is None and self._entries.get(elicitation.id) is entry:
+            del self._entries[elicitation.id]  # a stateless waiter leaves nothing behind
 
     def _purge(self) -> None:
         now = self._clock()

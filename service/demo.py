@@ -97,7 +97,7 @@ def build_demo(host: str, port: int, providers_port: int, data_dir: Path, **over
             LOGIN_CLIENT_ID, values["login_client_secret"], (settings.login_callback_url,)
         ),
         mockhub_client=ClientSpec(
-            MOCKHUB_CLIENT_ID, values["mockhub_client_secret"], (settings.callback_url,)
+            MOCKHUB_CLIENT_ID, values["mockhub_client_secret"], (settings.callback_url("mockhub"),)
         ),
     )
     return Demo(settings, providers)

@@ -89,9 +89,9 @@ class Settings:
     def audience(self) -> str:
         return self.auth_audience or self.resource_url
 
-    @property
-    def callback_url(self) -> str:
-        return self.public_url.rstrip("/") + "/callback"
+    def callback_url(self, provider: str) -> str:
+        """The redirect URI registered at `provider`: one per provider (RFC 9700 §4.4.2, mix-up)."""
+        return f"{self.public_url.rstrip('/')}/callback/{provider}"
 
     @property
     def login_callback_url(self) -> str:
@@ -121,6 +121,10 @@ class Settings:
             or url.password
         ):
             raise SettingsError("MCPUC_PUBLIC_URL must be an http(s) origin such as https://mcp.example.com")
+        if url.scheme == "http" and url.hostname not in ("127.0.0.1", "localhost", "::1"):
+            # Without https the session cookie loses Secure and `__Host-`: anyone on the path can
+            # read or plant it (RFC 6265bis §8.5). Plain http is for loopback development only.
+            raise SettingsError("MCPUC_PUBLIC_URL must use https (plain http only on loopback)")
         for name in ("auth_issuer", "login_client_id", "session_secret", "encryption_keys"):
             if not getattr(self, name):
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} is required")

@@ -75,14 +75,18 @@ class Browser:
         decision: str = "approve",
         consent: bool = True,
     ) -> httpx.Response:
-        """Open a connect URL and walk the dev-AS login and (unless `consent` is False) mockhub's consent."""
+        """Open a connect URL; walk the dev-AS login, our confirmation and (unless `consent` is False)
+        mockhub's consent page."""
         page = await self.get(url)
-        for _ in range(4):
+        for _ in range(6):
             forms = forms_in(page.text)
             login_form = next((f for f in forms if "username" in f.fields), None)
             consent_form = next((f for f in forms if "decision" in f.buttons), None)
+            confirm_form = next((f for f in forms if "elicitationId" in f.fields), None)
             if login_form is not None:
                 page = await self.submit(page, login_form, username=username)
+            elif confirm_form is not None:
+                page = await self.submit(page, confirm_form)
             elif consent_form is not None and consent:
                 page = await self.submit(page, consent_form, login=login, decision=decision)
             else:

@@ -68,6 +68,11 @@ async def test_connect_flow_in_chromium(servers: DemoServers, page: Any, tmp_pat
         await page.fill("input[name=username]", "alice")
         await page.click("button[type=submit], input[type=submit]")
 
+        # Our confirmation page names the signed-in account; its POST goes on to mockhub.
+        await page.wait_for_selector("text=You are signed in here as")
+        assert "alice" in await page.content()
+        await page.click('form[action="/connect"] button[type=submit]')
+
         # mockhub's consent page, then our success page.
         await page.wait_for_selector("button[name=decision][value=approve]")
         await page.screenshot(path=str(tmp_path / "consent.png"))

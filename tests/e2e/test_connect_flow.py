@@ -108,7 +108,7 @@ async def test_replayed_callback_is_rejected(servers: DemoServers, browser: Brow
     async with mcp_client(servers, "alice", "legacy", on_url=_never) as (client, _):
         error = await legacy_elicitation(client)
         await browser.complete_connect(error.elicitations[0].url, username="alice")
-        callback = next(u for u in browser.visited if urlsplit(u).path == "/callback")
+        callback = next(u for u in browser.visited if urlsplit(u).path == "/callback/mockhub")
         assert "code" in parse_qs(urlsplit(callback).query)
         replay = await browser.get(callback)
         assert replay.status_code == 400

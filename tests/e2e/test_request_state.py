@@ -87,7 +87,7 @@ async def test_request_state_of_another_user_is_rejected(servers: DemoServers, b
             )
 
 
-async def test_declined_elicitation_gives_a_tool_error(servers: DemoServers) -> None:
+async def test_declined_elicitation_gives_a_tool_error(servers: DemoServers, browser: Browser) -> None:
     async with mcp_client(servers, "alice", MODERN, on_url=_never) as (client, _):
         first = await first_round(client)
         result = await client.session.call_tool(
@@ -100,6 +100,10 @@ async def test_declined_elicitation_gives_a_tool_error(servers: DemoServers) -> 
         assert isinstance(result, mcp_types.CallToolResult)
         assert result.is_error
         assert "declined" in result.content[0].text  # type: ignore[union-attr]
+        # The declined link stops working (and stops counting against the pending limit).
+        [request] = (first.input_requests or {}).values()
+        page = await browser.complete_connect(request.params.url, username="alice")  # type: ignore[union-attr]
+        assert page.status_code == 409
 
 
 async def test_retry_after_completion_returns_the_result(servers: DemoServers, browser: Browser) -> None:

@@ -237,7 +237,7 @@ def test_settings_loaded_from_the_environment_validate(tmp_path: Path) -> None:
     }
     settings = load_settings(environ, write(tmp_path, PROVIDER_TOML)).validate()
     assert settings.audience == "https://mcp.example.com/mcp"
-    assert settings.callback_url == "https://mcp.example.com/callback"
+    assert settings.callback_url("github") == "https://mcp.example.com/callback/github"
     assert settings.secure_cookies
 
 
@@ -273,3 +273,11 @@ def test_repr_never_contains_secrets(tmp_path: Path) -> None:
 def test_validate_rejects_lowercase_hmac_algorithm() -> None:
     with pytest.raises(SettingsError, match="hs256"):
         valid_settings(auth_algorithms=("RS256", "hs256")).validate()
+
+
+def test_plain_http_is_refused_outside_loopback() -> None:
+    """Review M3: without https the session cookie has no Secure / __Host- protection."""
+    with pytest.raises(SettingsError, match="https"):
+        valid_settings(public_url="http://mcp.example.com").validate()
+    assert valid_settings(public_url="http://127.0.0.1:8000").validate()
+    assert valid_settings(public_url="https://mcp.example.com").validate()

@@ -1,0 +1,101 @@
+"""Review findings, each pinned by a test: no side effects on GET, CSRF on POST, one redirect URI
+per provider, and a store failure mid-callback fails the flow closed."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import pytest
+
+from tests.e2e.browser import Browser, forms_in
+from tests.e2e.harness import DemoServers
+from tests.e2e.mcp_client import mcp_client
+from tests.e2e.test_connect_flow import connection_rows, legacy_elicitation
+from token_store import StoreUnavailable
+
+pytestmark = pytest.mark.e2e
+
+
+async def _unused(params: Any) -> str:
+    return "accept"
+
+
+def elicitation_status(servers: DemoServers) -> list[str]:
+    with sqlite3.connect(servers.store_file) as db:
+        return [row[0] for row in db.execute("SELECT status FROM elicitations")]
+
+
+async def test_confirmation_post_without_csrf_leaves_the_link_pending(
+    servers: DemoServers, browser: Browser
+) -> None:
+    async with mcp_client(servers, "alice", "legacy", on_url=_unused) as (client, _):
+        url = (await legacy_elicitation(client)).elicitations[0].url
+        browser.http.follow_redirects = True
+        page = await browser.get(url)
+        login = forms_in(page.text)[0]
+        confirm = await browser.submit(page, login, username="alice")
+        assert "You are signed in here as <strong>alice</strong>" in confirm.text
+        reloaded = await browser.get(url)  # GET has no side effect: reloading works
+        assert reloaded.status_code == 200
+        assert elicitation_status(servers) == ["pending"]
+        [form] = [f for f in forms_in(confirm.text) if "elicitationId" in f.fields]
+        forged = await browser.http.post(
+            f"{servers.public_url}/connect", data={"elicitationId": form.fields["elicitationId"]}
+        )
+        assert forged.status_code == 403
+        assert elicitation_status(servers) == ["pending"]
+
+
+async def _callback_location(servers: DemoServers, browser: Browser, url: str) -> str:
+    """Walk to mockhub's consent page, approve, and return the callback URL without following it."""
+    page = await browser.complete_connect(url, username="alice", consent=False)
+    [consent] = [f for f in forms_in(page.text) if "decision" in f.buttons]
+    async with httpx.AsyncClient(cookies=browser.http.cookies, follow_redirects=False) as raw:
+        target = str(page.url.join(consent.action or str(page.url)))
+        answer = await raw.post(target, data={**consent.fields, "login": "octocat", "decision": "approve"})
+    assert answer.status_code in (302, 303)
+    return answer.headers["location"]
+
+
+async def test_callback_on_another_providers_redirect_uri_is_a_mixup(
+    servers: DemoServers, browser: Browser
+) -> None:
+    async with mcp_client(servers, "alice", "legacy", on_url=_unused) as (client, _):
+        url = (await legacy_elicitation(client)).elicitations[0].url
+        location = urlsplit(await _callback_location(servers, browser, url))
+        assert location.path == "/callback/mockhub"
+        wrong = urlunsplit(location._replace(path="/callback/otherhub"))
+        page = await browser.get(wrong)
+        assert page.status_code == 400
+        assert servers.mockhub.token_requests == []
+        assert connection_rows(servers) == []
+
+
+async def test_store_failure_after_the_exchange_fails_the_flow_closed(
+    servers: DemoServers, browser: Browser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = servers.apps["mcp"].state.runtime.store
+
+    async def unavailable(connection: object) -> None:
+        raise StoreUnavailable("injected")
+
+    monkeypatch.setattr(store, "put_connection", unavailable)
+    async with mcp_client(servers, "alice", "legacy", on_url=_unused) as (client, rec):
+        url = (await legacy_elicitation(client)).elicitations[0].url
+        page = await browser.complete_connect(url, username="alice")
+        assert page.status_code == 503
+        assert connection_rows(servers) == []
+        assert elicitation_status(servers) == ["failed"]
+        assert rec.completed_ids() == []
+
+
+async def test_oversized_forms_get_a_4xx_not_a_500(servers: DemoServers, browser: Browser) -> None:
+    """Anonymous and signed-in posts with too many or too large fields: a clear 4xx, never a 500."""
+    body = {f"f{i}": "x" * 2000 for i in range(50)}
+    await browser.complete_connect(f"{servers.public_url}/connections", username="alice")
+    for path in ("/logout", "/connect", "/connections/disconnect"):
+        response = await browser.http.post(f"{servers.public_url}{path}", data=body)
+        assert 400 <= response.status_code < 500, (path, response.status_code)

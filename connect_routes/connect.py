@@ -290,7 +290,11 @@ class ConnectRoutes:
             elicitation.id, ElicitationStatus.OPENED, ElicitationStatus.COMPLETE
         )
         if completed is not None:
-            await self._runtime.hub.completed(completed)
+            try:
+                await self._runtime.completions.publish(completed)
+            except StoreUnavailable:
+                # The token is stored: the client's retry finds it even without the notification.
+                logger.warning("callback: completion not published (store unavailable)")
         logger.info("connected provider=%s account=%s", provider.name, connection.key.account)
         return page(
             request, "connected.html", 200, provider=provider.display_name, account=connection.account_label

@@ -20,6 +20,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from connect_routes import browser_routes
 from connect_routes.browser_session import session_middleware
 from connect_routes.headers import SecurityHeadersMiddleware
+from service.affinity import SessionAffinityMiddleware
 from service.bearer import JwksCache, JwtTokenVerifier
 from service.broker import ConnectionBroker
 from service.runtime import Runtime
@@ -100,7 +101,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
         Route("/readyz", readyz, methods=["GET"]),
         Route("/.well-known/oauth-protected-resource", protected_resource_root, methods=["GET"]),
         *browser_routes(runtime),
-        Mount("/", app=mcp_app),
+        Mount("/", app=SessionAffinityMiddleware(mcp_app, settings.replica_id)),
     ]
 
     @asynccontextmanager

@@ -12,12 +12,13 @@ Tools wrap themselves in `@connected` so that answer reaches the wire.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
@@ -62,6 +63,18 @@ class ConnectionNeeded(Exception):
     def __init__(self, outcome: CallToolResult | InputRequiredResult | MCPError) -> None:
         super().__init__("connection needed")
         self.outcome = outcome
+
+
+STORE_DOWN = "The token store is unavailable; try again shortly"
+
+
+@contextlib.contextmanager
+def store_errors_as_mcp_errors() -> Iterator[None]:
+    """DESIGN invariant 8: a store failure is a clear JSON-RPC error, never a half answer."""
+    try:
+        yield
+    except StoreUnavailable:
+        raise MCPError(code=INTERNAL_ERROR, message=STORE_DOWN) from None
 
 
 def connected(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[Any]]:
@@ -138,17 +151,14 @@ class ConnectionBroker:
         caller = current_caller(ctx)
         needed = tuple(sorted(set(scopes or config.scopes)))
         try:
-            if is_stateless_revision(ctx) and ctx.request_state is not None:
-                return await self._resume(ctx, caller, config, needed)
-            connection = await self._usable_connection(caller, config, needed)
-            if connection is not None:
-                return connection
-            raise ConnectionNeeded(await self._ask(ctx, caller, config, needed))
-        except StoreUnavailable:
-            # DESIGN invariant 8: fail closed, and never hand out a URL whose binding was not saved.
-            raise MCPError(
-                code=INTERNAL_ERROR, message="The token store is unavailable; try again shortly"
-            ) from None
+            # A URL is handed out only after its binding was saved: a store failure ends here.
+            with store_errors_as_mcp_errors():
+                if is_stateless_revision(ctx) and ctx.request_state is not None:
+                    return await self._resume(ctx, caller, config, needed)
+                connection = await self._usable_connection(caller, config, needed)
+                if connection is not None:
+                    return connection
+                raise ConnectionNeeded(await self._ask(ctx, caller, config, needed))
         except TooManyPending:
             raise MCPError(
                 code=INVALID_REQUEST,

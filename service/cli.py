@@ -33,7 +33,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     configure_logging(args.log_level)
     providers_port = args.providers_port or args.port + 1
-    demo = build_demo(args.host, args.port, providers_port, args.data_dir)
+    try:
+        demo = build_demo(args.host, args.port, providers_port, args.data_dir)
+    except SettingsError as exc:
+        print(f"mcp-url-connect: {exc} (the demo runs on a loopback host only)", file=sys.stderr)
+        return 2
     print(banner(demo), flush=True)
     servers = [
         _server(create_mock_providers_app(demo.providers), args.host, providers_port),
@@ -53,6 +57,48 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     configure_logging(settings.log_level)
     asyncio.run(_serve_all([_server(create_app(settings), settings.host, settings.port)]))
+    return 0
+
+
+def cmd_mock_providers(args: argparse.Namespace) -> int:
+    from mock_providers import create_mock_providers_app
+    from service.demo import build_dev_setup, write_serve_env
+
+    configure_logging(args.log_level)
+    public_url = args.public_url or f"http://{args.host}:{args.port}"
+    setup = build_dev_setup(args.mcp_public_url, public_url, args.data_dir)
+    env_file = write_serve_env(setup)
+    print(
+        f"mock providers (development only): dev AS {public_url}, mockhub {public_url}/mockhub\n"
+        f"configuration for `mcp-url-connect serve` replicas: {env_file} (secrets, mode 0600)",
+        flush=True,
+    )
+    asyncio.run(_serve_all([_server(create_mock_providers_app(setup.providers), args.host, args.port)]))
+    return 0
+
+
+def cmd_keys_rotate(args: argparse.Namespace) -> int:
+    from token_store import KeyRing, open_store
+
+    try:
+        settings = load_settings(config_file=args.config).validate()
+    except SettingsError as exc:
+        print(f"mcp-url-connect: configuration error: {exc}", file=sys.stderr)
+        return 2
+
+    async def rotate() -> int:
+        store = await open_store(
+            settings.effective_store_url,
+            KeyRing.parse(settings.encryption_keys),
+            prefix=settings.redis_prefix,
+        )
+        try:
+            return await store.reencrypt_all()
+        finally:
+            await store.close()
+
+    count = asyncio.run(rotate())
+    print(f"re-encrypted {count} record(s) under the newest key")
     return 0
 
 
@@ -82,6 +128,23 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the MCP server configured by MCPUC_* variables")
     serve.add_argument("--config", type=Path, default=None, help="TOML settings file (MCPUC_CONFIG_FILE)")
     serve.set_defaults(func=cmd_serve)
+
+    mock = sub.add_parser("mock-providers", help="run the dev AS and mockhub alone (development only)")
+    mock.add_argument("--host", default="127.0.0.1")
+    mock.add_argument("--port", type=int, default=8001)
+    mock.add_argument(
+        "--public-url", default="", help="URL browsers and replicas use (default http://HOST:PORT)"
+    )
+    mock.add_argument("--mcp-public-url", required=True, help="public URL of the MCP server (or its proxy)")
+    mock.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
+    mock.add_argument("--log-level", default="INFO")
+    mock.set_defaults(func=cmd_mock_providers)
+
+    keys = sub.add_parser("keys", help="encryption key maintenance")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    rotate = keys_sub.add_parser("rotate", help="re-encrypt every record under the newest key (online)")
+    rotate.add_argument("--config", type=Path, default=None)
+    rotate.set_defaults(func=cmd_keys_rotate)
 
     token = sub.add_parser("dev-token", help="print a bearer token for SUB signed by the demo's dev AS keys")
     token.add_argument("sub")

@@ -58,10 +58,21 @@ class Demo:
 
 
 def build_demo(host: str, port: int, providers_port: int, data_dir: Path, **overrides: Any) -> Demo:
+    """The one-process demo: MCP server on `port`, dev AS and mockhub on `providers_port`."""
+    return build_dev_setup(
+        f"http://{host}:{port}",
+        f"http://{host}:{providers_port}",
+        data_dir,
+        host=host,
+        port=port,
+        **overrides,
+    )
+
+
+def build_dev_setup(public_url: str, providers_url: str, data_dir: Path, **overrides: Any) -> Demo:
+    """Settings for MCP server(s) at `public_url` using the dev AS and mockhub at `providers_url`."""
     data_dir = data_dir.resolve()
     values = demo_secrets(data_dir)
-    public_url = f"http://{host}:{port}"
-    providers_url = f"http://{host}:{providers_port}"
     mockhub = ProviderConfig(
         name="mockhub",
         display_name="MockHub",
@@ -85,8 +96,6 @@ def build_demo(host: str, port: int, providers_port: int, data_dir: Path, **over
         request_state_keys=values["request_state_keys"],
         data_dir=data_dir,
         providers={"mockhub": mockhub},
-        host=host,
-        port=port,
         **overrides,
     ).validate()
     providers = MockProvidersConfig(
@@ -101,6 +110,37 @@ def build_demo(host: str, port: int, providers_port: int, data_dir: Path, **over
         ),
     )
     return Demo(settings, providers)
+
+
+def write_serve_env(demo: Demo) -> Path:
+    """Write the `serve` configuration for replicas using these mock providers: an env file and
+    a providers TOML under the data dir, mode 0600 (they hold secrets; nothing is printed)."""
+    s, mockhub = demo.settings, demo.settings.providers["mockhub"]
+    toml_path = s.data_dir / "providers.toml"
+    fields = ("display_name", "authorize_url", "token_url", "userinfo_url", "client_id", "issuer")
+    lines = ["[providers.mockhub]", *(f'{f} = "{getattr(mockhub, f)}"' for f in fields)]
+    lines += ['scopes = ["read:user"]', 'account_field = "id"', 'label_field = "login"']
+    _write_private(toml_path, "\n".join(lines) + "\n")
+    env = {
+        "MCPUC_PUBLIC_URL": s.public_url,
+        "MCPUC_AUTH_ISSUER": s.auth_issuer,
+        "MCPUC_LOGIN_CLIENT_ID": s.login_client_id,
+        "MCPUC_LOGIN_CLIENT_SECRET": s.login_client_secret,
+        "MCPUC_SESSION_SECRET": s.session_secret,
+        "MCPUC_ENCRYPTION_KEYS": s.encryption_keys,
+        "MCPUC_REQUEST_STATE_KEYS": s.request_state_keys,
+        "MCPUC_PROVIDER_MOCKHUB_CLIENT_SECRET": mockhub.client_secret,
+        "MCPUC_CONFIG_FILE": str(toml_path),
+    }
+    env_path = s.data_dir / "serve.env"
+    _write_private(env_path, "".join(f"{k}={v}\n" for k, v in env.items()))
+    return env_path
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
 
 
 def banner(demo: Demo) -> str:

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 import httpx
 
 from service.completion import CompletionHub
+from service.completion_bus import CompletionBus, LocalBus, RedisBus
 from service.settings import Settings
 from token_store import KeyRing, Store, open_store
 
@@ -20,6 +21,11 @@ class Runtime:
         self.settings = settings
         self.keyring = KeyRing.parse(settings.encryption_keys)
         self.hub = CompletionHub()
+        self.completions: CompletionBus = (
+            RedisBus(settings.effective_store_url, settings.redis_prefix, self.hub)
+            if settings.uses_redis
+            else LocalBus(self.hub)
+        )
         # No redirects: a provider or issuer must not bounce our requests (and tokens) elsewhere.
         self.http = httpx.AsyncClient(timeout=settings.http_timeout, follow_redirects=False)
         self._store: Store | None = None
@@ -32,9 +38,12 @@ class Runtime:
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Runtime]:
-        self._store = await open_store(self.settings.effective_store_url, self.keyring)
+        self._store = await open_store(
+            self.settings.effective_store_url, self.keyring, prefix=self.settings.redis_prefix
+        )
         try:
-            yield self
+            async with self.completions.running():
+                yield self
         finally:
             await self._store.close()
             await self.http.aclose()

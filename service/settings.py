@@ -18,7 +18,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 ENV_PREFIX = "MCPUC_"
-PROVIDER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+PROVIDER_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")  # used with fullmatch
+REPLICA_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 
 
 class SettingsError(ValueError):
@@ -68,6 +69,7 @@ class Settings:
         repr=False, default=""
     )  # may hold a password; default sqlite:///<data_dir>/store.sqlite3
     data_dir: Path = Path(".mcp-url-connect")
+    redis_prefix: str = "mcpuc:"  # namespace of every Redis key and channel (docs/redis.md)
     # Flow limits.
     elicitation_ttl: int = 600
     state_ttl: int = 600
@@ -76,6 +78,9 @@ class Settings:
     http_timeout: float = 10.0
     # Providers, by name. Loaded from the TOML file's [providers.<name>] tables.
     providers: Mapping[str, ProviderConfig] = field(default_factory=dict)
+    # This replica's name (for example the pod name): prefixes the MCP session ids it issues so a
+    # proxy can route each session back here. Empty on a single instance.
+    replica_id: str = ""
     log_level: str = "INFO"
     host: str = "127.0.0.1"
     port: int = 8000
@@ -104,6 +109,10 @@ class Settings:
     @property
     def effective_store_url(self) -> str:
         return self.store_url or f"sqlite:///{(self.data_dir / 'store.sqlite3').resolve()}"
+
+    @property
+    def uses_redis(self) -> bool:
+        return urlsplit(self.effective_store_url).scheme in ("redis", "rediss")
 
     def request_state_key_list(self) -> list[bytes]:
         return [_b64(k, "MCPUC_REQUEST_STATE_KEYS") for k in _split(self.request_state_keys)]
@@ -137,6 +146,8 @@ class Settings:
             if algorithm.lower() == "none" or algorithm.upper().startswith("HS"):
                 # RFC 8725 §3.1/3.2: asymmetric algorithms only; never `none` or a shared secret.
                 raise SettingsError(f"MCPUC_AUTH_ALGORITHMS must not contain {algorithm}")
+        if self.replica_id and not REPLICA_ID.fullmatch(self.replica_id):
+            raise SettingsError("MCPUC_REPLICA_ID: lower-case letters, digits and - only (max 63)")
         if self.max_pending_per_user < 1:
             raise SettingsError("MCPUC_MAX_PENDING_PER_USER must be at least 1")
         return self
@@ -180,7 +191,7 @@ def _providers_from(table: Mapping[str, Any], environ: Mapping[str, str]) -> dic
     providers: dict[str, ProviderConfig] = {}
     allowed = {f.name for f in fields(ProviderConfig)}
     for name, spec in table.items():
-        if not PROVIDER_NAME.match(name):
+        if not PROVIDER_NAME.fullmatch(name):
             # The name becomes part of an environment variable (and of stored keys).
             raise SettingsError(f"providers.{name}: names use lower-case letters, digits and _ only")
         if not isinstance(spec, Mapping):

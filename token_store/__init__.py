@@ -21,6 +21,7 @@ from token_store.models import (
     TokenSet,
     UserRef,
 )
+from token_store.redis_store import RedisStore
 from token_store.sqlite import SQLiteStore
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "KeyRing",
     "OAuthState",
     "PendingElicitation",
+    "RedisStore",
     "SQLiteStore",
     "Store",
     "StoreError",
@@ -43,13 +45,22 @@ __all__ = [
 ]
 
 
-async def open_store(url: str, keyring: KeyRing) -> Store:
-    """Open the backend `url` names. Supported: `sqlite:///absolute/path.db`, `sqlite:///./relative.db`."""
+async def open_store(url: str, keyring: KeyRing, *, prefix: str | None = None) -> Store:
+    """Open the backend `url` names.
+
+    Supported: `sqlite:///absolute/path.db`, `sqlite:///./relative.db`, and
+    `redis://[[user]:password@]host[:port][/db]` or `rediss://...` (TLS; see docs/redis.md).
+    `prefix` namespaces the Redis keys (default `mcpuc:`); SQLite ignores it.
+    """
     scheme = urlsplit(url).scheme.lower()
     if scheme == "sqlite":
         return await SQLiteStore.open(_sqlite_path(url), keyring)
+    if scheme in ("redis", "rediss"):
+        if prefix is None:
+            return await RedisStore.open(url, keyring)
+        return await RedisStore.open(url, keyring, prefix=prefix)
     # Name only the scheme: a store URL may carry a password.
-    raise ValueError(f"unsupported store URL scheme {scheme!r} (supported: 'sqlite')")
+    raise ValueError(f"unsupported store URL scheme {scheme!r} (supported: 'sqlite', 'redis', 'rediss')")
 
 
 def _sqlite_path(url: str) -> Path:

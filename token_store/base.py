@@ -97,6 +97,18 @@ class Store(Protocol):
         """Atomically consume a nonce: True the first time, False afterwards or once expired."""
         ...
 
+    # --- key rotation ---------------------------------------------------------------------
+    async def reencrypt_all(self) -> int:
+        """Re-encrypt every stored secret (token sets, OAuth states) not sealed under the key
+        ring's primary key; return how many records were rewritten.
+
+        Safe while other replicas serve traffic: each record is replaced only if it still holds
+        the blob that was read (compare-and-set), so a concurrent write is never overwritten;
+        records written concurrently are already under the primary key. Records that fail to
+        decrypt are left alone (and counted nowhere).
+        """
+        ...
+
     # --- lifecycle ------------------------------------------------------------------------
     async def ping(self) -> None:
         """Raise `StoreUnavailable` when the backend cannot serve requests."""

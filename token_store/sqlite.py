@@ -15,6 +15,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -261,6 +262,53 @@ class SQLiteStore:
         rows = await self._run("take_nonce", take, write=True)
         return bool(rows) and rows[0][0] > now
 
+    # --- key rotation ---------------------------------------------------------------------
+    async def reencrypt_all(self) -> int:
+        # Reads and crypto run outside the write lock, a page at a time; each row is then replaced
+        # only if it still holds the blob that was read, so a concurrent write is never overwritten.
+        fresh = b"v1." + self._keyring.primary_kid.encode("ascii") + b"."
+        rewritten = 0
+        after = 0
+        while True:
+            page = await self._run("reencrypt_all", partial(_stale_connections, fresh=fresh, after=after))
+            if not page:
+                break
+            after = page[-1][0]
+            updates = []
+            for _, iss, sub, provider, account, blob in page:
+                key = ConnectionKey(UserRef(iss, sub), provider, account)
+                new = self._reseal(
+                    blob, key.associated_data(), f"connection (provider={provider} account={account})"
+                )
+                if new is not None:
+                    updates.append((new, iss, sub, provider, account, blob))
+            rewritten += await self._run(
+                "reencrypt_all", partial(_update_each, _CAS_CONNECTION, updates), write=True
+            )
+
+        states = await self._run("reencrypt_all", partial(_stale_states, fresh=fresh, now=self._clock()))
+        state_updates = []
+        for key, blob in states:
+            new = self._reseal(blob, _state_associated_data(key), "OAuth state")
+            if new is not None:
+                state_updates.append((new, key, blob))
+        rewritten += await self._run(
+            "reencrypt_all", partial(_update_each, _CAS_STATE, state_updates), write=True
+        )
+        return rewritten
+
+    def _reseal(self, blob: bytes, associated_data: bytes, what: str) -> bytes | None:
+        """`blob` sealed again under the primary key; None when it is current or does not open."""
+        kid = KeyRing.kid_of(blob)
+        if kid is None or kid == self._keyring.primary_kid:
+            return None
+        try:
+            plaintext = self._keyring.open(blob, associated_data)
+        except DecryptError:
+            _log.warning("stored %s failed to decrypt; not re-encrypting it", what)
+            return None
+        return self._keyring.seal(plaintext, associated_data)
+
     # --- lifecycle ------------------------------------------------------------------------
     async def purge_expired(self) -> int:
         """Delete every expired non-token row (also done on each TTL write); returns how many."""
@@ -389,6 +437,34 @@ def _purge(conn: sqlite3.Connection, now: float) -> int:
         conn.execute(f"DELETE FROM {table} WHERE expires_at <= ?", (now,)).rowcount  # noqa: S608
         for table in _TTL_TABLES
     )
+
+
+_REENCRYPT_PAGE = 256
+# Compare-and-set: the blob read earlier must still be there.
+_CAS_CONNECTION = (
+    "UPDATE connections SET blob = ? WHERE iss = ? AND sub = ? AND provider = ? AND account = ? AND blob = ?"
+)
+_CAS_STATE = "UPDATE oauth_states SET blob = ? WHERE key = ? AND blob = ?"
+
+
+def _stale_connections(conn: sqlite3.Connection, *, fresh: bytes, after: int) -> list[Any]:
+    """The next page (by rowid) of connections whose blob is not sealed under the primary key."""
+    return conn.execute(
+        "SELECT rowid, iss, sub, provider, account, blob FROM connections "
+        "WHERE rowid > ? AND substr(blob, 1, ?) != ? ORDER BY rowid LIMIT ?",
+        (after, len(fresh), fresh, _REENCRYPT_PAGE),
+    ).fetchall()
+
+
+def _stale_states(conn: sqlite3.Connection, *, fresh: bytes, now: float) -> list[Any]:
+    return conn.execute(
+        "SELECT key, blob FROM oauth_states WHERE expires_at > ? AND substr(blob, 1, ?) != ?",
+        (now, len(fresh), fresh),
+    ).fetchall()
+
+
+def _update_each(sql: str, rows: Sequence[tuple[object, ...]], conn: sqlite3.Connection) -> int:
+    return sum(conn.execute(sql, row).rowcount for row in rows)
 
 
 def _digest(secret: str) -> str:

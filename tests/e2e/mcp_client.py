@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import anyio
 import httpx2
@@ -14,7 +15,6 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from mock_providers import mint_access_token
-from tests.e2e.harness import DemoServers
 
 ElicitHandler = Callable[[mcp_types.ElicitRequestURLParams], Awaitable[str]]
 
@@ -40,9 +40,19 @@ class Recorder:
         ]
 
 
+class Target(Protocol):
+    """Where the client connects, and whose dev AS keys sign its bearer token."""
+
+    @property
+    def data_dir(self) -> Path: ...
+
+    @property
+    def mcp_url(self) -> str: ...
+
+
 @asynccontextmanager
 async def mcp_client(
-    servers: DemoServers,
+    servers: Target,
     user: str,
     mode: str,
     *,

@@ -49,9 +49,9 @@ async def test_confirmation_post_without_csrf_leaves_the_link_pending(
         assert elicitation_status(servers) == ["pending"]
 
 
-async def _callback_location(servers: DemoServers, browser: Browser, url: str) -> str:
+async def _callback_location(servers: object, browser: Browser, url: str, username: str = "alice") -> str:
     """Walk to mockhub's consent page, approve, and return the callback URL without following it."""
-    page = await browser.complete_connect(url, username="alice", consent=False)
+    page = await browser.complete_connect(url, username=username, consent=False)
     [consent] = [f for f in forms_in(page.text) if "decision" in f.buttons]
     async with httpx.AsyncClient(cookies=browser.http.cookies, follow_redirects=False) as raw:
         target = str(page.url.join(consent.action or str(page.url)))

@@ -1,0 +1,660 @@
+"""The deploy kit (deploy/, docs/deploy.md): everything that can be checked without a Docker engine
+or a Kubernetes cluster.
+
+- YAML: every file under deploy/ parses; compose and the Kubernetes manifests agree with each other,
+  with nginx.conf and with the settings the server validates. These tests need PyYAML and skip,
+  saying so, when it is not installed.
+- The example configurations (mcp.env.example, configmap + secret.example) are complete: with their
+  secrets filled in they pass `Settings.validate()`, and as shipped (empty or REPLACE_ME) they fail.
+- The Dockerfile: multi-stage slim base, non-root USER, HEALTHCHECK on /healthz, no curl.
+- nginx: `nginx -t` on deploy/nginx/nginx.conf and on the Ingress snippet, and a live check of the
+  session routing, Host pass-through, unbuffered SSE and the body cap against stub backends. These
+  skip without an nginx binary, and fail instead when CI is set (tests/needs.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import secrets
+import socket
+import subprocess
+import threading
+import time
+import tomllib
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from service.settings import SettingsError, load_settings
+from tests.needs import need_binary
+from token_store import KeyRing
+
+ROOT = Path(__file__).parents[2]
+DEPLOY = ROOT / "deploy"
+K8S = DEPLOY / "k8s"
+NGINX_CONF = DEPLOY / "nginx" / "nginx.conf"
+DOCKERFILE = DEPLOY / "Dockerfile"
+REPLICAS = ("mcp-1", "mcp-2")
+# The mock providers as compose runs them (checked against compose.yaml below).
+COMPOSE_MCP_PUBLIC_URL = "http://localhost:8080"
+COMPOSE_PROVIDERS_URL = "http://mock-providers:8001"
+REQUIRED_ENV = (
+    "MCPUC_PUBLIC_URL",
+    "MCPUC_AUTH_ISSUER",
+    "MCPUC_LOGIN_CLIENT_ID",
+    "MCPUC_LOGIN_CLIENT_SECRET",
+    "MCPUC_SESSION_SECRET",
+    "MCPUC_ENCRYPTION_KEYS",
+    "MCPUC_REQUEST_STATE_KEYS",
+)
+SECRET_ENV = (
+    "MCPUC_LOGIN_CLIENT_SECRET",
+    "MCPUC_SESSION_SECRET",
+    "MCPUC_ENCRYPTION_KEYS",
+    "MCPUC_REQUEST_STATE_KEYS",
+)
+NGINX_TOKENS = {  # the lines tests/e2e/test_replicas.py replaces, and how often each occurs
+    "listen 8080;": 1,
+    "server mcp-1:8000;": 2,
+    "server mcp-2:8000;": 2,
+    "server mock-providers:8001;": 1,
+}
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+@pytest.fixture
+def yaml() -> ModuleType:
+    return pytest.importorskip(
+        "yaml",
+        reason="PyYAML is not installed: the YAML files under deploy/ are not checked (pip install pyyaml)",
+    )
+
+
+def _docs(yaml: ModuleType, path: Path) -> list[Any]:
+    return list(yaml.safe_load_all(path.read_text()))
+
+
+def _k8s(yaml: ModuleType) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every Kubernetes object under deploy/k8s, by (kind, name)."""
+    objects: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in sorted(K8S.glob("*.yaml")):
+        for doc in _docs(yaml, path):
+            key = (doc["kind"], doc["metadata"]["name"])
+            assert key not in objects, f"{path.name}: {key} defined twice"
+            objects[key] = doc
+    return objects
+
+
+def _compose(yaml: ModuleType) -> dict[str, Any]:
+    compose: dict[str, Any] = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    return compose
+
+
+def _env_file(path: Path) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, value = line.partition("=")
+        assert sep, f"{path.name}: not NAME=value: {line!r}"
+        assert name not in values, f"{path.name}: {name} set twice"
+        values[name] = value
+    return values
+
+
+def _key() -> str:
+    return base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
+
+
+def _generated_secrets() -> dict[str, str]:
+    return {
+        "MCPUC_SESSION_SECRET": secrets.token_urlsafe(48),
+        "MCPUC_ENCRYPTION_KEYS": f"k2025a:{_key()}",
+        "MCPUC_REQUEST_STATE_KEYS": _key(),
+        "MCPUC_LOGIN_CLIENT_SECRET": secrets.token_urlsafe(32),
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+# ---- YAML ---------------------------------------------------------------------------------------
+def test_every_yaml_file_under_deploy_parses(yaml: ModuleType) -> None:
+    files = sorted([*DEPLOY.rglob("*.yaml"), *DEPLOY.rglob("*.yml")])
+    assert {p.relative_to(DEPLOY).as_posix() for p in files} >= {
+        "compose.yaml",
+        "k8s/configmap.yaml",
+        "k8s/ingress.yaml",
+        "k8s/redis.yaml",
+        "k8s/secret.example.yaml",
+        "k8s/service.yaml",
+        "k8s/statefulset.yaml",
+    }
+    for path in files:
+        docs = _docs(yaml, path)
+        assert docs and all(isinstance(d, dict) for d in docs), path
+        if path.parent == K8S:
+            for doc in docs:
+                assert {"apiVersion", "kind", "metadata"} <= set(doc), path
+                # Namespace-agnostic: applied with `kubectl -n`.
+                assert "namespace" not in doc["metadata"], f"{path.name}: {doc['metadata']['name']}"
+
+
+def test_compose_replicas_share_one_configuration_and_differ_only_in_replica_id(yaml: ModuleType) -> None:
+    services = _compose(yaml)["services"]
+    assert set(services) == {"redis", "mock-providers", *REPLICAS, "nginx"}
+    replicas = [services[name] for name in REPLICAS]
+    for name, service in zip(REPLICAS, replicas, strict=True):
+        assert service["command"] == ["serve"]
+        assert service["env_file"] == "mcp.env"
+        assert service["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile"}
+        assert (DEPLOY / service["build"]["context"] / service["build"]["dockerfile"]).resolve() == DOCKERFILE
+        env = service["environment"]
+        assert env["MCPUC_REPLICA_ID"] == name
+        assert env["MCPUC_STORE_URL"] == "redis://redis:6379/0"
+        assert env["MCPUC_HOST"] == "0.0.0.0"  # noqa: S104  # inside the container
+        assert str(env["MCPUC_PORT"]) == "8000"
+        assert service["depends_on"]["redis"]["condition"] == "service_healthy"
+        assert "ports" not in service  # reached through nginx only
+        [config_mount] = service["volumes"]
+        source, target, mode = config_mount.split(":")
+        assert (DEPLOY / source).is_file() and target == env["MCPUC_CONFIG_FILE"] and mode == "ro"
+    ids = [s["environment"]["MCPUC_REPLICA_ID"] for s in replicas]
+    assert len(set(ids)) == len(ids)
+    # Apart from the replica id, the two replicas are the same service.
+    stripped = [{**s, "environment": {**s["environment"], "MCPUC_REPLICA_ID": None}} for s in replicas]
+    assert stripped[0] == stripped[1]
+    assert (DEPLOY / "mcp.env.example").is_file()
+
+
+def test_compose_nginx_redis_and_mock_providers(yaml: ModuleType) -> None:
+    services = _compose(yaml)["services"]
+    nginx = services["nginx"]
+    assert nginx["image"].startswith("nginx:1.27")
+    assert "./nginx/nginx.conf:/etc/nginx/nginx.conf:ro" in nginx["volumes"]
+    assert (DEPLOY / "nginx" / "nginx.conf").is_file()
+    assert [p.rsplit(":", 2)[-2:] for p in nginx["ports"]] == [["8080", "8080"]]
+    assert set(nginx["depends_on"]) >= set(REPLICAS)
+
+    redis = services["redis"]
+    assert redis["image"].startswith("redis:7")
+    command = " ".join(redis["command"])
+    assert "--appendonly yes" in command and "--appendfsync everysec" in command
+    assert "redis-cli" in redis["healthcheck"]["test"] and "ping" in redis["healthcheck"]["test"]
+    assert any(v.endswith(":/data") for v in redis["volumes"])
+    assert "ports" not in redis
+
+    mock = services["mock-providers"]
+    assert mock["image"] == services["mcp-1"]["image"]
+    args = mock["command"]
+    assert args[0] == "mock-providers"
+    options = dict(zip(args[1::2], args[2::2], strict=True))
+    assert options["--mcp-public-url"] == COMPOSE_MCP_PUBLIC_URL
+    assert options["--public-url"] == COMPOSE_PROVIDERS_URL
+    assert options["--port"] == "8001"
+    assert any(v.endswith(":" + options["--data-dir"]) for v in mock["volumes"])
+    # The image's HEALTHCHECK probes the MCP server's port: mock-providers needs its own.
+    assert "8001" in " ".join(mock["healthcheck"]["test"])
+
+    # Every replica is routed by the nginx map, and what the replicas are told matches the mocks.
+    conf = NGINX_CONF.read_text()
+    for replica in REPLICAS:
+        assert re.search(rf"~\^{re.escape(replica)}\\\.\s+\S+;", conf), replica
+    example = _env_file(DEPLOY / "mcp.env.example")
+    assert example["MCPUC_PUBLIC_URL"] == COMPOSE_MCP_PUBLIC_URL
+    assert example["MCPUC_AUTH_ISSUER"] == COMPOSE_PROVIDERS_URL
+
+
+# ---- example configurations -----------------------------------------------------------------------
+def test_mcp_env_example_is_complete_and_fails_closed_until_filled() -> None:
+    example = _env_file(DEPLOY / "mcp.env.example")
+    assert set(REQUIRED_ENV) <= set(example)
+    assert "MCPUC_PROVIDER_MOCKHUB_CLIENT_SECRET" in example
+    for name in (*SECRET_ENV, "MCPUC_PROVIDER_MOCKHUB_CLIENT_SECRET"):
+        assert example[name] == "", f"{name} must be empty in the example"
+    config = DEPLOY / "compose.config.toml"
+    compose_env = {  # what compose.yaml adds (checked above)
+        "MCPUC_CONFIG_FILE": str(config),
+        "MCPUC_STORE_URL": "redis://redis:6379/0",
+        "MCPUC_HOST": "0.0.0.0",  # noqa: S104
+        "MCPUC_PORT": "8000",
+    }
+    with pytest.raises(SettingsError):
+        load_settings({**example, **compose_env}).validate()
+    for replica in REPLICAS:
+        environ = {
+            **example,
+            **_generated_secrets(),
+            "MCPUC_PROVIDER_MOCKHUB_CLIENT_SECRET": "s3cret",
+            **compose_env,
+            "MCPUC_REPLICA_ID": replica,
+        }
+        settings = load_settings(environ).validate()
+        assert settings.providers["mockhub"].client_secret == "s3cret"
+        assert settings.port == 8000
+
+
+def test_compose_config_and_env_match_what_mock_providers_writes(tmp_path: Path) -> None:
+    from service.demo import build_dev_setup, write_serve_env
+
+    setup = build_dev_setup(COMPOSE_MCP_PUBLIC_URL, COMPOSE_PROVIDERS_URL, tmp_path)
+    serve_env = _env_file(write_serve_env(setup))
+    example = _env_file(DEPLOY / "mcp.env.example")
+    # deploy/mcp.env is a copy of serve.env; MCPUC_CONFIG_FILE is then set by compose.yaml.
+    assert set(serve_env) - {"MCPUC_CONFIG_FILE"} <= set(example)
+    for name in ("MCPUC_PUBLIC_URL", "MCPUC_AUTH_ISSUER", "MCPUC_LOGIN_CLIENT_ID"):
+        assert serve_env[name] == example[name], name
+    ours = load_settings({}, DEPLOY / "compose.config.toml").providers
+    theirs = load_settings({}, Path(serve_env["MCPUC_CONFIG_FILE"])).providers
+    assert ours == theirs
+    # And the replicas' full configuration, as compose assembles it, is valid.
+    environ = {**serve_env, "MCPUC_CONFIG_FILE": str(DEPLOY / "compose.config.toml")}
+    settings = load_settings({**environ, "MCPUC_STORE_URL": "redis://redis:6379/0"}).validate()
+    assert settings.providers["mockhub"].client_secret == setup.settings.providers["mockhub"].client_secret
+
+
+def test_k8s_configmap_and_secret_make_a_valid_configuration(yaml: ModuleType, tmp_path: Path) -> None:
+    objects = _k8s(yaml)
+    env = dict(objects[("ConfigMap", "mcp-env")]["data"])
+    secret = objects[("Secret", "mcp-secrets")]["stringData"]
+    assert set(REQUIRED_ENV) <= set(env) | set(secret)
+    assert set(SECRET_ENV) <= set(secret), "secrets belong in the Secret"
+    assert not set(SECRET_ENV) & set(env)
+    config_file = tmp_path / "config.toml"
+    config_file.write_text(objects[("ConfigMap", "mcp-config-file")]["data"]["config.toml"])
+    assert env["MCPUC_CONFIG_FILE"] == "/etc/mcp-url-connect/config.toml"
+    # MCPUC_REPLICA_ID is the pod name: StatefulSet "mcp", ordinal 0. validate() checks its form.
+    environ = {**env, **secret, "MCPUC_CONFIG_FILE": str(config_file), "MCPUC_REPLICA_ID": "mcp-0"}
+    with pytest.raises(SettingsError):  # a placeholder never runs
+        load_settings(environ).validate()
+    filled = {
+        **environ,
+        **_generated_secrets(),
+        **{k: "s3cret" for k, v in secret.items() if v == "REPLACE_ME" and k not in SECRET_ENV},
+    }
+    settings = load_settings(filled).validate()
+    assert settings.public_url.startswith("https://")
+    KeyRing.parse(settings.encryption_keys)
+    # Each server key left as shipped stops the server: validate(), or the key ring at start.
+    for name in ("MCPUC_SESSION_SECRET", "MCPUC_ENCRYPTION_KEYS", "MCPUC_REQUEST_STATE_KEYS"):
+        with pytest.raises(ValueError):  # SettingsError is a ValueError
+            left = load_settings({**filled, name: secret[name]}).validate()
+            KeyRing.parse(left.encryption_keys)
+    for name, provider in settings.providers.items():
+        assert provider.client_secret == "s3cret", (
+            f"no MCPUC_PROVIDER_{name.upper()}_CLIENT_SECRET in the Secret"
+        )
+
+
+def test_k8s_statefulset_probes_identity_and_hardening(yaml: ModuleType) -> None:
+    objects = _k8s(yaml)
+    sts = objects[("StatefulSet", "mcp")]
+    spec = sts["spec"]
+    assert spec["replicas"] >= 2
+    assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
+    headless = objects[("Service", spec["serviceName"])]
+    assert headless["spec"]["clusterIP"] == "None"
+    pod = spec["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 10001
+    [container] = pod["containers"]
+    assert container["args"] == ["serve"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    named_ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    for probe in ("livenessProbe", "readinessProbe"):
+        port = container[probe]["httpGet"]["port"]
+        assert named_ports.get(port, port) == 8000
+    assert str(objects[("ConfigMap", "mcp-env")]["data"]["MCPUC_PORT"]) == "8000"
+    replica_id = next(e for e in container["env"] if e["name"] == "MCPUC_REPLICA_ID")
+    assert replica_id["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert "emptyDir" in volumes[mounts["/tmp"]]  # noqa: S108
+    assert set(mounts.values()) <= set(volumes)
+    assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
+    # Everything the pod references exists.
+    for source in container["envFrom"]:
+        if "configMapRef" in source:
+            assert ("ConfigMap", source["configMapRef"]["name"]) in objects
+        else:
+            assert ("Secret", source["secretRef"]["name"]) in objects
+    for volume in volumes.values():
+        if "configMap" in volume:
+            assert ("ConfigMap", volume["configMap"]["name"]) in objects
+
+
+def test_k8s_services_ingress_and_redis(yaml: ModuleType) -> None:
+    objects = _k8s(yaml)
+    pod_labels = objects[("StatefulSet", "mcp")]["spec"]["template"]["metadata"]["labels"]
+    for name in ("mcp", "mcp-headless"):
+        service = objects[("Service", name)]["spec"]
+        assert service["selector"].items() <= pod_labels.items(), name
+        assert [p["port"] for p in service["ports"]] == [8000]
+    assert objects[("Service", "mcp")]["spec"].get("type", "ClusterIP") == "ClusterIP"
+
+    ingress = objects[("Ingress", "mcp")]
+    annotations = ingress["metadata"]["annotations"]
+    prefix = "nginx.ingress.kubernetes.io/"
+    assert annotations[prefix + "proxy-buffering"] == "off"
+    assert annotations[prefix + "proxy-body-size"] == "1m"
+    assert int(annotations[prefix + "proxy-read-timeout"]) >= 3600
+    snippet = annotations[prefix + "configuration-snippet"]
+    assert "$http_mcp_session_id" in snippet
+    assert "mcp-headless.NAMESPACE.svc.cluster.local:8000" in snippet
+    assert "^(?<mcp_pod>mcp-[0-9]{1,3})\\." in snippet  # anchored and narrow: no open proxy
+    [rule] = ingress["spec"]["rules"]
+    env = objects[("ConfigMap", "mcp-env")]["data"]
+    assert rule["host"] == urlsplit(env["MCPUC_PUBLIC_URL"]).hostname
+    backend = rule["http"]["paths"][0]["backend"]["service"]
+    service_ports = [p["name"] for p in objects[("Service", backend["name"])]["spec"]["ports"]]
+    assert backend["port"]["name"] in service_ports
+
+    redis = objects[("StatefulSet", "redis")]["spec"]
+    args = " ".join(redis["template"]["spec"]["containers"][0]["args"])
+    assert "--appendonly yes" in args and "--appendfsync everysec" in args
+    assert redis["replicas"] == 1 and redis["volumeClaimTemplates"]
+    secret = objects[("Secret", "mcp-secrets")]["stringData"]
+    assert urlsplit(secret["MCPUC_STORE_URL"]).hostname == "redis"
+    assert ("Service", "redis") in objects
+
+
+# ---- Dockerfile ---------------------------------------------------------------------------------------
+def _dockerfile_instructions() -> list[tuple[str, str]]:
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    instructions = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            keyword, _, rest = line.partition(" ")
+            instructions.append((keyword.upper(), rest.strip()))
+    return instructions
+
+
+def test_dockerfile_is_multi_stage_slim_non_root_with_a_healthcheck() -> None:
+    text = DOCKERFILE.read_text()
+    assert "curl" not in text.lower()
+    instructions = _dockerfile_instructions()
+    args = dict(rest.split("=", 1) for kw, rest in instructions if kw == "ARG" and "=" in rest)
+    stages = [
+        rest.split()[0].replace("${PYTHON_IMAGE}", args.get("PYTHON_IMAGE", ""))
+        for kw, rest in instructions
+        if kw == "FROM"
+    ]
+    assert len(stages) >= 2 and all(s == "python:3.11-slim" for s in stages)
+    final = instructions[max(i for i, (kw, _) in enumerate(instructions) if kw == "FROM") :]
+    final_text = " ".join(rest for _, rest in final)
+    assert "apt-get" not in final_text and "gcc" not in final_text  # no build tools in the image
+    assert "--no-index" in final_text and "from=build" in final_text
+    [user] = [rest for kw, rest in final if kw == "USER"]
+    uid = user.split(":")[0]
+    assert uid.isdigit() and int(uid) != 0, "a numeric non-root uid (runAsNonRoot can only check numbers)"
+    [healthcheck] = [rest for kw, rest in final if kw == "HEALTHCHECK"]
+    command = json.loads(healthcheck[healthcheck.index("CMD") + 3 :])
+    assert command[:2] == ["python", "-c"] and "/healthz" in command[2] and "127.0.0.1" in command[2]
+    compile(command[2], "HEALTHCHECK", "exec")
+    assert ("ENTRYPOINT", '["mcp-url-connect"]') in final
+    assert ("CMD", '["serve"]') in final
+    assert ("EXPOSE", "8000") in final
+    env = " ".join(rest for kw, rest in final if kw == "ENV")
+    assert "PYTHONDONTWRITEBYTECODE=1" in env and "PYTHONUNBUFFERED=1" in env
+
+
+def test_dockerfile_copies_only_what_exists_and_is_not_ignored() -> None:
+    copied = []
+    for keyword, rest in _dockerfile_instructions():
+        if keyword == "COPY" and not rest.startswith("--from"):
+            copied += rest.split()[:-1]
+    assert "pyproject.toml" in copied and "README.md" in copied
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = {p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]}
+    assert packages <= set(copied), "the image must contain every package pyproject.toml builds"
+    ignored = {
+        line.strip().rstrip("/")
+        for line in (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    for path in copied:
+        assert (ROOT / path).exists(), path
+        assert path not in ignored, path
+    assert "deploy/mcp.env" in ignored and ".venv" in ignored
+
+
+# ---- nginx ----------------------------------------------------------------------------------------------
+def test_nginx_conf_keeps_the_replaceable_lines_and_streaming_settings() -> None:
+    conf = NGINX_CONF.read_text()
+    for token, count in NGINX_TOKENS.items():
+        assert conf.count(token) == count, token
+    directives = [line.split("#")[0].strip() for line in conf.splitlines()]
+    assert not [d for d in directives if d.startswith("user ")], "no user directive"
+    for needed in (
+        "pid nginx.pid;",
+        "error_log stderr info;",
+        "client_max_body_size 1m;",
+        "proxy_buffering off;",
+        "proxy_http_version 1.1;",
+        "proxy_set_header Host $http_host;",
+        "proxy_pass http://$mcp_upstream;",
+        "proxy_pass http://mcp_any;",
+        "map $http_mcp_session_id $mcp_upstream {",
+    ):
+        assert needed in directives, needed
+    for directive in ("client_body_temp_path", "proxy_temp_path", "fastcgi_temp_path", "uwsgi_temp_path"):
+        [line] = [d for d in directives if d.startswith(directive + " ")]
+        assert not line.split()[1].startswith("/"), f"{directive} must be relative to the prefix"
+
+
+def _render(conf: str, listen: int, ports: dict[str, int]) -> str:
+    values = {
+        "listen 8080;": f"listen 127.0.0.1:{listen};",
+        "server mcp-1:8000;": f"server 127.0.0.1:{ports['mcp-1']};",
+        "server mcp-2:8000;": f"server 127.0.0.1:{ports['mcp-2']};",
+        "server mock-providers:8001;": f"server 127.0.0.1:{_free_port()};",
+    }
+    for token, value in values.items():
+        conf = conf.replace(token, value)
+    return conf
+
+
+def _nginx_test(nginx: str, prefix: Path) -> None:
+    result = subprocess.run(
+        [nginx, "-t", "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-e", "stderr"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_nginx_accepts_the_conf(tmp_path: Path) -> None:
+    nginx = need_binary("nginx")
+    (tmp_path / "nginx.conf").write_text(_render(NGINX_CONF.read_text(), 8080, {r: 8000 for r in REPLICAS}))
+    _nginx_test(nginx, tmp_path)
+
+
+def test_nginx_accepts_the_ingress_snippet(yaml: ModuleType, tmp_path: Path) -> None:
+    nginx = need_binary("nginx")
+    ingress = _k8s(yaml)[("Ingress", "mcp")]
+    snippet = ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/configuration-snippet"]
+    # The controller puts the snippet in the location, before its own proxy_pass.
+    (tmp_path / "nginx.conf").write_text(
+        "pid nginx.pid; error_log stderr; events {}\n"
+        "http {\n client_body_temp_path client_body_temp; proxy_temp_path proxy_temp;\n"
+        " fastcgi_temp_path fastcgi_temp; uwsgi_temp_path uwsgi_temp; scgi_temp_path scgi_temp;\n"
+        " resolver 127.0.0.1 valid=30s;\n"
+        f" server {{ listen 127.0.0.1:{_free_port()};\n  location / {{\n"
+        + snippet.replace("NAMESPACE", "default")
+        + "\n   proxy_pass http://127.0.0.1:9;\n  }\n }\n}\n"
+    )
+    _nginx_test(nginx, tmp_path)
+
+
+class StubReplica:
+    """An HTTP server standing in for one replica: says who it is and what Host it got; streams SSE."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.seen: list[dict[str, str | None]] = []
+        self.release = threading.Event()
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                self._answer(b"")
+
+            def do_POST(self) -> None:
+                self._answer(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+
+            def _answer(self, body: bytes) -> None:
+                stub.seen.append(
+                    {
+                        "path": self.path,
+                        "host": self.headers.get("Host"),
+                        "session": self.headers.get("Mcp-Session-Id"),
+                        "forwarded_for": self.headers.get("X-Forwarded-For"),
+                        "length": str(len(body)),
+                    }
+                )
+                if self.path == "/mcp/stream":
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(b"data: first\n\n")
+                    self.wfile.flush()
+                    stub.release.wait(30)  # the test reads "first" while the stream is still open
+                    self.wfile.write(b"data: second\n\n")
+                    self.close_connection = True
+                    return
+                answer = json.dumps({"replica": stub.name, "host": self.headers.get("Host")}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port: int = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def proxied(tmp_path: Path) -> Iterator[tuple[str, dict[str, StubReplica]]]:
+    nginx = need_binary("nginx")
+    stubs = {name: StubReplica(name) for name in REPLICAS}
+    port = _free_port()
+    prefix = tmp_path / "nginx"
+    prefix.mkdir()
+    (prefix / "nginx.conf").write_text(
+        _render(NGINX_CONF.read_text(), port, {n: s.port for n, s in stubs.items()})
+    )
+    log = (tmp_path / "nginx.log").open("w")
+    process = subprocess.Popen(
+        [nginx, "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-e", "stderr", "-g", "daemon off;"],
+        stdout=log,
+        stderr=log,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert process.poll() is None, (tmp_path / "nginx.log").read_text()
+                assert time.monotonic() < deadline, "nginx did not start"
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}", stubs
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        log.close()
+        for stub in stubs.values():
+            stub.stop()
+
+
+def test_nginx_routes_sessions_passes_host_streams_and_caps_bodies(
+    proxied: tuple[str, dict[str, StubReplica]],
+) -> None:
+    base, stubs = proxied
+    public_host = "mcp.example.test:8080"
+    with httpx.Client(base_url=base, timeout=5, headers={"Host": public_host}) as client:
+        # No session id (initialize, 2026-07-28, browsers): both replicas get requests.
+        answered = {client.post("/mcp", content=b"{}").json()["replica"] for _ in range(6)}
+        assert answered == set(REPLICAS)
+        assert {client.get("/connections").json()["replica"] for _ in range(6)} == set(REPLICAS)
+        # A session id goes to the replica named by its prefix, every time.
+        for replica in REPLICAS:
+            for _ in range(4):
+                answer = client.post("/mcp", content=b"{}", headers={"Mcp-Session-Id": f"{replica}.abc123"})
+                assert answer.json() == {"replica": replica, "host": public_host}
+        # A stale or forged prefix still reaches one of ours (which answers 404 for the session).
+        assert client.post("/mcp", headers={"Mcp-Session-Id": "mcp-10.x"}).json()["replica"] in REPLICAS
+        assert client.post("/mcp", headers={"Mcp-Session-Id": "evil.example.com.x"}).status_code == 200
+        # Bodies over 1 MiB never reach a replica.
+        before = sum(len(s.seen) for s in stubs.values())
+        assert client.post("/mcp", content=b"x" * (2 * 1024 * 1024)).status_code == 413
+        assert sum(len(s.seen) for s in stubs.values()) == before
+        assert client.post("/mcp", content=b"x" * 1024).status_code == 200
+    assert {r["forwarded_for"] for s in stubs.values() for r in s.seen} == {"127.0.0.1"}
+
+    # SSE: the first event arrives while the replica still holds the stream open (no buffering).
+    stream_headers = {"Host": public_host, "Mcp-Session-Id": "mcp-2.abc", "Accept-Encoding": "gzip"}
+    with (
+        httpx.Client(base_url=base, timeout=httpx.Timeout(5, read=3)) as client,
+        client.stream("GET", "/mcp/stream", headers=stream_headers) as response,
+    ):
+        assert response.headers["content-type"].startswith("text/event-stream")
+        assert "content-encoding" not in response.headers
+        lines = response.iter_lines()
+        assert next(lines) == "data: first"
+        assert not stubs["mcp-2"].release.is_set()
+        stubs["mcp-2"].release.set()
+        assert "data: second" in list(lines)
+    assert stubs["mcp-2"].seen[-1]["path"] == "/mcp/stream"
+
+
+def test_docs_deploy_walks_through_each_part() -> None:
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    for needed in (
+        "docker build -f deploy/Dockerfile",
+        "docker compose -f deploy/compose.yaml up",
+        "/login/callback",
+        "/callback/<name>",
+        "mcp-url-connect keys rotate",
+        "redis.md",
+        "MCPUC_REPLICA_ID",
+        "/readyz",
+    ):
+        assert needed in text, needed
+    for path in re.findall(r"`(deploy/[\w./-]+)`", text):
+        assert (ROOT / path).exists() or path == "deploy/k8s/secret.yaml" or path == "deploy/mcp.env", path

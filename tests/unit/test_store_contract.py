@@ -1,0 +1,542 @@
+"""The `Store` contract, run against every backend: embedded SQLite and Redis.
+
+Tests talk to the store through the `Store` interface plus a `Harness` (test_store_contract_support)
+that reaches underneath it. Backend-specific checks live in test_store_sqlite.py,
+test_store_redis.py and test_store_redis_faults.py. Redis cases skip when Redis at 127.0.0.1:6379
+is unreachable, and fail instead when the CI environment variable is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests import needs
+from tests.unit.test_store_contract_support import (
+    ALICE,
+    BOB,
+    REDIS_URL,
+    T0,
+    Harness,
+    RedisHarness,
+    SQLiteHarness,
+    encoded_forms,
+    flip_ciphertext_byte,
+    make_connection,
+    make_elicitation,
+    make_state,
+    make_tokens,
+    redis_prefix,
+)
+from token_store import (
+    ConnectionKey,
+    ElicitationStatus,
+    KeyRing,
+    Store,
+    StoreUnavailable,
+    TooManyPending,
+    UserRef,
+)
+
+
+@pytest.fixture
+def keyring() -> KeyRing:
+    return KeyRing([("k1", KeyRing.generate_key())])
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
+    if request.param == "sqlite":
+        yield SQLiteHarness(tmp_path / "data" / "store.sqlite3")
+        return
+    with redis_prefix() as prefix:
+        redis_harness = RedisHarness(REDIS_URL, prefix)
+        try:
+            yield redis_harness
+        finally:
+            for opened in redis_harness.stores:
+                await opened.close()  # idempotent; covers stores a failed test left open
+            redis_harness.cleanup()
+
+
+@pytest.fixture
+async def store(harness: Harness, keyring: KeyRing) -> AsyncIterator[Store]:
+    opened = await harness.open(keyring)
+    yield opened
+    await opened.close()
+
+
+# --- connections ------------------------------------------------------------------------------
+
+
+async def test_connection_round_trip(store: Store) -> None:
+    conn = make_connection()
+    await store.put_connection(conn)
+    assert await store.get_connection(ALICE, "github", "1") == conn
+    assert await store.get_connection(ALICE, "github") == conn
+    assert await store.get_connection(BOB, "github") is None
+    assert await store.get_connection(ALICE, "google") is None
+
+
+async def test_put_replaces(store: Store) -> None:
+    first = make_connection()
+    second = replace(make_connection(), updated_at=T0 + 10)
+    await store.put_connection(first)
+    await store.put_connection(second)
+    assert await store.get_connection(ALICE, "github", "1") == second
+    assert await store.list_connections(ALICE) == [second]
+
+
+async def test_without_account_the_most_recently_updated_answers(store: Store) -> None:
+    older = make_connection(account="1", updated_at=T0 + 100)
+    newer = make_connection(account="2", updated_at=T0 + 200)
+    await store.put_connection(newer)
+    await store.put_connection(older)
+    assert await store.get_connection(ALICE, "github") == newer
+    refreshed = replace(older, updated_at=T0 + 300)
+    await store.put_connection(refreshed)
+    assert await store.get_connection(ALICE, "github") == refreshed
+
+
+async def test_list_is_per_user_and_ordered(store: Store) -> None:
+    expected = [
+        make_connection(provider="github", account="2"),
+        make_connection(provider="github", account="10"),
+        make_connection(provider="google", account="a"),
+    ]
+    for conn in reversed(expected):
+        await store.put_connection(conn)
+    await store.put_connection(make_connection(BOB, "github", "3"))
+    assert await store.list_connections(ALICE) == sorted(
+        expected, key=lambda c: (c.key.provider, c.key.account)
+    )
+    assert [c.key.user for c in await store.list_connections(BOB)] == [BOB]
+
+
+async def test_delete_connection(store: Store) -> None:
+    conn = make_connection()
+    await store.put_connection(conn)
+    assert await store.delete_connection(conn.key) is True
+    assert await store.get_connection(ALICE, "github", "1") is None
+    assert await store.delete_connection(conn.key) is False
+
+
+async def test_delete_connections_of_one_provider(store: Store) -> None:
+    gh = [make_connection(account="b"), make_connection(account="a")]
+    kept = [make_connection(provider="google"), make_connection(BOB, "github", "a")]
+    for conn in gh + kept:
+        await store.put_connection(conn)
+    deleted = await store.delete_connections(ALICE, "github")
+    assert deleted == sorted(gh, key=lambda c: c.key.account)
+    assert await store.list_connections(ALICE) == [kept[0]]
+    assert await store.list_connections(BOB) == [kept[1]]
+    assert await store.delete_connections(ALICE, "github") == []
+
+
+async def test_flipped_byte_reads_as_absent(store: Store, harness: Harness) -> None:
+    conn = make_connection()
+    await store.put_connection(conn)
+    harness.write_blob(conn.key, flip_ciphertext_byte(harness.read_blob(conn.key)))
+    assert await store.get_connection(ALICE, "github", "1") is None
+    assert await store.get_connection(ALICE, "github") is None
+    assert await store.list_connections(ALICE) == []
+
+
+async def test_tampered_most_recent_falls_back_to_the_next(store: Store, harness: Harness) -> None:
+    older = make_connection(account="1", updated_at=T0 + 1)
+    newer = make_connection(account="2", updated_at=T0 + 2)
+    await store.put_connection(older)
+    await store.put_connection(newer)
+    harness.write_blob(newer.key, flip_ciphertext_byte(harness.read_blob(newer.key)))
+    assert await store.get_connection(ALICE, "github") == older
+
+
+@pytest.mark.parametrize(
+    "dst",
+    [
+        ConnectionKey(BOB, "github", "1"),  # another user
+        ConnectionKey(UserRef("https://evil.example", "alice"), "github", "1"),  # same sub, other issuer
+        ConnectionKey(ALICE, "google", "1"),  # another provider
+        ConnectionKey(ALICE, "github", "2"),  # another account
+    ],
+    ids=["user", "issuer", "provider", "account"],
+)
+async def test_record_moved_under_another_key_reads_as_absent(
+    store: Store, harness: Harness, dst: ConnectionKey
+) -> None:
+    conn = make_connection()
+    await store.put_connection(conn)
+    harness.copy_connection(conn.key, dst)
+    assert harness.read_blob(dst) == harness.read_blob(conn.key)  # the move really happened
+    assert await store.get_connection(dst.user, dst.provider, dst.account) is None
+    latest = await store.get_connection(dst.user, dst.provider)
+    assert latest is None or latest.key != dst
+    assert dst not in [c.key for c in await store.list_connections(dst.user)]
+    assert await store.get_connection(ALICE, "github", "1") == conn  # the original is intact
+
+
+async def test_undecryptable_record_logs_warning_without_secrets(
+    store: Store, harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    conn = make_connection(account="acct-42")
+    await store.put_connection(conn)
+    tampered = flip_ciphertext_byte(harness.read_blob(conn.key))
+    harness.write_blob(conn.key, tampered)
+    with caplog.at_level(logging.WARNING):
+        assert await store.get_connection(ALICE, "github", "acct-42") is None
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings, "a record that fails to decrypt must be logged"
+    text = " ".join(r.getMessage() for r in warnings)
+    assert "github" in text and "acct-42" in text
+    for secret in (conn.tokens.access_token, str(conn.tokens.refresh_token), tampered.decode()):
+        assert secret not in text
+
+
+async def test_unknown_kid_reads_as_absent(harness: Harness, keyring: KeyRing) -> None:
+    store = await harness.open(keyring)
+    conn = make_connection()
+    await store.put_connection(conn)
+    await store.close()
+    store = await harness.open(KeyRing([("other", KeyRing.generate_key())]))
+    try:
+        assert await store.get_connection(ALICE, "github", "1") is None
+        assert await store.list_connections(ALICE) == []
+    finally:
+        await store.close()
+
+
+async def test_key_rotation(harness: Harness) -> None:
+    old_key, new_key = KeyRing.generate_key(), KeyRing.generate_key()
+    store = await harness.open(KeyRing([("old", old_key)]))
+    before = make_connection(account="before")
+    await store.put_connection(before)
+    await store.close()
+
+    store = await harness.open(KeyRing([("new", new_key), ("old", old_key)]))
+    assert await store.get_connection(ALICE, "github", "before") == before  # old key still decrypts
+    after = make_connection(account="after")
+    await store.put_connection(after)
+    assert KeyRing.kid_of(harness.read_blob(after.key)) == "new"  # new key encrypts
+    assert KeyRing.kid_of(harness.read_blob(before.key)) == "old"
+    await store.close()
+
+    store = await harness.open(KeyRing([("new", new_key)]))  # old key retired
+    try:
+        assert await store.get_connection(ALICE, "github", "after") == after
+        assert await store.get_connection(ALICE, "github", "before") is None
+    finally:
+        await store.close()
+
+
+# --- pending elicitations -------------------------------------------------------------------
+
+
+async def test_elicitation_round_trip_and_expiry(store: Store, harness: Harness) -> None:
+    e = make_elicitation(ttl=60)
+    await store.create_elicitation(e, max_live_per_user=5)
+    assert await store.get_elicitation(e.id) == e
+    assert await store.get_elicitation("unknown") is None
+    harness.clock.advance(59)
+    assert await store.get_elicitation(e.id) == e
+    harness.clock.advance(1)  # expires_at is exclusive
+    assert await store.get_elicitation(e.id) is None
+    assert (
+        await store.transition_elicitation(e.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED) is None
+    )
+
+
+async def test_too_many_pending_at_the_limit(store: Store) -> None:
+    for _ in range(3):
+        await store.create_elicitation(make_elicitation(), max_live_per_user=3)
+    extra = make_elicitation()
+    with pytest.raises(TooManyPending):
+        await store.create_elicitation(extra, max_live_per_user=3)
+    assert await store.get_elicitation(extra.id) is None  # nothing inserted
+    await store.create_elicitation(make_elicitation(BOB), max_live_per_user=3)  # per user
+
+
+async def test_opened_counts_expired_and_finished_do_not(store: Store, harness: Harness) -> None:
+    short = make_elicitation(ttl=10)
+    opened, done, failed = make_elicitation(), make_elicitation(), make_elicitation()
+    for e in (short, opened, done, failed):
+        await store.create_elicitation(e, max_live_per_user=4)
+    await store.transition_elicitation(opened.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
+    with pytest.raises(TooManyPending):
+        await store.create_elicitation(make_elicitation(), max_live_per_user=4)
+
+    await store.transition_elicitation(done.id, ElicitationStatus.PENDING, ElicitationStatus.COMPLETE)
+    await store.create_elicitation(make_elicitation(), max_live_per_user=4)  # complete frees a slot
+    with pytest.raises(TooManyPending):
+        await store.create_elicitation(make_elicitation(), max_live_per_user=4)
+
+    await store.transition_elicitation(failed.id, ElicitationStatus.PENDING, ElicitationStatus.FAILED)
+    await store.create_elicitation(make_elicitation(), max_live_per_user=4)  # failed frees a slot
+    with pytest.raises(TooManyPending):
+        await store.create_elicitation(make_elicitation(), max_live_per_user=4)
+
+    harness.clock.advance(10)  # `short` expires
+    await store.create_elicitation(make_elicitation(), max_live_per_user=4)
+    with pytest.raises(TooManyPending):
+        await store.create_elicitation(make_elicitation(), max_live_per_user=4)
+
+
+async def test_concurrent_creates_respect_the_limit(store: Store) -> None:
+    results = await asyncio.gather(
+        *(store.create_elicitation(make_elicitation(), max_live_per_user=3) for _ in range(8)),
+        return_exceptions=True,
+    )
+    assert sum(r is None for r in results) == 3
+    assert all(isinstance(r, TooManyPending) for r in results if r is not None)
+
+
+async def test_transition_updates_the_stored_record(store: Store) -> None:
+    e = make_elicitation()
+    await store.create_elicitation(e, max_live_per_user=5)
+    updated = await store.transition_elicitation(e.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
+    assert updated == replace(e, status=ElicitationStatus.OPENED)
+    assert await store.get_elicitation(e.id) == updated
+    # Wrong expected status, or unknown id: no change.
+    assert (
+        await store.transition_elicitation(e.id, ElicitationStatus.PENDING, ElicitationStatus.FAILED) is None
+    )
+    assert (
+        await store.transition_elicitation("nope", ElicitationStatus.OPENED, ElicitationStatus.FAILED) is None
+    )
+    assert await store.get_elicitation(e.id) == updated
+    final = await store.transition_elicitation(e.id, ElicitationStatus.OPENED, ElicitationStatus.COMPLETE)
+    assert final is not None and final.status is ElicitationStatus.COMPLETE
+
+
+async def test_concurrent_transitions_exactly_one_wins(store: Store) -> None:
+    e = make_elicitation()
+    await store.create_elicitation(e, max_live_per_user=5)
+    results = await asyncio.gather(
+        *(
+            store.transition_elicitation(e.id, ElicitationStatus.PENDING, new)
+            for new in [ElicitationStatus.OPENED, ElicitationStatus.FAILED] * 4
+        )
+    )
+    winners = [r for r in results if r is not None]
+    assert len(winners) == 1
+    assert await store.get_elicitation(e.id) == winners[0]
+
+
+# --- one-time records -----------------------------------------------------------------------
+
+
+async def test_oauth_state_single_use(store: Store) -> None:
+    state = make_state()
+    await store.put_oauth_state(state)
+    assert await store.take_oauth_state(state.state) == state
+    assert await store.take_oauth_state(state.state) is None
+    assert await store.take_oauth_state("never-stored") is None
+
+
+async def test_concurrent_takes_exactly_one_gets_the_state(store: Store) -> None:
+    state = make_state()
+    await store.put_oauth_state(state)
+    results = await asyncio.gather(*(store.take_oauth_state(state.state) for _ in range(8)))
+    assert [r for r in results if r is not None] == [state]
+
+
+async def test_expired_oauth_state_reads_as_absent(store: Store, harness: Harness) -> None:
+    state, live = make_state(ttl=30), make_state(ttl=300)
+    await store.put_oauth_state(state)
+    await store.put_oauth_state(live)
+    harness.clock.advance(30)
+    assert await store.take_oauth_state(state.state) is None
+    assert await store.take_oauth_state(live.state) == live
+
+
+async def test_nonce_single_use_and_expiry(store: Store, harness: Harness) -> None:
+    await store.put_nonce("n1", ttl_seconds=30)
+    await store.put_nonce("n2", ttl_seconds=30)
+    assert await store.take_nonce("n1") is True
+    assert await store.take_nonce("n1") is False
+    assert await store.take_nonce("unknown") is False
+    harness.clock.advance(30)
+    assert await store.take_nonce("n2") is False
+
+
+async def test_concurrent_nonce_takes_exactly_one_wins(store: Store) -> None:
+    await store.put_nonce("n", ttl_seconds=30)
+    results = await asyncio.gather(*(store.take_nonce("n") for _ in range(8)))
+    assert results.count(True) == 1
+
+
+# --- lifecycle ------------------------------------------------------------------------------
+
+
+async def test_durable_across_close_and_reopen(harness: Harness, keyring: KeyRing) -> None:
+    store = await harness.open(keyring)
+    conn, e, state = make_connection(), make_elicitation(), make_state()
+    await store.put_connection(conn)
+    await store.create_elicitation(e, max_live_per_user=5)
+    opened = await store.transition_elicitation(e.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
+    await store.put_oauth_state(state)
+    await store.put_nonce("n", ttl_seconds=60)
+    await store.close()
+
+    store = await harness.open(keyring)
+    try:
+        assert await store.get_connection(ALICE, "github", "1") == conn
+        assert await store.get_elicitation(e.id) == opened
+        assert await store.take_oauth_state(state.state) == state
+        assert await store.take_nonce("n") is True
+    finally:
+        await store.close()
+
+
+async def test_ping_and_closed_store(harness: Harness, keyring: KeyRing) -> None:
+    store = await harness.open(keyring)
+    await store.ping()
+    await store.close()
+    with pytest.raises(StoreUnavailable):
+        await store.ping()
+    with pytest.raises(StoreUnavailable):
+        await store.get_connection(ALICE, "github")
+    await store.close()  # idempotent
+
+
+async def test_backend_failure_is_store_unavailable_without_record_data(
+    store: Store, harness: Harness
+) -> None:
+    conn = make_connection(provider="secret-provider", account="secret-account")
+    await harness.break_backend()
+    with pytest.raises(StoreUnavailable) as info:
+        await store.put_connection(conn)
+    message = str(info.value)
+    for value in ("secret-provider", "secret-account", "alice", conn.tokens.access_token):
+        assert value not in message
+    with pytest.raises(StoreUnavailable):
+        await store.list_connections(ALICE)
+
+
+def test_encoded_forms_find_a_secret_at_any_alignment() -> None:
+    secret = b"canary-" + secrets.token_hex(8).encode()
+    for prefix in (b"", b"x", b"xy", b'{"access_token":"'):
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            haystack = encode(prefix + secret + b'"}')
+            assert any(form in haystack for form in encoded_forms(secret))
+    assert not any(form in b"unrelated bytes" * 20 for form in encoded_forms(secret))
+
+
+async def test_no_secret_at_rest(store: Store, harness: Harness) -> None:
+    conn = make_connection()
+    state = make_state()
+    await store.put_connection(conn)
+    await store.put_oauth_state(state)
+    await store.put_nonce("nonce-" + secrets.token_hex(16), ttl_seconds=60)
+    canaries = [conn.tokens.access_token, str(conn.tokens.refresh_token), state.code_verifier, state.state]
+
+    def leaked(raw: bytes) -> list[str]:
+        return [c for c in canaries if any(form in raw for form in encoded_forms(c.encode()))]
+
+    raw = harness.raw_bytes()
+    assert len(raw) > 0
+    assert leaked(raw) == []
+    await store.close()  # checkpoints the WAL into the main file
+    assert leaked(harness.raw_bytes()) == []
+
+
+# --- key rotation: reencrypt_all ------------------------------------------------------------
+
+
+async def test_reencrypt_all_rewrites_old_kid_records(harness: Harness) -> None:
+    old_key, new_key = KeyRing.generate_key(), KeyRing.generate_key()
+    store = await harness.open(KeyRing([("old", old_key)]))
+    old_records = [
+        make_connection(account="a"),
+        make_connection(provider="google", account="b"),
+        make_connection(BOB, "github", "c"),
+    ]
+    tampered = make_connection(account="tampered")
+    for conn in [*old_records, tampered]:
+        await store.put_connection(conn)
+    state = make_state()
+    await store.put_oauth_state(state)
+    await store.close()
+    bad_blob = flip_ciphertext_byte(harness.read_blob(tampered.key))
+    harness.write_blob(tampered.key, bad_blob)
+
+    store = await harness.open(KeyRing([("new", new_key), ("old", old_key)]))
+    try:
+        current = make_connection(account="current")  # already under the primary key
+        await store.put_connection(current)
+        assert await store.reencrypt_all() == len(old_records) + 1  # + the OAuth state
+        for conn in [*old_records, current]:
+            assert KeyRing.kid_of(harness.read_blob(conn.key)) == "new"
+        assert harness.read_blob(tampered.key) == bad_blob  # left alone, not counted
+        state_blob = harness.read_state_blob(state.state)
+        assert state_blob is not None and KeyRing.kid_of(state_blob) == "new"
+        assert await store.reencrypt_all() == 0  # nothing left to do
+    finally:
+        await store.close()
+
+    store = await harness.open(KeyRing([("new", new_key)]))  # old key retired: all still readable
+    try:
+        for conn in [*old_records, current]:
+            assert await store.get_connection(conn.key.user, conn.key.provider, conn.key.account) == conn
+        assert await store.take_oauth_state(state.state) == state
+    finally:
+        await store.close()
+
+
+async def test_reencrypt_all_does_not_overwrite_a_concurrent_write(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old_key, new_key = KeyRing.generate_key(), KeyRing.generate_key()
+    store = await harness.open(KeyRing([("old", old_key)]))
+    raced, other = make_connection(account="raced"), make_connection(account="other")
+    await store.put_connection(raced)
+    await store.put_connection(other)
+    await store.close()
+
+    ring = KeyRing([("new", new_key), ("old", old_key)])
+    store = await harness.open(ring)
+    fresh_tokens = make_tokens()
+    fresh_blob = ring.seal(fresh_tokens.to_json(), raced.key.associated_data())
+    real_seal = KeyRing.seal
+    raced_once = False
+
+    def seal_with_a_race(self: KeyRing, plaintext: bytes, associated_data: bytes) -> bytes:
+        # Between reencrypt_all's read and its write-back, another replica stores new tokens.
+        nonlocal raced_once
+        if not raced_once:
+            raced_once = True
+            harness.write_blob(raced.key, fresh_blob)
+        return real_seal(self, plaintext, associated_data)
+
+    monkeypatch.setattr(KeyRing, "seal", seal_with_a_race)
+    try:
+        assert await store.reencrypt_all() == 1  # only `other`
+        assert raced_once
+        assert harness.read_blob(raced.key) == fresh_blob  # the concurrent write survived
+        assert await store.get_connection(ALICE, "github", "raced") == replace(raced, tokens=fresh_tokens)
+        assert KeyRing.kid_of(harness.read_blob(other.key)) == "new"
+        assert await store.get_connection(ALICE, "github", "other") == other
+        assert await store.reencrypt_all() == 0
+    finally:
+        await store.close()
+
+
+# --- the skip rule --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ci", ["", "true"])
+def test_missing_redis_skips_locally_and_fails_in_ci(monkeypatch: pytest.MonkeyPatch, ci: str) -> None:
+    monkeypatch.setenv("CI", ci)
+    monkeypatch.setattr(needs, "REDIS_PORT", needs.free_port())  # nothing listens there
+    expected = pytest.fail.Exception if ci else pytest.skip.Exception
+    with pytest.raises(expected) as info:
+        needs.require_redis()
+    assert "Redis at 127.0.0.1:" in str(info.value)
+    if ci:
+        assert str(info.value).startswith("CI requires Redis at 127.0.0.1:")

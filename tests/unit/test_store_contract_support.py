@@ -1,0 +1,297 @@
+"""Shared helpers for the store tests (no tests here): record factories, a fake clock, one `Harness`
+per backend, the Redis skip rule, and a private redis-server for the fault tests.
+
+A harness does what an attacker or an operator would do underneath a store (edit a stored blob,
+move a record, reopen the store, read the raw bytes at rest, break the backend), so the contract
+tests in test_store_contract.py can run unchanged against every backend.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import astuple
+from pathlib import Path
+from typing import Any, Protocol
+
+import redis
+
+from tests.needs import (  # noqa: F401 - re-exported for the store tests
+    REDIS_HOST,
+    REDIS_PORT,
+    REDIS_URL,
+    RedisServer,
+    free_port,
+    glob_escape,
+    redis_prefix,
+    redis_server,
+    require_redis,
+    skip_or_fail_in_ci,
+)
+from token_store import (
+    Connection,
+    ConnectionKey,
+    KeyRing,
+    OAuthState,
+    PendingElicitation,
+    Store,
+    TokenSet,
+    UserRef,
+)
+from token_store.redis_store import RedisStore
+from token_store.sqlite import SQLiteStore
+
+ALICE = UserRef("https://as.example", "alice")
+BOB = UserRef("https://as.example", "bob")
+T0 = 1_700_000_000.0
+
+
+class FakeClock:
+    def __init__(self, now: float = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+# --- records ----------------------------------------------------------------------------------
+
+
+def make_connection(
+    user: UserRef = ALICE, provider: str = "github", account: str = "1", *, updated_at: float = T0
+) -> Connection:
+    key = ConnectionKey(user, provider, account)
+    return Connection(key, make_tokens(), f"{user.sub}@{provider}", connected_at=T0, updated_at=updated_at)
+
+
+def make_tokens() -> TokenSet:
+    return TokenSet(
+        access_token=f"at-{secrets.token_hex(16)}",
+        refresh_token=f"rt-{secrets.token_hex(16)}",
+        expires_at=T0 + 3600,
+        scopes=("repo", "read:user"),
+    )
+
+
+def make_elicitation(
+    user: UserRef = ALICE, *, ttl: float = 600, provider: str = "github"
+) -> PendingElicitation:
+    return PendingElicitation(
+        id=secrets.token_urlsafe(16),
+        user=user,
+        client_id="client-1",
+        mcp_session_id="session-1",
+        provider=provider,
+        scopes=("repo",),
+        created_at=T0,
+        expires_at=T0 + ttl,
+    )
+
+
+def make_state(*, ttl: float = 600) -> OAuthState:
+    return OAuthState(
+        state=secrets.token_urlsafe(24),
+        elicitation=make_elicitation(),
+        browser_binding="b" * 64,
+        code_verifier=f"cv-{secrets.token_urlsafe(48)}",
+        redirect_uri="https://mcp.example/callback",
+        token_endpoint="https://github.example/login/oauth/access_token",
+        expected_issuer=None,
+        created_at=T0,
+        expires_at=T0 + ttl,
+    )
+
+
+def flip_ciphertext_byte(blob: bytes) -> bytes:
+    header, _, body = blob.rpartition(b".")
+    raw = bytearray(base64.urlsafe_b64decode(body + b"=" * (-len(body) % 4)))
+    raw[len(raw) // 2] ^= 0x01
+    return header + b"." + base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=")
+
+
+def encoded_forms(secret: bytes) -> Iterator[bytes]:
+    """`secret` as it would appear plain or inside any base64 / base64url text, at any alignment."""
+    yield secret
+    for offset in range(3):
+        start = -(-offset * 8 // 6)  # first character not touched by the prefix
+        end = (offset + len(secret)) * 8 // 6  # last character not touched by padding
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            yield encode(b"\0" * offset + secret)[start:end]
+
+
+def state_digest(state: str) -> str:
+    return hashlib.sha256(state.encode()).hexdigest()
+
+
+def user_tag(user: UserRef) -> str:
+    """The documented per-user key part, computed independently of the store's code."""
+    return hashlib.sha256(json.dumps([user.iss, user.sub], separators=(",", ":")).encode()).hexdigest()[:32]
+
+
+# --- harnesses --------------------------------------------------------------------------------
+
+
+class Harness(Protocol):
+    name: str
+    clock: FakeClock
+
+    async def open(self, keyring: KeyRing) -> Store: ...
+    def read_blob(self, key: ConnectionKey) -> bytes: ...
+    def write_blob(self, key: ConnectionKey, blob: bytes) -> None: ...
+    def copy_connection(self, src: ConnectionKey, dst: ConnectionKey) -> None: ...
+    def read_state_blob(self, state: str) -> bytes | None: ...
+    async def break_backend(self) -> None: ...
+    def raw_bytes(self) -> bytes: ...
+
+
+class SQLiteHarness:
+    """Reaches under the store with a second, independent sqlite3 connection to the same file."""
+
+    name = "sqlite"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.clock = FakeClock()
+
+    async def open(self, keyring: KeyRing) -> Store:
+        return await SQLiteStore.open(self.path, keyring, clock=self.clock)
+
+    def sql(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+        conn = sqlite3.connect(self.path, isolation_level=None)
+        try:
+            return conn.execute(sql, args).fetchall()
+        finally:
+            conn.close()
+
+    def read_blob(self, key: ConnectionKey) -> bytes:
+        rows = self.sql(
+            "SELECT blob FROM connections WHERE iss = ? AND sub = ? AND provider = ? AND account = ?",
+            (key.user.iss, key.user.sub, key.provider, key.account),
+        )
+        blob = rows[0][0]
+        assert isinstance(blob, bytes)
+        return blob
+
+    def write_blob(self, key: ConnectionKey, blob: bytes) -> None:
+        self.sql(
+            "UPDATE connections SET blob = ? WHERE iss = ? AND sub = ? AND provider = ? AND account = ?",
+            (blob, key.user.iss, key.user.sub, key.provider, key.account),
+        )
+
+    def copy_connection(self, src: ConnectionKey, dst: ConnectionKey) -> None:
+        self.sql(
+            "INSERT OR REPLACE INTO connections "
+            "SELECT ?, ?, ?, ?, account_label, blob, connected_at, updated_at FROM connections "
+            "WHERE iss = ? AND sub = ? AND provider = ? AND account = ?",
+            (*astuple(dst.user), dst.provider, dst.account, *astuple(src.user), src.provider, src.account),
+        )
+
+    def read_state_blob(self, state: str) -> bytes | None:
+        rows = self.sql("SELECT blob FROM oauth_states WHERE key = ?", (state_digest(state),))
+        return bytes(rows[0][0]) if rows else None
+
+    async def break_backend(self) -> None:
+        self.sql("DROP TABLE connections")
+
+    def raw_bytes(self) -> bytes:
+        files = [self.path, Path(f"{self.path}-wal")]
+        return b"".join(p.read_bytes() for p in files if p.exists())
+
+    def cleanup(self) -> None:
+        pass
+
+
+class RedisHarness:
+    """Reaches under the store with a second, synchronous client to the same Redis and prefix."""
+
+    name = "redis"
+
+    def __init__(self, url: str, prefix: str) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.clock = FakeClock()
+        self.raw = redis.Redis.from_url(url, socket_timeout=5)
+        self.stores: list[RedisStore] = []
+
+    async def open(self, keyring: KeyRing) -> Store:
+        store = await RedisStore.open(self.url, keyring, prefix=self.prefix, clock=self.clock)
+        self.stores.append(store)
+        return store
+
+    def conn_key(self, key: ConnectionKey) -> str:
+        return f"{self.prefix}conn:{user_tag(key.user)}:{key.provider}"
+
+    def read_value(self, key: ConnectionKey) -> dict[str, Any]:
+        raw = self.raw.hget(self.conn_key(key), key.account)
+        assert raw is not None
+        value = json.loads(raw)
+        assert isinstance(value, dict)
+        return value
+
+    def write_value(self, key: ConnectionKey, value: dict[str, Any] | bytes) -> None:
+        raw = value if isinstance(value, bytes) else json.dumps(value).encode()
+        self.raw.hset(self.conn_key(key), key.account, raw)
+
+    def read_blob(self, key: ConnectionKey) -> bytes:
+        return base64.b64decode(self.read_value(key)["blob"])
+
+    def write_blob(self, key: ConnectionKey, blob: bytes) -> None:
+        value = self.read_value(key)
+        value["blob"] = base64.b64encode(blob).decode()
+        self.write_value(key, value)
+
+    def copy_connection(self, src: ConnectionKey, dst: ConnectionKey) -> None:
+        raw = self.raw.hget(self.conn_key(src), src.account)
+        assert raw is not None
+        self.raw.hset(self.conn_key(dst), dst.account, raw)
+        self.raw.sadd(f"{self.prefix}user:{user_tag(dst.user)}:providers", dst.provider)
+
+    def read_state_blob(self, state: str) -> bytes | None:
+        raw = self.raw.get(f"{self.prefix}state:{state_digest(state)}")
+        return None if raw is None else bytes(raw)
+
+    async def break_backend(self) -> None:
+        # Point every open store's pool at a port nothing listens on, as if the network had gone.
+        dead = free_port()
+        for store in self.stores:
+            client = store._client
+            if client is None:
+                continue
+            pool = client.connection_pool
+            await pool.disconnect()
+            pool.connection_kwargs = {**pool.connection_kwargs, "host": REDIS_HOST, "port": dead}
+            pool.reset()
+
+    def redis_keys(self) -> list[bytes]:
+        return sorted(self.raw.scan_iter(match=glob_escape(self.prefix) + "*", count=500))
+
+    def raw_bytes(self) -> bytes:
+        """Every key name, its DUMP (what a backup or replica holds) and its logical value."""
+        parts: list[bytes] = []
+        for key in self.redis_keys():
+            parts.append(key)
+            parts.append(self.raw.dump(key) or b"")  # DUMP may LZF-compress, so also read values
+            kind = self.raw.type(key)
+            if kind == b"string":
+                parts.append(self.raw.get(key) or b"")
+            elif kind == b"hash":
+                for field, value in self.raw.hgetall(key).items():
+                    parts += [field, value]
+            elif kind == b"set":
+                parts += list(self.raw.smembers(key))
+            elif kind == b"zset":
+                parts += [member for member, _ in self.raw.zrange(key, 0, -1, withscores=True)]
+        return b"\n".join(parts)
+
+    def cleanup(self) -> None:
+        keys = self.redis_keys()
+        if keys:
+            self.raw.unlink(*keys)
+        self.raw.close()

@@ -1,0 +1,461 @@
+"""Redis-only store checks, against the shared Redis at 127.0.0.1:6379 under a fresh key prefix.
+
+Key layout and TTLs, round trips per call, the atomic commands used, values at rest, records
+edited under the store, and open_store wiring. The backend-independent contract is in
+test_store_contract.py; faults (server down, paused, restarted, persistence, ACL) are in
+test_store_redis_faults.py. Skipped when Redis is unreachable, failed instead when CI is set.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import redis
+from redis.asyncio.connection import AbstractConnection
+
+from tests.unit.test_store_contract_support import (
+    ALICE,
+    BOB,
+    REDIS_URL,
+    T0,
+    RedisHarness,
+    encoded_forms,
+    free_port,
+    make_connection,
+    make_elicitation,
+    make_state,
+    make_tokens,
+    redis_prefix,
+    state_digest,
+    user_tag,
+)
+from token_store import (
+    ElicitationStatus,
+    KeyRing,
+    RedisStore,
+    StoreUnavailable,
+    TooManyPending,
+    UserRef,
+    open_store,
+)
+
+
+@pytest.fixture
+def keyring() -> KeyRing:
+    return KeyRing([("k1", KeyRing.generate_key())])
+
+
+@pytest.fixture
+async def harness() -> AsyncIterator[RedisHarness]:
+    with redis_prefix() as prefix:
+        h = RedisHarness(REDIS_URL, prefix)
+        try:
+            yield h
+        finally:
+            for opened in h.stores:
+                await opened.close()
+            h.cleanup()
+
+
+@pytest.fixture
+async def store(harness: RedisHarness, keyring: KeyRing) -> RedisStore:
+    opened = await harness.open(keyring)
+    assert isinstance(opened, RedisStore)
+    return opened  # closed by the harness fixture
+
+
+@dataclass
+class Wire:
+    """What the store sent to Redis: one entry per socket write, i.e. per round trip."""
+
+    writes: list[bytes] = field(default_factory=list)
+
+    def commands(self) -> list[list[bytes]]:
+        """Command names per write (a MULTI/EXEC pipeline is several commands in one write)."""
+        return [
+            [
+                parts[i + 2].upper()
+                for i, part in enumerate(parts)
+                if part.startswith(b"*") and i + 2 < len(parts)
+            ]
+            for parts in (write.split(b"\r\n") for write in self.writes)
+        ]
+
+
+@pytest.fixture
+def wire(monkeypatch: pytest.MonkeyPatch) -> Iterator[Wire]:
+    recorded = Wire()
+    real = AbstractConnection.send_packed_command
+
+    async def recording(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
+        chunks = [command] if isinstance(command, bytes | str) else list(command)
+        recorded.writes.append(b"".join(c.encode() if isinstance(c, str) else bytes(c) for c in chunks))
+        await real(self, chunks, check_health)
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", recording)
+    yield recorded
+
+
+# --- key layout and TTLs --------------------------------------------------------------------
+
+
+async def test_every_key_that_is_not_a_token_has_a_ttl(store: RedisStore, harness: RedisHarness) -> None:
+    await store.put_connection(make_connection())
+    await store.put_connection(make_connection(BOB, "google", "x"))
+    done, opened = make_elicitation(), make_elicitation(BOB)
+    for e in (done, opened, make_elicitation()):
+        await store.create_elicitation(e, max_live_per_user=5)
+    await store.transition_elicitation(done.id, ElicitationStatus.PENDING, ElicitationStatus.COMPLETE)
+    await store.transition_elicitation(opened.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
+    await store.put_oauth_state(make_state())
+    taken = make_state()
+    await store.put_oauth_state(taken)
+    await store.take_oauth_state(taken.state)
+    await store.put_nonce("n1", ttl_seconds=60)
+    await store.put_nonce("n2", ttl_seconds=60)
+    await store.take_nonce("n2")
+    await store.reencrypt_all()
+
+    kinds: dict[str, int] = {}
+    for key in harness.redis_keys():
+        name = key.decode().removeprefix(harness.prefix)
+        kind = name.split(":", 1)[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+        pttl = harness.raw.pttl(key)
+        if kind in ("conn", "user"):  # token sets and their index: kept until deleted
+            assert pttl == -1, name
+        else:
+            assert pttl > 0, f"{name} has no TTL"
+    assert kinds == {"conn": 2, "user": 2, "elic": 3, "elic-user": 2, "state": 1, "nonce": 1}
+
+
+async def test_key_names_and_ttls_follow_the_documented_layout(
+    store: RedisStore, harness: RedisHarness
+) -> None:
+    p, u = harness.prefix, user_tag(ALICE)
+    conn = make_connection(provider="git:hub", account="1")  # a provider may contain ':'
+    await store.put_connection(conn)
+    assert harness.raw.hkeys(f"{p}conn:{u}:git:hub") == [b"1"]
+    assert harness.raw.smembers(f"{p}user:{u}:providers") == {b"git:hub"}
+    value = json.loads(harness.raw.hget(f"{p}conn:{u}:git:hub", "1") or b"")
+    assert set(value) == {"iss", "sub", "blob", "label", "connected_at", "updated_at"}
+
+    short, long = make_elicitation(ttl=100), make_elicitation(ttl=300)
+    await store.create_elicitation(long, max_live_per_user=5)
+    await store.create_elicitation(short, max_live_per_user=5)
+    assert 99_000 < harness.raw.pttl(f"{p}elic:{short.id}") <= 100_000
+    assert 299_000 < harness.raw.pttl(f"{p}elic-user:{u}") <= 300_000  # the latest expiry, not the last
+    assert harness.raw.zscore(f"{p}elic-user:{u}", short.id) == short.expires_at
+
+    state = make_state(ttl=120)
+    await store.put_oauth_state(state)
+    assert 119_000 < harness.raw.pttl(f"{p}state:{state_digest(state.state)}") <= 120_000
+    await store.put_nonce("n", ttl_seconds=30)
+    assert 29_000 < harness.raw.pttl(f"{p}nonce:{state_digest('n')}") <= 30_000
+
+
+async def test_finished_and_expired_elicitations_leave_the_live_set(
+    store: RedisStore, harness: RedisHarness
+) -> None:
+    live_set = f"{harness.prefix}elic-user:{user_tag(ALICE)}"
+    done, failed, opened, short = (
+        make_elicitation(),
+        make_elicitation(),
+        make_elicitation(),
+        make_elicitation(ttl=10),
+    )
+    for e in (done, failed, opened, short):
+        await store.create_elicitation(e, max_live_per_user=10)
+    await store.transition_elicitation(done.id, ElicitationStatus.PENDING, ElicitationStatus.COMPLETE)
+    await store.transition_elicitation(failed.id, ElicitationStatus.PENDING, ElicitationStatus.FAILED)
+    await store.transition_elicitation(opened.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
+    assert {m.decode() for m in harness.raw.zrange(live_set, 0, -1)} == {opened.id, short.id}
+    # The finished records themselves stay readable until they expire.
+    assert (await store.get_elicitation(done.id)) is not None
+    harness.clock.advance(10)
+    await store.create_elicitation(make_elicitation(), max_live_per_user=10)  # prunes expired members
+    assert short.id.encode() not in harness.raw.zrange(live_set, 0, -1)
+    assert harness.raw.zcard(live_set) == 2
+
+
+async def test_transition_keeps_the_record_ttl(store: RedisStore, harness: RedisHarness) -> None:
+    e = make_elicitation(ttl=200)
+    await store.create_elicitation(e, max_live_per_user=5)
+    await store.transition_elicitation(e.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
+    assert 199_000 < harness.raw.pttl(f"{harness.prefix}elic:{e.id}") <= 200_000
+
+
+# --- round trips and commands ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("account", [None, "2"])
+async def test_get_connection_is_one_round_trip(
+    store: RedisStore, harness: RedisHarness, wire: Wire, account: str | None
+) -> None:
+    conns = [make_connection(account=str(i), updated_at=T0 + i) for i in range(1, 4)]
+    for conn in conns:
+        await store.put_connection(conn)
+    # The newest one fails to decrypt, so the answer comes from the fallback, still in the same trip.
+    harness.write_blob(conns[2].key, harness.read_blob(conns[0].key))
+    wire.writes.clear()
+    assert await store.get_connection(ALICE, "github", account) == conns[1]
+    assert len(wire.writes) == 1
+    assert wire.commands() == [[b"HGETALL" if account is None else b"HGET"]]
+
+    wire.writes.clear()
+    assert await store.get_connection(BOB, "github", account) is None
+    assert len(wire.writes) == 1
+
+
+async def test_one_time_records_are_taken_with_getdel(store: RedisStore, wire: Wire) -> None:
+    state = make_state()
+    await store.put_oauth_state(state)
+    await store.put_nonce("n", ttl_seconds=60)
+    wire.writes.clear()
+    assert await store.take_oauth_state(state.state) == state
+    assert await store.take_nonce("n") is True
+    assert wire.commands() == [[b"GETDEL"], [b"GETDEL"]]
+
+
+async def test_writes_are_single_atomic_round_trips(store: RedisStore, wire: Wire) -> None:
+    conn = make_connection()
+    await store.put_connection(conn)  # warm the script cache and the pool
+    e = make_elicitation()
+    wire.writes.clear()
+    await store.put_connection(conn)
+    await store.create_elicitation(e, max_live_per_user=5)
+    await store.transition_elicitation(e.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
+    await store.delete_connections(ALICE, "github")
+    assert wire.commands() == [
+        [b"MULTI", b"HSET", b"SADD", b"EXEC"],
+        [b"EVALSHA"],
+        [b"EVALSHA"],
+        [b"MULTI", b"HGETALL", b"DEL", b"SREM", b"EXEC"],
+    ]
+
+
+# --- values at rest -------------------------------------------------------------------------
+
+
+async def test_no_secret_or_identity_in_any_key_or_value(store: RedisStore, harness: RedisHarness) -> None:
+    user = UserRef("https://issuer-canary.example", "sub-canary-" + make_tokens().access_token[3:11])
+    conn = make_connection(user, account="acct")
+    state = make_state()
+    nonce = "nonce-canary-" + make_tokens().access_token
+    await store.put_connection(conn)
+    await store.put_oauth_state(state)
+    await store.put_nonce(nonce, ttl_seconds=60)
+    await store.create_elicitation(make_elicitation(user), max_live_per_user=5)
+
+    secrets_ = [
+        conn.tokens.access_token,
+        str(conn.tokens.refresh_token),
+        state.code_verifier,
+        state.state,
+        nonce,
+    ]
+    raw = harness.raw_bytes()  # key names + DUMP + logical value of every key under the prefix
+    assert [s for s in secrets_ if any(form in raw for form in encoded_forms(s.encode()))] == []
+    names = b"\n".join(harness.redis_keys())
+    for identity in (user.iss, user.sub, state.state, nonce):
+        assert identity.encode() not in names
+
+
+# --- records edited underneath the store ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        b"not json",
+        b"[]",
+        b'{"blob": "v1.k1.x"}',
+        json.dumps({"iss": "i", "sub": "s", "blob": "%%%", "label": "l", "connected_at": 1, "updated_at": 1}),
+    ],
+    ids=["not-json", "not-object", "missing-fields", "bad-base64"],
+)
+async def test_malformed_field_reads_as_absent_with_a_warning(
+    store: RedisStore, harness: RedisHarness, caplog: pytest.LogCaptureFixture, value: bytes | str
+) -> None:
+    kept = make_connection(account="kept", updated_at=T0)
+    broken = make_connection(account="broken", updated_at=T0 + 1)
+    await store.put_connection(kept)
+    await store.put_connection(broken)
+    harness.write_value(broken.key, value if isinstance(value, bytes) else value.encode())
+    with caplog.at_level(logging.WARNING):
+        assert await store.get_connection(ALICE, "github", "broken") is None
+        assert await store.get_connection(ALICE, "github") == kept
+        assert await store.list_connections(ALICE) == [kept]
+        assert await store.reencrypt_all() == 0
+    text = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert "broken" in text
+    assert broken.tokens.access_token not in text
+
+
+async def test_moved_record_with_rewritten_identity_still_reads_as_absent(
+    store: RedisStore, harness: RedisHarness
+) -> None:
+    # An attacker with write access copies Alice's field into Bob's hash and edits iss/sub to Bob:
+    # the associated data still names Alice, so Bob gets nothing and rotation leaves it alone.
+    conn = make_connection()
+    await store.put_connection(conn)
+    value = harness.read_value(conn.key)
+    moved_key = make_connection(BOB).key
+    harness.write_value(moved_key, {**value, "iss": BOB.iss, "sub": BOB.sub})
+    harness.raw.sadd(f"{harness.prefix}user:{user_tag(BOB)}:providers", "github")
+    assert await store.get_connection(BOB, "github") is None
+    assert await store.list_connections(BOB) == []
+    assert await store.get_connection(ALICE, "github") == conn
+
+
+async def test_wrong_type_key_is_store_unavailable_naming_the_operation_only(
+    store: RedisStore, harness: RedisHarness
+) -> None:
+    harness.raw.set(f"{harness.prefix}user:{user_tag(ALICE)}:providers", "not a set")
+    with pytest.raises(StoreUnavailable) as info:
+        await store.list_connections(ALICE)
+    assert str(info.value) == "redis store: list_connections failed (ResponseError)"
+    with pytest.raises(StoreUnavailable) as info:
+        await store.put_connection(make_connection(provider="secret-provider", account="secret-account"))
+    assert str(info.value) == "redis store: put_connection failed (ResponseError)"
+
+
+async def test_duplicate_ids_are_refused(store: RedisStore) -> None:
+    e = make_elicitation()
+    await store.create_elicitation(e, max_live_per_user=5)
+    with pytest.raises(StoreUnavailable, match="create_elicitation"):
+        await store.create_elicitation(e, max_live_per_user=5)
+    state = make_state()
+    await store.put_oauth_state(state)
+    with pytest.raises(StoreUnavailable, match="put_oauth_state"):
+        await store.put_oauth_state(state)
+    assert await store.take_oauth_state(state.state) == state
+
+
+async def test_limit_zero_refuses_everything(store: RedisStore) -> None:
+    with pytest.raises(TooManyPending):
+        await store.create_elicitation(make_elicitation(), max_live_per_user=0)
+
+
+# --- reencrypt_all details ------------------------------------------------------------------
+
+
+async def test_reencrypt_keeps_state_ttl_and_skips_taken_or_deleted_records(
+    harness: RedisHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old_key, new_key = KeyRing.generate_key(), KeyRing.generate_key()
+    store = await harness.open(KeyRing([("old", old_key)]))
+    state, taken_state = make_state(ttl=500), make_state(ttl=500)
+    deleted = make_connection(account="deleted")
+    for s in (state, taken_state):
+        await store.put_oauth_state(s)
+    await store.put_connection(deleted)
+    await store.close()
+
+    store = await harness.open(KeyRing([("new", new_key), ("old", old_key)]))
+    assert isinstance(store, RedisStore)
+    real_seal = KeyRing.seal
+    raced = False
+
+    def seal_with_races(self: KeyRing, plaintext: bytes, associated_data: bytes) -> bytes:
+        # Meanwhile another replica deletes the connection and consumes one state.
+        nonlocal raced
+        if not raced:
+            raced = True
+            harness.raw.hdel(harness.conn_key(deleted.key), "deleted")
+            harness.raw.delete(f"{harness.prefix}state:{state_digest(taken_state.state)}")
+        return real_seal(self, plaintext, associated_data)
+
+    monkeypatch.setattr(KeyRing, "seal", seal_with_races)
+    assert await store.reencrypt_all() == 1  # only `state`: nothing deleted comes back
+    assert harness.raw.hlen(harness.conn_key(deleted.key)) == 0
+    assert harness.read_state_blob(taken_state.state) is None
+    state_key = f"{harness.prefix}state:{state_digest(state.state)}"
+    assert 490_000 < harness.raw.pttl(state_key) <= 500_000  # the expiry did not move
+    assert await store.take_oauth_state(state.state) == state
+
+
+# --- opening --------------------------------------------------------------------------------
+
+
+async def test_open_store_picks_redis_and_uses_the_prefix(keyring: KeyRing) -> None:
+    with redis_prefix() as prefix:
+        store = await open_store(REDIS_URL, keyring, prefix=prefix)
+        try:
+            assert isinstance(store, RedisStore)
+            await store.put_connection(make_connection())
+            raw = redis.Redis.from_url(REDIS_URL)
+            try:
+                assert raw.exists(f"{prefix}conn:{user_tag(ALICE)}:github") == 1
+            finally:
+                raw.close()
+        finally:
+            await store.close()
+
+
+async def test_prefixes_isolate_stores(keyring: KeyRing) -> None:
+    with redis_prefix() as first, redis_prefix() as second:
+        a = await RedisStore.open(REDIS_URL, keyring, prefix=first)
+        b = await RedisStore.open(REDIS_URL, keyring, prefix=second)
+        try:
+            await a.put_connection(make_connection())
+            await a.put_nonce("n", ttl_seconds=60)
+            assert await b.list_connections(ALICE) == []
+            assert await b.take_nonce("n") is False
+            assert await b.reencrypt_all() == 0
+            assert await a.take_nonce("n") is True
+        finally:
+            await a.close()
+            await b.close()
+
+
+@pytest.mark.parametrize("scheme", ["redis", "rediss"])
+async def test_unreachable_redis_is_store_unavailable_without_the_password(
+    keyring: KeyRing, scheme: str
+) -> None:
+    url = f"{scheme}://user:hunter2@127.0.0.1:{free_port()}/0"
+    with pytest.raises(StoreUnavailable) as info:
+        await open_store(url, keyring)
+    assert "hunter2" not in str(info.value)
+    assert str(info.value) == "redis store: ping failed (ConnectionError)"
+
+
+async def test_tls_to_a_plain_text_server_fails_closed(keyring: KeyRing) -> None:
+    with redis_prefix() as prefix, pytest.raises(StoreUnavailable):
+        await open_store(REDIS_URL.replace("redis://", "rediss://"), keyring, prefix=prefix)
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:6379", "redis://:hunter2@127.0.0.1:notaport/0", "redis://:hunter2@h/0?db=x"]
+)
+async def test_bad_redis_urls_are_value_errors_without_the_password(keyring: KeyRing, url: str) -> None:
+    with pytest.raises(ValueError) as info:
+        await RedisStore.open(url, keyring)
+    assert "hunter2" not in str(info.value)
+
+
+async def test_empty_prefix_is_refused(keyring: KeyRing) -> None:
+    with pytest.raises(ValueError, match="prefix"):
+        await RedisStore.open(REDIS_URL, keyring, prefix="")
+
+
+async def test_glob_characters_in_the_prefix_match_literally(keyring: KeyRing) -> None:
+    # reencrypt_all SCANs by prefix: a '*' in one store's prefix must not reach another store's keys.
+    with redis_prefix() as base:
+        star = await RedisStore.open(REDIS_URL, keyring, prefix=base + "*:")
+        plain = await RedisStore.open(REDIS_URL, keyring, prefix=base + "x:")
+        raw = redis.Redis.from_url(REDIS_URL)
+        try:
+            await star.put_connection(make_connection())
+            await plain.put_connection(make_connection())
+            found = list(raw.scan_iter(match=star._keys.pattern("conn"), count=500))
+            assert [k.decode().startswith(base + "*:conn:") for k in found] == [True]
+        finally:
+            raw.close()
+            await star.close()
+            await plain.close()

@@ -1,0 +1,593 @@
+"""The shared backend: Redis, for several replicas behind one load balancer.
+
+Key layout (docs/redis.md has the full table); `u` is `user_tag(user)`, a hash of the MCP user:
+
+- `{prefix}conn:{u}:{provider}`: hash, field = account, value = JSON with the sealed token set. No TTL.
+- `{prefix}user:{u}:providers`: set of providers the user has connections at. No TTL.
+- `{prefix}elic:{id}`: hash (status, record, user, expires_at), TTL until the elicitation expires.
+- `{prefix}elic-user:{u}`: zset of the user's live elicitation ids scored by expires_at, TTL.
+- `{prefix}state:{sha256(state)}`: sealed OAuth state, TTL. `{prefix}nonce:{sha256(nonce)}`: TTL.
+
+Multi-key steps are atomic: a Lua script or MULTI/EXEC. Redis TTLs only bound how long records
+linger; whether a record is still valid is decided against the store's clock, as in SQLite.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from token_store.base import StoreUnavailable, TooManyPending
+from token_store.crypto import DecryptError, KeyRing
+from token_store.models import (
+    Connection,
+    ConnectionKey,
+    ElicitationStatus,
+    OAuthState,
+    PendingElicitation,
+    TokenSet,
+    UserRef,
+)
+
+_log = logging.getLogger(__name__)
+
+SCHEMES = ("redis", "rediss")
+DEFAULT_PREFIX = "mcpuc:"
+_LIVE = frozenset({ElicitationStatus.PENDING, ElicitationStatus.OPENED})
+_SCAN_COUNT = 500
+_USER_TAG_CHARS = 32  # 128 bits of sha256: collisions are out of reach, keys stay short
+
+# KEYS: elicitation hash, the user's live set.
+# ARGV: now, max_live, expires_at, px, id, status, record, user tag, "1" when the status is live.
+# Returns {1, live} when stored, {0, live} at the limit, {-1, live} when the id already exists.
+_CREATE_ELICITATION = """
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
+local live = redis.call('ZCARD', KEYS[2])
+if live >= tonumber(ARGV[2]) then return {0, live} end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {-1, live} end
+redis.call('HSET', KEYS[1], 'status', ARGV[6], 'record', ARGV[7], 'user', ARGV[8], 'expires_at', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+if ARGV[9] == '1' then
+  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[5])
+  local ttl = redis.call('PTTL', KEYS[2])
+  if ttl < tonumber(ARGV[4]) then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
+end
+return {1, live}
+"""
+
+# KEYS: elicitation hash. ARGV: expected, new, now, "1" when `new` is live, live-set key prefix, id.
+# The live set's name comes from the record (the caller knows only the id), so this script touches a
+# key it does not declare: fine on a single primary (with or without Sentinel), not on Cluster.
+# Returns the stored record JSON, or nil when the record is missing, expired or not in `expected`.
+_TRANSITION_ELICITATION = """
+local cur = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'user', 'record')
+if cur[1] ~= ARGV[1] or not cur[2] or tonumber(cur[2]) <= tonumber(ARGV[3]) then return false end
+redis.call('HSET', KEYS[1], 'status', ARGV[2])
+local live_set = ARGV[5] .. cur[3]
+if ARGV[4] == '1' then
+  redis.call('ZADD', live_set, cur[2], ARGV[6])
+  local ttl = redis.call('PTTL', KEYS[1])
+  local set_ttl = redis.call('PTTL', live_set)
+  if ttl > 0 and set_ttl < ttl then redis.call('PEXPIRE', live_set, ttl) end
+else
+  redis.call('ZREM', live_set, ARGV[6])
+end
+return cur[4]
+"""
+
+# KEYS: connection hash, the user's provider index. ARGV: account, provider.
+_DELETE_CONNECTION = """
+local deleted = redis.call('HDEL', KEYS[1], ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[2]) end
+return deleted
+"""
+
+# KEYS: connection hash. ARGV: account, old value, new value. Replace only what was read.
+_CAS_FIELD = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+  return 1
+end
+return 0
+"""
+
+# KEYS: state key. ARGV: old value, new value. KEEPTTL: a re-sealed state expires when it would have.
+_CAS_STRING = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+  return 1
+end
+return 0
+"""
+
+
+def user_tag(user: UserRef) -> str:
+    """The stable per-user part of key names: no raw issuer or subject in key names."""
+    canonical = json.dumps([user.iss, user.sub], separators=(",", ":")).encode()
+    return hashlib.sha256(canonical).hexdigest()[:_USER_TAG_CHARS]
+
+
+@dataclass(frozen=True)
+class _Keys:
+    prefix: str
+
+    def conn(self, tag: str, provider: str) -> str:
+        return f"{self.prefix}conn:{tag}:{provider}"
+
+    def providers(self, tag: str) -> str:
+        return f"{self.prefix}user:{tag}:providers"
+
+    def elic(self, elicitation_id: str) -> str:
+        return f"{self.prefix}elic:{elicitation_id}"
+
+    @property
+    def elic_user_prefix(self) -> str:
+        return f"{self.prefix}elic-user:"
+
+    def elic_user(self, tag: str) -> str:
+        return f"{self.elic_user_prefix}{tag}"
+
+    def state(self, digest: str) -> str:
+        return f"{self.prefix}state:{digest}"
+
+    def nonce(self, digest: str) -> str:
+        return f"{self.prefix}nonce:{digest}"
+
+    def pattern(self, kind: str) -> str:
+        """SCAN MATCH pattern for one key kind; glob characters in the prefix match literally."""
+        escaped = "".join("\\" + c if c in "*?[]\\" else c for c in self.prefix)
+        return f"{escaped}{kind}:*"
+
+
+class RedisStore:
+    """`Store` over Redis (>= 6.2). Create it with `await RedisStore.open(...)`."""
+
+    def __init__(self, client: Redis, keyring: KeyRing, prefix: str, clock: Callable[[], float]) -> None:
+        self._client: Redis | None = client
+        self._keyring = keyring
+        self._keys = _Keys(prefix)
+        self._clock = clock
+        # Scripts are sent by SHA; redis-py loads them again when a restarted server has forgotten them.
+        self._create_elicitation = client.register_script(_CREATE_ELICITATION)
+        self._transition_elicitation = client.register_script(_TRANSITION_ELICITATION)
+        self._delete_connection = client.register_script(_DELETE_CONNECTION)
+        self._cas_field = client.register_script(_CAS_FIELD)
+        self._cas_string = client.register_script(_CAS_STRING)
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        keyring: KeyRing,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        clock: Callable[[], float] = time.time,
+        socket_timeout: float = 2.0,
+    ) -> RedisStore:
+        """Connect to `url` (redis:// or rediss://) and check it answers; `StoreUnavailable` otherwise."""
+        scheme = urlsplit(url).scheme.lower()
+        if scheme not in SCHEMES:
+            raise ValueError(f"not a redis URL (scheme {scheme!r})")
+        if not prefix:
+            raise ValueError("redis key prefix must not be empty")
+        try:
+            client = Redis.from_url(
+                url,
+                socket_timeout=socket_timeout,
+                socket_connect_timeout=socket_timeout,
+                # No blind retries: replaying GETDEL or a compare-and-set whose reply was lost would
+                # misreport the outcome, and a retry would stretch the time bound past socket_timeout.
+                # A connection the server closed is replaced when the pool hands it out, so a
+                # restarted Redis is used again without retries.
+                retry=Retry(NoBackoff(), 0),
+                **_no_maintenance_notifications(),
+            )
+        except (ValueError, TypeError):
+            # Name nothing from the URL: it may carry a password.
+            raise ValueError("malformed redis URL") from None
+        store = cls(client, keyring, prefix, clock)
+        try:
+            await store.ping()
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    # --- connections (tokens) -------------------------------------------------------------
+    async def put_connection(self, connection: Connection) -> None:
+        key = connection.key
+        tag = user_tag(key.user)
+        value = self._connection_value(connection)
+        # One MULTI/EXEC: the index never misses a connection that exists.
+        async with self._guard("put_connection") as client, client.pipeline(transaction=True) as pipe:
+            pipe.hset(self._keys.conn(tag, key.provider), key.account, value)
+            pipe.sadd(self._keys.providers(tag), key.provider)
+            await pipe.execute()
+
+    async def get_connection(
+        self, user: UserRef, provider: str, account: str | None = None
+    ) -> Connection | None:
+        name = self._keys.conn(user_tag(user), provider)
+        # Exactly one round trip on the hot path of every tool call.
+        async with self._guard("get_connection") as client:
+            if account is None:
+                fields = await client.hgetall(name)
+            else:
+                raw = await client.hget(name, account)
+                fields = {} if raw is None else {account: raw}
+        ordered = sorted(self._parse_fields(fields), key=lambda item: (-item[1].updated_at, item[0]))
+        for field_account, stored in ordered:
+            # A record that fails to decrypt reads as absent; with no account, the next most recent answers.
+            connection = self._open_connection(ConnectionKey(user, provider, field_account), stored)
+            if connection is not None:
+                return connection
+        return None
+
+    async def list_connections(self, user: UserRef) -> list[Connection]:
+        tag = user_tag(user)
+        async with self._guard("list_connections") as client:
+            providers = sorted(_text(p) for p in await client.smembers(self._keys.providers(tag)))
+            if not providers:
+                return []
+            async with client.pipeline(transaction=True) as pipe:
+                for provider in providers:
+                    pipe.hgetall(self._keys.conn(tag, provider))
+                hashes = await pipe.execute()
+        connections = []
+        for provider, fields in zip(providers, hashes, strict=True):
+            connections.extend(self._open_hash(user, provider, fields))
+        return connections
+
+    async def delete_connection(self, key: ConnectionKey) -> bool:
+        tag = user_tag(key.user)
+        keys = [self._keys.conn(tag, key.provider), self._keys.providers(tag)]
+        async with self._guard("delete_connection"):
+            deleted = await self._delete_connection(keys=keys, args=[key.account, key.provider])
+        return bool(deleted)
+
+    async def delete_connections(self, user: UserRef, provider: str) -> list[Connection]:
+        tag = user_tag(user)
+        name = self._keys.conn(tag, provider)
+        # Read and delete in one MULTI/EXEC: what is returned is exactly what was deleted.
+        async with self._guard("delete_connections") as client, client.pipeline(transaction=True) as pipe:
+            pipe.hgetall(name)
+            pipe.delete(name)
+            pipe.srem(self._keys.providers(tag), provider)
+            fields, _, _ = await pipe.execute()
+        return self._open_hash(user, provider, fields)
+
+    # --- pending elicitations -------------------------------------------------------------
+    async def create_elicitation(self, elicitation: PendingElicitation, max_live_per_user: int) -> None:
+        e = elicitation
+        now = self._clock()
+        tag = user_tag(e.user)
+        args: list[str | int] = [
+            _num(now),
+            max_live_per_user,
+            _num(e.expires_at),
+            _ttl_ms(e.expires_at, now),
+            e.id,
+            e.status.value,
+            e.to_json(),
+            tag,
+            "1" if e.status in _LIVE else "0",
+        ]
+        async with self._guard("create_elicitation"):
+            # Count and insert in one script: concurrent creates cannot both take the last slot.
+            code, live = await self._create_elicitation(
+                keys=[self._keys.elic(e.id), self._keys.elic_user(tag)], args=args
+            )
+        if code == 0:
+            raise TooManyPending(f"the user already has {live} live pending elicitations")
+        if code != 1:
+            raise StoreUnavailable("redis store: create_elicitation failed (id already exists)")
+
+    async def get_elicitation(self, elicitation_id: str) -> PendingElicitation | None:
+        now = self._clock()
+        async with self._guard("get_elicitation") as client:
+            status, record = await client.hmget(self._keys.elic(elicitation_id), ["status", "record"])
+        if status is None or record is None:
+            return None
+        elicitation = PendingElicitation.from_json(record)
+        if elicitation.expires_at <= now:
+            return None
+        return replace(elicitation, status=ElicitationStatus(_text(status)))
+
+    async def transition_elicitation(
+        self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
+    ) -> PendingElicitation | None:
+        args: list[str | int] = [
+            expected.value,
+            new.value,
+            _num(self._clock()),
+            "1" if new in _LIVE else "0",
+            self._keys.elic_user_prefix,
+            elicitation_id,
+        ]
+        async with self._guard("transition_elicitation"):
+            # Compare-and-set on the status inside one script: each transition happens once.
+            record = await self._transition_elicitation(keys=[self._keys.elic(elicitation_id)], args=args)
+        if record is None:
+            return None
+        return replace(PendingElicitation.from_json(record), status=new)
+
+    # --- one-time records -----------------------------------------------------------------
+    async def put_oauth_state(self, state: OAuthState) -> None:
+        digest = _digest(state.state)
+        blob = self._keyring.seal(state.to_json(), _state_associated_data(digest))
+        px = _ttl_ms(state.expires_at, self._clock())
+        async with self._guard("put_oauth_state") as client:
+            # NX: a stored state is never replaced, only taken once (or left to expire).
+            stored = await client.set(self._keys.state(digest), blob, px=px, nx=True)
+        if not stored:
+            raise StoreUnavailable("redis store: put_oauth_state failed (state already exists)")
+
+    async def take_oauth_state(self, state: str) -> OAuthState | None:
+        digest = _digest(state)
+        now = self._clock()
+        async with self._guard("take_oauth_state") as client:
+            # GETDEL: of two concurrent takes, exactly one gets the value.
+            blob = await client.getdel(self._keys.state(digest))
+        if blob is None:
+            return None
+        try:
+            plaintext = self._keyring.open(_bytes(blob), _state_associated_data(digest))
+        except DecryptError:
+            _log.warning("stored OAuth state failed to decrypt; treating it as absent")
+            return None
+        taken = OAuthState.from_json(plaintext)
+        return taken if taken.expires_at > now else None
+
+    async def put_nonce(self, nonce: str, ttl_seconds: float) -> None:
+        now = self._clock()
+        expires_at = now + ttl_seconds
+        async with self._guard("put_nonce") as client:
+            await client.set(self._keys.nonce(_digest(nonce)), _num(expires_at), px=_ttl_ms(expires_at, now))
+
+    async def take_nonce(self, nonce: str) -> bool:
+        now = self._clock()
+        async with self._guard("take_nonce") as client:
+            # GETDEL rather than DEL: as atomic, and the stored expiry lets the store's clock decide.
+            expires_at = await client.getdel(self._keys.nonce(_digest(nonce)))
+        if expires_at is None:
+            return False
+        try:
+            return float(_text(expires_at)) > now
+        except ValueError:
+            return False
+
+    # --- key rotation ---------------------------------------------------------------------
+    async def reencrypt_all(self) -> int:
+        async with self._guard("reencrypt_all") as client:
+            rewritten = 0
+            async for name in client.scan_iter(
+                match=self._keys.pattern("conn"), count=_SCAN_COUNT, _type="hash"
+            ):
+                rewritten += await self._reencrypt_hash(client, _text(name))
+            async for name in client.scan_iter(
+                match=self._keys.pattern("state"), count=_SCAN_COUNT, _type="string"
+            ):
+                rewritten += await self._reencrypt_state(client, _text(name))
+        return rewritten
+
+    async def _reencrypt_hash(self, client: Redis, name: str) -> int:
+        parsed = self._parse_conn_name(name)
+        if parsed is None:
+            return 0
+        tag, provider = parsed
+        rewritten = 0
+        for account_raw, raw in (await client.hgetall(name)).items():
+            account = _text(account_raw)
+            stored = _StoredConnection.parse(raw)
+            if stored is None or not self._is_stale(stored.blob):
+                continue
+            user = UserRef(stored.iss, stored.sub)
+            if user_tag(user) != tag:  # moved here from another user's hash: leave it alone
+                continue
+            key = ConnectionKey(user, provider, account)
+            try:
+                plaintext = self._keyring.open(stored.blob, key.associated_data())
+            except DecryptError:
+                _log.warning(
+                    "stored connection failed to decrypt; not re-encrypting it (provider=%s account=%s)",
+                    provider,
+                    account,
+                )
+                continue
+            new = replace(stored, blob=self._keyring.seal(plaintext, key.associated_data())).dump()
+            # Compare-and-set: a write by another replica since the read above wins.
+            rewritten += int(await self._cas_field(keys=[name], args=[account, raw, new]))
+        return rewritten
+
+    async def _reencrypt_state(self, client: Redis, name: str) -> int:
+        digest = name.removeprefix(self._keys.state(""))
+        blob = await client.get(name)
+        if blob is None or not self._is_stale(_bytes(blob)):
+            return 0
+        try:
+            plaintext = self._keyring.open(_bytes(blob), _state_associated_data(digest))
+        except DecryptError:
+            _log.warning("stored OAuth state failed to decrypt; not re-encrypting it")
+            return 0
+        new = self._keyring.seal(plaintext, _state_associated_data(digest))
+        return int(await self._cas_string(keys=[name], args=[blob, new]))
+
+    def _is_stale(self, blob: bytes) -> bool:
+        kid = KeyRing.kid_of(blob)
+        return kid is not None and kid != self._keyring.primary_kid
+
+    def _parse_conn_name(self, name: str) -> tuple[str, str] | None:
+        # `{prefix}conn:{tag}:{provider}`; the tag has a fixed length, so a provider may contain ':'.
+        rest = name.removeprefix(f"{self._keys.prefix}conn:")
+        tag, provider = rest[:_USER_TAG_CHARS], rest[_USER_TAG_CHARS + 1 :]
+        if len(tag) != _USER_TAG_CHARS or rest[_USER_TAG_CHARS : _USER_TAG_CHARS + 1] != ":" or not provider:
+            return None
+        return tag, provider
+
+    # --- lifecycle ------------------------------------------------------------------------
+    async def ping(self) -> None:
+        async with self._guard("ping") as client:
+            await client.ping()
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(RedisError, OSError):
+                await client.aclose()
+
+    # --- helpers --------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def _guard(self, op: str) -> AsyncIterator[Redis]:
+        """The client, with every Redis failure turned into `StoreUnavailable` naming only `op`."""
+        client = self._client
+        if client is None:
+            raise StoreUnavailable(f"redis store: {op} after close")
+        try:
+            yield client
+        except (RedisError, OSError) as exc:
+            # The error class is enough to diagnose; record data never goes into the message.
+            raise StoreUnavailable(f"redis store: {op} failed ({type(exc).__name__})") from exc
+
+    def _connection_value(self, connection: Connection) -> bytes:
+        key = connection.key
+        return _StoredConnection(
+            iss=key.user.iss,
+            sub=key.user.sub,
+            blob=self._keyring.seal(connection.tokens.to_json(), key.associated_data()),
+            label=connection.account_label,
+            connected_at=connection.connected_at,
+            updated_at=connection.updated_at,
+        ).dump()
+
+    @staticmethod
+    def _parse_fields(fields: Mapping[Any, Any]) -> list[tuple[str, _StoredConnection]]:
+        parsed = []
+        for account_raw, raw in fields.items():
+            account = _text(account_raw)
+            stored = _StoredConnection.parse(raw)
+            if stored is None:
+                _log.warning("stored connection is malformed; treating it as absent (account=%s)", account)
+                continue
+            parsed.append((account, stored))
+        return parsed
+
+    def _open_hash(self, user: UserRef, provider: str, fields: Mapping[Any, Any]) -> list[Connection]:
+        connections = []
+        for account, stored in sorted(self._parse_fields(fields), key=lambda item: item[0]):
+            connection = self._open_connection(ConnectionKey(user, provider, account), stored)
+            if connection is not None:
+                connections.append(connection)
+        return connections
+
+    def _open_connection(self, key: ConnectionKey, stored: _StoredConnection) -> Connection | None:
+        try:
+            tokens = TokenSet.from_json(self._keyring.open(stored.blob, key.associated_data()))
+        except DecryptError:
+            # Never log the blob or the user's tokens; provider and account locate the record.
+            _log.warning(
+                "stored connection failed to decrypt; treating it as absent (provider=%s account=%s)",
+                key.provider,
+                key.account,
+            )
+            return None
+        return Connection(key, tokens, stored.label, stored.connected_at, stored.updated_at)
+
+
+@dataclass(frozen=True)
+class _StoredConnection:
+    """One hash field value. iss/sub are kept so `reencrypt_all` can rebuild the associated data
+    (key names hold only a hash of the user); reads never trust them: the caller's user is used."""
+
+    iss: str
+    sub: str
+    blob: bytes
+    label: str
+    connected_at: float
+    updated_at: float
+
+    def dump(self) -> bytes:
+        data = {
+            "iss": self.iss,
+            "sub": self.sub,
+            "blob": base64.b64encode(self.blob).decode("ascii"),
+            "label": self.label,
+            "connected_at": self.connected_at,
+            "updated_at": self.updated_at,
+        }
+        return json.dumps(data, separators=(",", ":")).encode()
+
+    @classmethod
+    def parse(cls, raw: Any) -> _StoredConnection | None:
+        """The stored value, or None when it is not one (edited or corrupted underneath the store)."""
+        try:
+            data = json.loads(_bytes(raw))
+            return cls(
+                iss=_require_str(data["iss"]),
+                sub=_require_str(data["sub"]),
+                blob=base64.b64decode(_require_str(data["blob"]), validate=True),
+                label=_require_str(data["label"]),
+                connected_at=float(data["connected_at"]),
+                updated_at=float(data["updated_at"]),
+            )
+        except (ValueError, TypeError, KeyError, binascii.Error):
+            return None
+
+
+def _no_maintenance_notifications() -> dict[str, Any]:
+    """Client options turning off redis-py's maintenance notifications (on by default with RESP3 in
+    redis-py >= 7): while on, the pool skips its check for connections the server closed (so the
+    first call after a Redis restart failed) and timeouts are relaxed to seconds during maintenance."""
+    try:
+        from redis.maint_notifications import MaintNotificationsConfig
+    except ImportError:  # older redis-py: nothing to turn off
+        return {}
+    return {"maint_notifications_config": MaintNotificationsConfig(enabled=False)}
+
+
+def _require_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError("expected a string")
+    return value
+
+
+def _bytes(value: Any) -> bytes:
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes | bytearray) else str(value)
+
+
+def _num(value: float) -> str:
+    # repr round-trips a float exactly; Lua's tonumber and ZADD parse it.
+    return repr(float(value))
+
+
+def _ttl_ms(expires_at: float, now: float) -> int:
+    # Redis rejects a TTL <= 0; a record already expired by the clock gets 1 ms and reads as absent.
+    return max(1, math.ceil((expires_at - now) * 1000))
+
+
+def _digest(secret: str) -> str:
+    # One-time values are looked up by hash so Redis never holds them verbatim.
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _state_associated_data(key: str) -> bytes:
+    # Same construction as the SQLite backend: a state sealed for one hash opens under no other.
+    return json.dumps(["state", key], separators=(",", ":")).encode()

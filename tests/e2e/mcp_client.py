@@ -25,6 +25,7 @@ class Recorder:
 
     notifications: list[Any] = field(default_factory=list)
     elicitations: list[Any] = field(default_factory=list)
+    session_ids: set[str] = field(default_factory=set)  # Mcp-Session-Id values the server issued
     completed: anyio.Event = field(default_factory=anyio.Event)
 
     async def on_message(self, message: Any) -> None:
@@ -62,7 +63,14 @@ async def mcp_client(
     """A connected client for `user`; `on_url` (or none: no URL-mode capability) answers elicitations."""
     recorder = recorder or Recorder()
     token = mint_access_token(servers.data_dir, user)
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+    async def record_session(response: httpx2.Response) -> None:
+        if "mcp-session-id" in response.headers:
+            recorder.session_ids.add(response.headers["mcp-session-id"])
+
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {token}"}, timeout=30, event_hooks={"response": [record_session]}
+    )
     callback = None
     if on_url is not None:
         handler = on_url

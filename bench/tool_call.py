@@ -20,7 +20,7 @@ from typing import Any
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 
-from service.broker import connected
+from service.answers import connected
 from service.identity import current_caller
 from service.provider_api import fetch_userinfo
 from tests.e2e.browser import Browser

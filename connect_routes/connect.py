@@ -27,10 +27,10 @@ from connect_routes.browser_session import BrowserUser, browser_user, csrf_ok, c
 from connect_routes.headers import HEADERS
 from connect_routes.login import Login
 from connect_routes.pages import message, page
-from connect_routes.provider_oauth import TokenExchangeError, authorization_url, exchange_code
 from service.provider_api import ProviderApiError, fetch_userinfo
+from service.provider_oauth import TokenExchangeError, authorization_url, exchange_code
+from service.providers import ProviderConfig
 from service.runtime import Runtime
-from service.settings import ProviderConfig
 from token_store import (
     Connection,
     ConnectionKey,

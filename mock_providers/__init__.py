@@ -2,8 +2,12 @@
 
 One Starlette app (:func:`create_mock_providers_app`) serves, on one origin:
 
-* the development MCP authorization server (issuer = ``base_url``), and
-* MockHub, a GitHub-like third-party OAuth provider (issuer = ``base_url + "/mockhub"``).
+* the development MCP authorization server (issuer = ``base_url``),
+* MockHub, a GitHub-like third-party OAuth provider (issuer = ``base_url + "/mockhub"``),
+* optionally MockGoogle, a Google-like OpenID provider (issuer = ``base_url + "/mockgoogle"``),
+* optionally MockSlack, a Slack-like OAuth v2 provider (under ``base_url + "/mockslack"``).
+
+Their knobs and counters (on ``app.state``) are described in docs/mock-providers.md.
 
 :func:`mint_access_token` signs dev-AS access tokens offline with the key the
 server persisted in ``<data_dir>/dev-as.json``.
@@ -13,12 +17,18 @@ from .app import create_mock_providers_app
 from .config import ClientSpec, MockProvidersConfig
 from .dev_keys import NoDevKeys
 from .dev_tokens import mint_access_token
+from .faults import EndpointMode
+from .mockgoogle import MockGoogle
 from .mockhub import MockHub, TokenRequestRecord
+from .mockslack import MockSlack
 
 __all__ = [
     "ClientSpec",
+    "EndpointMode",
+    "MockGoogle",
     "MockHub",
     "MockProvidersConfig",
+    "MockSlack",
     "NoDevKeys",
     "TokenRequestRecord",
     "create_mock_providers_app",

@@ -1,4 +1,5 @@
-"""The Starlette app serving the dev AS (at the root) and MockHub (under /mockhub)."""
+"""The Starlette app serving the dev AS (at the root), MockHub (under /mockhub) and,
+when configured, MockGoogle (under /mockgoogle) and MockSlack (under /mockslack)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,12 @@ from .config import MockProvidersConfig
 from .dev_as import DevAuthorizationServer
 from .dev_as_routes import SESSION_COOKIE, DevAuthorizationRoutes
 from .dev_keys import ensure_dev_keys
+from .mockgoogle import MockGoogle
+from .mockgoogle_routes import MockGoogleRoutes
 from .mockhub import MockHub
 from .mockhub_routes import MockHubRoutes
+from .mockslack import MockSlack
+from .mockslack_routes import MockSlackRoutes
 from .pages import Pages
 
 
@@ -22,7 +27,10 @@ def create_mock_providers_app(config: MockProvidersConfig) -> Starlette:
     ``app.state.dev_as`` is the :class:`~mock_providers.dev_as.DevAuthorizationServer`
     (clients, codes, refresh tokens), ``app.state.mockhub`` the
     :class:`~mock_providers.mockhub.MockHub` (knobs and counters),
-    ``app.state.config`` the config.
+    ``app.state.mockgoogle`` / ``app.state.mockslack`` the
+    :class:`~mock_providers.mockgoogle.MockGoogle` /
+    :class:`~mock_providers.mockslack.MockSlack` (``None`` when their client is
+    not configured), ``app.state.config`` the config.
 
     ``base_url`` must be https or loopback http (``localhost``, ``127.0.0.1``,
     ``[::1]``): authlib refuses OAuth over other plain-http origins unless
@@ -45,6 +53,14 @@ def create_mock_providers_app(config: MockProvidersConfig) -> Starlette:
         *DevAuthorizationRoutes(dev_as, pages).routes(),
         *MockHubRoutes(hub, pages, config.issuer).routes(),
     ]
+    google = None
+    if config.mockgoogle_client is not None:
+        google = MockGoogle(config.mockgoogle_issuer, config.mockgoogle_client)
+        routes += MockGoogleRoutes(google, pages, config.issuer).routes()
+    slack = None
+    if config.mockslack_client is not None:
+        slack = MockSlack(config.mockslack_url, config.mockslack_client)
+        routes += MockSlackRoutes(slack, pages, config.issuer).routes()
     middleware = [
         Middleware(
             SessionMiddleware,
@@ -58,4 +74,6 @@ def create_mock_providers_app(config: MockProvidersConfig) -> Starlette:
     app.state.config = config
     app.state.dev_as = dev_as
     app.state.mockhub = hub
+    app.state.mockgoogle = google
+    app.state.mockslack = slack
     return app

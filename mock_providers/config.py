@@ -27,6 +27,10 @@ class MockProvidersConfig:
     ``base_url`` is the origin the app is served on and, without a trailing
     slash, the issuer of the development authorization server. MockHub's
     issuer is ``base_url + "/mockhub"``.
+
+    ``mockgoogle_client`` / ``mockslack_client``: the client MockGoogle
+    (issuer ``base_url + "/mockgoogle"``) / MockSlack (under ``/mockslack``)
+    know; when ``None`` (the default) that provider is not served at all.
     """
 
     base_url: str
@@ -35,6 +39,8 @@ class MockProvidersConfig:
     login_client: ClientSpec
     mockhub_client: ClientSpec
     mockhub_access_token_ttl: int = 28800
+    mockgoogle_client: ClientSpec | None = None
+    mockslack_client: ClientSpec | None = None
 
     @property
     def issuer(self) -> str:
@@ -43,3 +49,11 @@ class MockProvidersConfig:
     @property
     def mockhub_issuer(self) -> str:
         return self.issuer + "/mockhub"
+
+    @property
+    def mockgoogle_issuer(self) -> str:
+        return self.issuer + "/mockgoogle"
+
+    @property
+    def mockslack_url(self) -> str:
+        return self.issuer + "/mockslack"

@@ -1,15 +1,17 @@
 """MockHub: a GitHub-like third-party OAuth 2 provider for development and tests.
 
 Built from authlib's server classes: authorization code grant with mandatory
-S256 PKCE and client authentication, rotating refresh tokens, RFC 7009
-revocation, RFC 9207 ``iss`` in authorization responses. Access tokens
-(``mhat_...``) and refresh tokens (``mhrt_...``) are opaque random strings so
-tests can scan logs and storage for leaks.
+S256 PKCE and client authentication, rotating refresh tokens with reuse
+detection (a GitHub App's expiring user tokens), RFC 7009 revocation, RFC 9207
+``iss`` in authorization responses. Access tokens (``mhat_...``) and refresh
+tokens (``mhrt_...``) are opaque random strings so tests can scan logs and
+storage for leaks.
 
 :class:`MockHub` is what tests hold (``app.state.mockhub``): it owns the
 authlib server and all state, and exposes knobs (``iss_mode``,
-``access_token_ttl``, ``clock``) and counters (``token_requests``,
-``issued_access_tokens``, ...).
+``access_token_ttl``, ``rotate_refresh_tokens``, ``token_endpoint_mode``, ...)
+and counters (``token_requests``, ``issued_access_tokens``,
+``reuse_detections``, ...). docs/mock-providers.md describes them all.
 """
 
 from __future__ import annotations
@@ -23,22 +25,26 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from authlib.common.security import generate_token
-from authlib.oauth2.rfc6749 import ClientMixin, OAuth2Request, ResourceProtector, TokenMixin
+from authlib.oauth2.rfc6749 import OAuth2Request, ResourceProtector, TokenMixin
 from authlib.oauth2.rfc6749.grants import AuthorizationCodeGrant, RefreshTokenGrant
 from authlib.oauth2.rfc6749.models import AuthorizationCodeMixin
 from authlib.oauth2.rfc6750 import BearerTokenGenerator, BearerTokenValidator
 from authlib.oauth2.rfc7009 import RevocationEndpoint
 
+from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
 from .config import ClientSpec
+from .faults import DEFAULT_HANG_SECONDS, EndpointMode
 from .issuer_parameter import StarletteIssuerParameter
 from .pkce import RequiredS256CodeChallenge
+from .records import TokenRequestRecord
 from .starlette_adapter import StarletteAuthorizationServer
+
+__all__ = ["MockHub", "MockHubAccount", "MockHubClient", "MockHubToken", "TokenRequestRecord"]
 
 IssMode = Literal["correct", "omit", "wrong"]
 ACCESS_TOKEN_PREFIX = "mhat_"
 REFRESH_TOKEN_PREFIX = "mhrt_"
 AUTHORIZATION_CODE_LIFETIME = 600
-TOKEN_AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
 LOGIN_PATTERN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$")
 
 
@@ -61,53 +67,8 @@ class MockHubAccount:
         return self.id
 
 
-@dataclass(frozen=True)
-class TokenRequestRecord:
-    """One request to ``/mockhub/token`` as tests see it (no secrets)."""
-
-    grant_type: str | None
-    client_id: str | None
-    ok: bool
-    error: str | None = None
-
-
-@dataclass
-class MockHubClient(ClientMixin):  # type: ignore[misc]  # authlib is untyped
+class MockHubClient(PreRegisteredClient):
     """The one registered client. Redirect URIs must match exactly."""
-
-    client_id: str
-    client_secret: str | None
-    redirect_uris: tuple[str, ...]
-
-    def get_client_id(self) -> str:
-        return self.client_id
-
-    def get_default_redirect_uri(self) -> str | None:
-        return self.redirect_uris[0] if len(self.redirect_uris) == 1 else None
-
-    def get_allowed_scope(self, scope: str | None) -> str:
-        if not scope:
-            return ""
-        return " ".join(dict.fromkeys(scope.split()))
-
-    def check_redirect_uri(self, redirect_uri: str) -> bool:
-        return redirect_uri in self.redirect_uris
-
-    def check_client_secret(self, client_secret: str) -> bool:
-        if self.client_secret is None:
-            return False
-        return secrets.compare_digest(self.client_secret.encode(), client_secret.encode())
-
-    def check_endpoint_auth_method(self, method: str, endpoint: str) -> bool:
-        if self.client_secret is None:
-            return method == "none"
-        return method in ("client_secret_basic", "client_secret_post")
-
-    def check_response_type(self, response_type: str) -> bool:
-        return response_type == "code"
-
-    def check_grant_type(self, grant_type: str) -> bool:
-        return grant_type in ("authorization_code", "refresh_token")
 
 
 @dataclass
@@ -130,7 +91,12 @@ class MockHubCode(AuthorizationCodeMixin):  # type: ignore[misc]  # authlib is u
 
 @dataclass
 class MockHubToken(TokenMixin):  # type: ignore[misc]  # authlib is untyped
-    """One access token with (usually) its refresh token."""
+    """One access token with (usually) its refresh token.
+
+    ``grant_id`` names the authorization (one code exchange) the token descends
+    from: refreshing keeps it, so reuse detection can revoke the whole family.
+    ``refresh_expires_at`` is ``None`` when the refresh token does not expire.
+    """
 
     access_token: str
     refresh_token: str | None
@@ -141,6 +107,11 @@ class MockHubToken(TokenMixin):  # type: ignore[misc]  # authlib is untyped
     expires_at: float
     clock: Callable[[], float] = field(repr=False, default=time.time)
     revoked: bool = False
+    grant_id: str = ""
+    refresh_expires_at: float | None = None
+
+    def refresh_token_expired(self) -> bool:
+        return self.refresh_expires_at is not None and self.clock() >= self.refresh_expires_at
 
     def check_client(self, client: Any) -> bool:
         return bool(client.get_client_id() == self.client_id)
@@ -196,7 +167,14 @@ class MockHubCodeGrant(AuthorizationCodeGrant):  # type: ignore[misc]  # authlib
 
 
 class MockHubRefreshGrant(RefreshTokenGrant):  # type: ignore[misc]  # authlib is untyped
-    """Rotating refresh: a new refresh token each time; the old one stops working."""
+    """Refresh as a GitHub App's expiring user tokens do.
+
+    With ``hub.rotate_refresh_tokens`` (the default) each use returns a new
+    refresh token and retires the old one; presenting a retired one again is
+    reuse: the answer is ``invalid_grant`` and (``hub.revoke_grant_on_reuse``,
+    the default) every token of the grant is revoked.
+    Without rotation the refresh token stays valid and is not sent again.
+    """
 
     TOKEN_ENDPOINT_AUTH_METHODS = TOKEN_AUTH_METHODS
     INCLUDE_NEW_REFRESH_TOKEN = True
@@ -207,14 +185,29 @@ class MockHubRefreshGrant(RefreshTokenGrant):  # type: ignore[misc]  # authlib i
         return hub
 
     def authenticate_refresh_token(self, refresh_token: str) -> MockHubToken | None:
-        return self.hub.tokens_by_refresh.get(refresh_token)
+        retired = self.hub.used_refresh_tokens.get(refresh_token)
+        if retired is not None:
+            self.hub.detect_reuse(retired)
+            return None
+        record = self.hub.tokens_by_refresh.get(refresh_token)
+        if record is None or record.refresh_token_expired():
+            return None
+        return record
 
     def authenticate_user(self, refresh_token: MockHubToken) -> MockHubAccount:
         return self.hub.account(refresh_token.login)
 
+    def issue_token(self, user: MockHubAccount, refresh_token: MockHubToken) -> dict[str, Any]:
+        scope = self.request.payload.scope or refresh_token.get_scope()
+        token: dict[str, Any] = self.generate_token(
+            user=user, scope=scope, include_refresh_token=self.hub.rotate_refresh_tokens
+        )
+        return token
+
     def revoke_old_credential(self, refresh_token: MockHubToken) -> None:
-        if refresh_token.refresh_token:
+        if refresh_token.refresh_token and self.hub.rotate_refresh_tokens:
             self.hub.tokens_by_refresh.pop(refresh_token.refresh_token, None)
+            self.hub.used_refresh_tokens[refresh_token.refresh_token] = refresh_token
 
 
 class MockHubRevocationEndpoint(RevocationEndpoint):  # type: ignore[misc]  # authlib is untyped
@@ -278,7 +271,10 @@ class MockHubAuthorizationServer(StarletteAuthorizationServer):
         return client if client.client_id == client_id else None
 
     def save_token(self, token: dict[str, Any], request: OAuth2Request) -> None:
-        self.hub.store_token(token, request.client.get_client_id(), request.user.login)
+        # request.refresh_token is the record being refreshed (None for a code exchange).
+        self.hub.store_token(
+            token, request.client.get_client_id(), request.user.login, parent=request.refresh_token
+        )
 
 
 class MockHub:
@@ -289,10 +285,23 @@ class MockHub:
         ``iss`` the authorization response carries (RFC 9207 mix-up tests);
         ``"wrong"`` sends ``wrong_issuer``.
       * ``access_token_ttl``: seconds; ``expires_in`` of tokens issued from now on.
+      * ``rotate_refresh_tokens``: ``True`` (default) -- every refresh returns a
+        new refresh token and retires the old one. ``False`` -- the refresh token
+        stays valid and no new one is sent.
+      * ``revoke_grant_on_reuse``: ``True`` (default) -- presenting a retired
+        refresh token revokes every token of its grant (reuse detection);
+        ``False`` -- it is merely refused. Either way: ``invalid_grant``.
+      * ``refresh_token_lifetime``: seconds, or ``None`` (default: no expiry), for
+        refresh tokens issued from now on; sent as ``refresh_token_expires_in``.
+      * ``token_endpoint_mode`` / ``api_mode``: ``"ok"`` (default), ``"junk"``,
+        ``"500"`` or ``"hang"`` for ``/mockhub/token`` / ``/mockhub/user``
+        (see :mod:`mock_providers.faults`); ``hang_seconds`` bounds a hang.
       * ``clock``: the time source for expiry (replace to fast-forward).
 
     Counters: ``token_requests`` (every ``/mockhub/token`` request, in order),
+    ``refresh_requests`` (those with ``grant_type=refresh_token``),
     ``issued_access_tokens``, ``issued_refresh_tokens``, ``revoked_tokens``,
+    ``reuse_detections`` (retired refresh tokens presented again),
     ``user_requests`` (``/mockhub/user`` calls, authorized or not).
     """
 
@@ -309,6 +318,12 @@ class MockHub:
         self.iss_mode: IssMode = "correct"
         self.wrong_issuer = wrong_issuer or issuer.rsplit("/", 1)[0] + "/evil-hub"
         self.access_token_ttl = access_token_ttl
+        self.rotate_refresh_tokens = True
+        self.revoke_grant_on_reuse = True
+        self.refresh_token_lifetime: int | None = None
+        self.token_endpoint_mode: EndpointMode = "ok"
+        self.api_mode: EndpointMode = "ok"
+        self.hang_seconds = DEFAULT_HANG_SECONDS
         self.clock: Callable[[], float] = time.time
 
         self.token_requests: list[TokenRequestRecord] = []
@@ -316,10 +331,13 @@ class MockHub:
         self.issued_refresh_tokens: set[str] = set()
         self.revoked_tokens: set[str] = set()
         self.user_requests = 0
+        self.reuse_detections = 0
 
         self.codes: dict[str, MockHubCode] = {}
         self.tokens: dict[str, MockHubToken] = {}
         self.tokens_by_refresh: dict[str, MockHubToken] = {}
+        #: Refresh tokens retired by rotation, with the record they belonged to.
+        self.used_refresh_tokens: dict[str, MockHubToken] = {}
 
         self.server = MockHubAuthorizationServer(self)
         self.protector = ResourceProtector()
@@ -344,28 +362,82 @@ class MockHub:
         for token in self.tokens.values():
             token.expires_at = min(token.expires_at, now)
 
-    def revoke_all_tokens(self) -> None:
-        """As if every user revoked the app at MockHub."""
-        for token in list(self.tokens.values()):
-            self.revoke(token)
+    def expire_refresh_tokens(self) -> None:
+        """Make every refresh token issued so far expired (refreshing answers ``invalid_grant``)."""
+        now = self.clock()
+        for token in self.tokens.values():
+            if token.refresh_token:
+                token.refresh_expires_at = min(token.refresh_expires_at or now, now)
+
+    def revoke_all_tokens(self) -> int:
+        """As if every user revoked the app at MockHub; returns how many access tokens were newly revoked."""
+        return self._revoke_where(lambda token: True)
+
+    def revoke_grant(self, login: str) -> int:
+        """As if ``login`` revoked the app: every token issued to that user stops working.
+
+        Returns how many access tokens were newly revoked.
+        """
+        wanted = login.lower()
+        return self._revoke_where(lambda token: token.login.lower() == wanted)
+
+    @property
+    def refresh_requests(self) -> int:
+        """Requests to ``/mockhub/token`` with ``grant_type=refresh_token``."""
+        return sum(1 for record in self.token_requests if record.grant_type == "refresh_token")
 
     def reset_counters(self) -> None:
         self.token_requests.clear()
         self.user_requests = 0
+        self.reuse_detections = 0
+
+    # -- refresh token reuse ---------------------------------------------------
+
+    def detect_reuse(self, retired: MockHubToken) -> None:
+        """A retired refresh token came back: count it; revoke its whole grant (per knob)."""
+        self.reuse_detections += 1
+        if self.revoke_grant_on_reuse:
+            grant_id = retired.grant_id
+            self._revoke_where(lambda token: token.grant_id == grant_id)
+
+    def _revoke_where(self, predicate: Callable[[MockHubToken], bool]) -> int:
+        revoked = 0
+        for token in list(self.tokens.values()):
+            if predicate(token):
+                revoked += 0 if token.revoked else 1
+                self.revoke(token)
+        return revoked
 
     # -- storage ---------------------------------------------------------------
 
-    def store_token(self, token: dict[str, Any], client_id: str, login: str) -> MockHubToken:
+    def store_token(
+        self, token: dict[str, Any], client_id: str, login: str, *, parent: MockHubToken | None = None
+    ) -> MockHubToken:
+        """Record a token response; ``parent`` is the record a refresh started from.
+
+        A new refresh token in ``token`` gets ``refresh_token_lifetime`` (and the
+        response ``refresh_token_expires_in``); without one, the parent's refresh
+        token carries over to the new record with its expiry.
+        """
         now = self.clock()
+        refresh_token = token.get("refresh_token")
+        refresh_expires_at = None
+        if refresh_token and self.refresh_token_lifetime is not None:
+            refresh_expires_at = now + self.refresh_token_lifetime
+            token["refresh_token_expires_in"] = self.refresh_token_lifetime
+        if not refresh_token and parent is not None:
+            refresh_token, refresh_expires_at = parent.refresh_token, parent.refresh_expires_at
         record = MockHubToken(
             access_token=token["access_token"],
-            refresh_token=token.get("refresh_token"),
+            refresh_token=refresh_token,
             client_id=client_id,
             scope=token.get("scope", ""),
             login=login,
             issued_at=now,
             expires_at=now + self.access_token_ttl,
             clock=self.clock_now,
+            grant_id=parent.grant_id if parent is not None else secrets.token_hex(8),
+            refresh_expires_at=refresh_expires_at,
         )
         self.tokens[record.access_token] = record
         self.issued_access_tokens.add(record.access_token)
@@ -379,8 +451,11 @@ class MockHub:
         return self.clock()
 
     def revoke(self, token: MockHubToken) -> None:
+        """Revoke an access token and its refresh token (and whichever access token holds it now)."""
         token.revoked = True
         self.revoked_tokens.add(token.access_token)
         if token.refresh_token:
-            self.tokens_by_refresh.pop(token.refresh_token, None)
+            holder = self.tokens_by_refresh.pop(token.refresh_token, None)
             self.revoked_tokens.add(token.refresh_token)
+            if holder is not None and not holder.revoked:
+                self.revoke(holder)

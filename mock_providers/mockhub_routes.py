@@ -7,17 +7,17 @@ test may also POST them directly with ``login`` and ``decision``.
 
 from __future__ import annotations
 
-import json
-
 from authlib.oauth2 import OAuth2Error
-from authlib.oauth2.rfc6749.util import extract_basic_authorization, scope_to_list
+from authlib.oauth2.rfc6749.util import scope_to_list
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .cors import allow_cors
+from .faults import check_mode, fault_label, fault_response
 from .mockhub import LOGIN_PATTERN, MockHub, TokenRequestRecord
 from .pages import Pages
+from .records import record_fault, record_token_request
 from .starlette_adapter import StarletteOAuth2Request, read_oauth2_request
 
 PREFIX = "/mockhub"
@@ -147,25 +147,20 @@ class MockHubRoutes:
             oauth_request = await self._oauth2_request(request)
         except OAuth2Error as error:
             return server.handle_error_response(None, error)
+        mode = check_mode(self.hub.token_endpoint_mode)
+        if mode != "ok":
+            # Recorded first: a hanging request is usually cancelled and never returns.
+            self.hub.token_requests.append(record_fault(oauth_request, fault_label(mode)))
+            faulty = await fault_response(mode, request, hang_seconds=self.hub.hang_seconds)
+            if faulty is not None:
+                return faulty
         response: Response = server.create_token_response(oauth_request)
         self.hub.token_requests.append(self._record(oauth_request, response))
         return response
 
     @staticmethod
     def _record(oauth_request: StarletteOAuth2Request, response: Response) -> TokenRequestRecord:
-        basic_client_id, _ = extract_basic_authorization(oauth_request.headers)
-        error = None
-        if response.status_code != 200:
-            try:
-                error = json.loads(bytes(response.body)).get("error")
-            except (ValueError, AttributeError):
-                error = "unknown"
-        return TokenRequestRecord(
-            grant_type=oauth_request.form.get("grant_type"),
-            client_id=basic_client_id or oauth_request.form.get("client_id"),
-            ok=response.status_code == 200,
-            error=error,
-        )
+        return record_token_request(oauth_request, response)
 
     async def revoke(self, request: Request) -> Response:
         server = self.hub.server
@@ -178,6 +173,9 @@ class MockHubRoutes:
 
     async def user(self, request: Request) -> Response:
         self.hub.user_requests += 1
+        faulty = await fault_response(self.hub.api_mode, request, hang_seconds=self.hub.hang_seconds)
+        if faulty is not None:
+            return faulty
         server = self.hub.server
         try:
             oauth_request = await self._oauth2_request(request)

@@ -119,18 +119,29 @@ async def read_form_items(request: Request) -> list[tuple[str, str]]:
     return [(key, value) for key, value in form.multi_items() if isinstance(value, str)]
 
 
-async def read_oauth2_request(request: Request, origin: str) -> StarletteOAuth2Request:
+async def read_oauth2_request(
+    request: Request, origin: str, defaults: Mapping[str, str] | None = None
+) -> StarletteOAuth2Request:
     """Read a Starlette request completely and wrap it for authlib.
+
+    ``defaults`` fills in parameters the request lacks (in the form of a POST,
+    the query otherwise): for providers that make some OAuth parameter
+    optional, such as Slack's ``response_type`` and ``grant_type``.
 
     Raises authlib's ``InsecureTransportError`` when ``origin`` is neither https
     nor loopback http.
     """
     form = await read_form_items(request)
+    query = list(request.query_params.multi_items())
+    if defaults:
+        target = form if request.method == "POST" else query
+        present = {key for key, _ in target}
+        target.extend((key, value) for key, value in defaults.items() if key not in present)
     return StarletteOAuth2Request(
         method=request.method,
         uri=public_uri(request, origin),
         headers=request.headers,
-        query=list(request.query_params.multi_items()),
+        query=query,
         form=form,
     )
 

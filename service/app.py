@@ -55,7 +55,8 @@ def build_mcp_server(settings: Settings, runtime: Runtime) -> MCPServer[Any]:
         # Keys from configuration so every replica can open every requestState.
         request_state_security=RequestStateSecurity(keys=settings.request_state_key_list()),
     )
-    register_tools(server, ConnectionBroker(settings, lambda: runtime.store, runtime.hub), runtime)
+    broker = ConnectionBroker(settings, lambda: runtime.store, runtime.hub, runtime.lifecycle, runtime.http)
+    register_tools(server, broker, runtime)
     return server
 
 

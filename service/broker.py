@@ -12,16 +12,15 @@ Tools wrap themselves in `@connected` so that answer reaches the wire.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import json
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
+import httpx
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 from mcp_types import (
@@ -35,16 +34,20 @@ from mcp_types import (
     TextContent,
 )
 
+from service.answers import ConnectionNeeded, store_errors_as_mcp_errors
 from service.completion import CompletionHub
 from service.identity import Caller, current_caller
+from service.lifecycle import NeedsReauthorization, TokenLifecycle
+from service.provider_api import ProviderApiError
+from service.provider_session import ProviderSession
+from service.providers import ProviderConfig
 from service.revision import is_stateless_revision, supports_url_elicitation
-from service.settings import ProviderConfig, Settings
+from service.settings import Settings
 from token_store import (
     Connection,
     ElicitationStatus,
     PendingElicitation,
     Store,
-    StoreUnavailable,
     TooManyPending,
 )
 
@@ -52,44 +55,6 @@ logger = logging.getLogger(__name__)
 
 CONNECT_INPUT_KEY = "connect"
 POLL_INTERVAL = 0.5  # how often a waiting retry re-reads the store (a callback may land on another replica)
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-class ConnectionNeeded(Exception):
-    """Raised by `require`; `outcome` is what the tool answers instead of its result."""
-
-    def __init__(self, outcome: CallToolResult | InputRequiredResult | MCPError) -> None:
-        super().__init__("connection needed")
-        self.outcome = outcome
-
-
-STORE_DOWN = "The token store is unavailable; try again shortly"
-
-
-@contextlib.contextmanager
-def store_errors_as_mcp_errors() -> Iterator[None]:
-    """DESIGN invariant 8: a store failure is a clear JSON-RPC error, never a half answer."""
-    try:
-        yield
-    except StoreUnavailable:
-        raise MCPError(code=INTERNAL_ERROR, message=STORE_DOWN) from None
-
-
-def connected(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[Any]]:
-    """Decorator for tools that call `broker.require`: turns `ConnectionNeeded` into the answer."""
-
-    @functools.wraps(fn)
-    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
-        try:
-            return await fn(*args, **kwargs)
-        except ConnectionNeeded as need:
-            if isinstance(need.outcome, MCPError):
-                raise need.outcome from None
-            return need.outcome
-
-    return wrapper
 
 
 @dataclass(frozen=True)
@@ -121,11 +86,15 @@ class ConnectionBroker:
         settings: Settings,
         store: Callable[[], Store],
         hub: CompletionHub,
+        lifecycle: TokenLifecycle,
+        http: httpx.AsyncClient,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._settings = settings
         self._store = store  # a getter: the store is opened in the app lifespan
         self._hub = hub
+        self._lifecycle = lifecycle
+        self._http = http
         self._clock = clock
 
     @property
@@ -145,8 +114,30 @@ class ConnectionBroker:
         # DESIGN invariant 5: the URL carries only the opaque id.
         return f"{self._settings.public_url.rstrip('/')}/connect?elicitationId={elicitation_id}"
 
-    async def require(self, ctx: Context[Any, Any], provider: str, scopes: Sequence[str] = ()) -> Connection:
-        """The caller's connection to `provider` with at least `scopes`, or `ConnectionNeeded`."""
+    async def session(
+        self,
+        ctx: Context[Any, Any],
+        provider: str,
+        scopes: Sequence[str] = (),
+        *,
+        account: str | None = None,
+        tool: str,
+    ) -> ProviderSession:
+        """An authenticated session at `provider` for the caller (connecting first if needed)."""
+        connection = await self.require(ctx, provider, scopes, account=account)
+
+        async def reconnect() -> Connection:
+            return await self.require(ctx, provider, scopes, account=account)
+
+        return ProviderSession(
+            connection, self.provider(provider), self._lifecycle, self._http, tool=tool, reconnect=reconnect
+        )
+
+    async def require(
+        self, ctx: Context[Any, Any], provider: str, scopes: Sequence[str] = (), *, account: str | None = None
+    ) -> Connection:
+        """The caller's connection to `provider` with at least `scopes` and a fresh access token,
+        or `ConnectionNeeded`. With several accounts and none named, the most recently used."""
         config = self.provider(provider)
         caller = current_caller(ctx)
         needed = tuple(sorted(set(scopes or config.scopes)))
@@ -155,10 +146,14 @@ class ConnectionBroker:
             with store_errors_as_mcp_errors():
                 if is_stateless_revision(ctx) and ctx.request_state is not None:
                     return await self._resume(ctx, caller, config, needed)
-                connection = await self._usable_connection(caller, config, needed)
+                stored = await self._store().get_connection(caller.user, config.name, account)
+                connection = await self._usable(stored, config, needed)
                 if connection is not None:
                     return connection
-                raise ConnectionNeeded(await self._ask(ctx, caller, config, needed))
+                # Incremental authorization: ask for what the stored grant has plus what is needed;
+                # the stored grant stays until the new one arrives.
+                wanted = tuple(sorted(set(needed) | set(stored.tokens.scopes if stored else ())))
+                raise ConnectionNeeded(await self._ask(ctx, caller, config, wanted))
         except TooManyPending:
             raise MCPError(
                 code=INVALID_REQUEST,
@@ -168,13 +163,24 @@ class ConnectionBroker:
                 ),
             ) from None
 
+    async def _usable(
+        self, connection: Connection | None, config: ProviderConfig, needed: tuple[str, ...]
+    ) -> Connection | None:
+        """`connection` refreshed if needed, or None when only a new authorization will do."""
+        if connection is None or not set(needed) <= set(connection.tokens.scopes):
+            return None
+        try:
+            return await self._lifecycle.fresh(connection, config)
+        except NeedsReauthorization:
+            return None
+        except ProviderApiError as exc:  # the provider failed, the grant may be fine: say so
+            raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from None
+
     async def _usable_connection(
         self, caller: Caller, config: ProviderConfig, needed: tuple[str, ...]
     ) -> Connection | None:
-        connection = await self._store().get_connection(caller.user, config.name)
-        if connection is None or not set(needed) <= set(connection.tokens.scopes):
-            return None
-        return connection
+        stored = await self._store().get_connection(caller.user, config.name)
+        return await self._usable(stored, config, needed)
 
     async def _ask(
         self, ctx: Context[Any, Any], caller: Caller, config: ProviderConfig, scopes: tuple[str, ...]

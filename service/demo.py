@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from mock_providers import ClientSpec, MockProvidersConfig
-from service.settings import ProviderConfig, Settings
+from service.providers import ProviderConfig
+from service.settings import Settings
 from token_store import KeyRing
 
 LOGIN_CLIENT_ID = "mcp-url-connect-login"
@@ -120,6 +121,8 @@ def write_serve_env(demo: Demo) -> Path:
     fields = ("display_name", "authorize_url", "token_url", "userinfo_url", "client_id", "issuer")
     lines = ["[providers.mockhub]", *(f'{f} = "{getattr(mockhub, f)}"' for f in fields)]
     lines += ['scopes = ["read:user"]', 'account_field = "id"', 'label_field = "login"']
+    if not mockhub.token_url.startswith("https:"):
+        lines.append("insecure_http = true  # development only: the mock providers speak plain http")
     _write_private(toml_path, "\n".join(lines) + "\n")
     env = {
         "MCPUC_PUBLIC_URL": s.public_url,

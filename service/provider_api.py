@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from service.settings import ProviderConfig
+from service.providers import ProviderConfig
 
 MAX_PROFILE_BYTES = 256 * 1024
 

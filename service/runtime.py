@@ -12,6 +12,7 @@ import httpx
 
 from service.completion import CompletionHub
 from service.completion_bus import CompletionBus, LocalBus, RedisBus
+from service.lifecycle import TokenLifecycle
 from service.settings import Settings
 from token_store import KeyRing, Store, open_store
 
@@ -29,6 +30,7 @@ class Runtime:
         # No redirects: a provider or issuer must not bounce our requests (and tokens) elsewhere.
         self.http = httpx.AsyncClient(timeout=settings.http_timeout, follow_redirects=False)
         self._store: Store | None = None
+        self.lifecycle = TokenLifecycle(lambda: self.store, timeout_seconds=settings.http_timeout)
 
     @property
     def store(self) -> Store:

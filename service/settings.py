@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from service.providers import ProviderConfig, ProviderError, build_provider
+
 ENV_PREFIX = "MCPUC_"
 PROVIDER_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")  # used with fullmatch
 REPLICA_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
@@ -24,24 +26,6 @@ REPLICA_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 
 class SettingsError(ValueError):
     """Invalid configuration; the message names the setting."""
-
-
-@dataclass(frozen=True)
-class ProviderConfig:
-    """A third-party OAuth 2 provider the server connects users to."""
-
-    name: str
-    display_name: str
-    authorize_url: str
-    token_url: str
-    userinfo_url: str
-    client_id: str
-    client_secret: str = field(repr=False, default="")
-    scopes: tuple[str, ...] = ()
-    issuer: str | None = None  # RFC 9207: when set, the authorization response must carry this `iss`
-    account_field: str = "id"  # userinfo field that identifies the account (the provider's subject)
-    label_field: str = "login"  # userinfo field shown to the user
-    token_auth_method: str = "client_secret_post"  # noqa: S105  # or client_secret_basic
 
 
 @dataclass(frozen=True)
@@ -189,27 +173,16 @@ def _coerce(name: str, raw: Any, current: Any) -> Any:
 
 def _providers_from(table: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
     providers: dict[str, ProviderConfig] = {}
-    allowed = {f.name for f in fields(ProviderConfig)}
     for name, spec in table.items():
         if not PROVIDER_NAME.fullmatch(name):
             # The name becomes part of an environment variable (and of stored keys).
             raise SettingsError(f"providers.{name}: names use lower-case letters, digits and _ only")
         if not isinstance(spec, Mapping):
             raise SettingsError(f"providers.{name} must be a table")
-        unknown = set(spec) - allowed
-        if unknown:
-            raise SettingsError(f"providers.{name}: unknown field {sorted(unknown)[0]}")
-        values = dict(spec)
-        values.setdefault("display_name", name)
-        values["scopes"] = tuple(values.get("scopes", ()))
-        # Secrets come from the environment so the TOML file can be committed.
-        secret_env = f"{ENV_PREFIX}PROVIDER_{name.upper()}_CLIENT_SECRET"
-        if secret_env in environ:
-            values["client_secret"] = environ[secret_env]
         try:
-            providers[name] = ProviderConfig(name=name, **values)
-        except TypeError as exc:
-            raise SettingsError(f"providers.{name}: {exc}") from exc
+            providers[name] = build_provider(name, spec, environ)
+        except ProviderError as exc:
+            raise SettingsError(str(exc)) from None
     return providers
 
 

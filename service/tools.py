@@ -1,4 +1,5 @@
-"""The example tools. Each finds the caller's token through the broker; none ever returns one."""
+"""The tools. Each reaches a provider through `@uses` (which connects first when needed);
+none ever returns a token."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR
 
-from service.broker import ConnectionBroker, connected, store_errors_as_mcp_errors
+from service.answers import store_errors_as_mcp_errors
+from service.broker import ConnectionBroker
+from service.disconnect import disconnect_all
 from service.identity import current_caller
-from service.provider_api import ProviderApiError, fetch_userinfo
+from service.provider_api import ProviderApiError
+from service.provider_session import ProviderSession, uses
 from service.runtime import Runtime
 
 
@@ -18,29 +22,73 @@ def register_tools(server: MCPServer[Any], broker: ConnectionBroker, runtime: Ru
     @server.tool(
         description="Show the caller's profile at a connected provider (connects it first if needed)."
     )
-    @connected
-    async def whoami(ctx: Context[Any, Any], provider: str = "mockhub") -> dict[str, Any]:
-        connection = await broker.require(ctx, provider)
-        config = broker.provider(provider)
-        try:
-            return await fetch_userinfo(runtime.http, config, connection.tokens.access_token)
-        except ProviderApiError as exc:
-            if exc.unauthorized:
-                # The grant is gone at the provider: forget it, so the next call connects again.
-                with store_errors_as_mcp_errors():
-                    await runtime.store.delete_connection(connection.key)
-            raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from None
+    @uses(broker.session)
+    async def whoami(
+        ctx: Context[Any, Any], api: ProviderSession, provider: str = "mockhub", account: str | None = None
+    ) -> dict[str, Any]:
+        return await _profile(api)
 
-    @server.tool(description="List the caller's connections (provider, account, scopes, times; no secrets).")
+    @server.tool(description="List the caller's connections: provider, account, scopes, status, times.")
     async def list_connections(ctx: Context[Any, Any]) -> list[dict[str, Any]]:
         caller = current_caller(ctx)
         with store_errors_as_mcp_errors():
             return [c.describe() for c in await runtime.store.list_connections(caller.user)]
 
-    @server.tool(description="Delete the caller's stored connection(s) to a provider.")
+    @server.tool(description="Disconnect the caller's account(s) at a provider and revoke the grant there.")
     async def disconnect(ctx: Context[Any, Any], provider: str) -> dict[str, Any]:
-        broker.provider(provider)  # unknown provider -> clear error
+        config = broker.provider(provider)  # unknown provider -> clear error
         caller = current_caller(ctx)
         with store_errors_as_mcp_errors():
-            deleted = await runtime.store.delete_connections(caller.user, provider)
-        return {"provider": provider, "disconnected": [c.key.account for c in deleted]}
+            done = await disconnect_all(
+                runtime.store, config, caller.user, timeout_seconds=runtime.settings.http_timeout
+            )
+        return {
+            "provider": provider,
+            "disconnected": [d.account for d in done],
+            "revoked": [d.account for d in done if d.revoked],
+        }
+
+    register_example_tools(server, broker)
+
+
+def register_example_tools(server: MCPServer[Any], broker: ConnectionBroker) -> None:
+    """Tools for the real services, registered when the provider is configured (docs/providers.md)."""
+    if "github" in broker.providers:
+
+        @server.tool(description="Your GitHub profile (login, name, public repos).")
+        @uses(broker.session, "github", scopes=("read:user",))
+        async def github_profile(ctx: Context[Any, Any], api: ProviderSession) -> dict[str, Any]:
+            user = await _call(api.get_json("/user"))
+            return {k: user.get(k) for k in ("login", "name", "public_repos", "html_url")}
+
+    if "google" in broker.providers:
+
+        @server.tool(description="Your Google account's OpenID profile (email, name).")
+        @uses(broker.session, "google", scopes=("openid", "email", "profile"))
+        async def google_profile(ctx: Context[Any, Any], api: ProviderSession) -> dict[str, Any]:
+            info = await _call(api.get_json(api.provider.userinfo_url))
+            return {k: info.get(k) for k in ("email", "name", "email_verified")}
+
+    if "slack" in broker.providers:
+
+        @server.tool(description="Who you are in your Slack workspace (user and team).")
+        @uses(broker.session, "slack", scopes=("users:read",))
+        async def slack_identity(ctx: Context[Any, Any], api: ProviderSession) -> dict[str, Any]:
+            answer = await _call(api.get_json("/auth.test"))
+            if not answer.get("ok"):
+                raise MCPError(code=INTERNAL_ERROR, message=f"Slack: {str(answer.get('error'))[:64]}")
+            return {k: answer.get(k) for k in ("user", "user_id", "team", "team_id")}
+
+
+async def _profile(api: ProviderSession) -> dict[str, Any]:
+    profile = await _call(api.get_json(api.provider.userinfo_url))
+    if not isinstance(profile, dict):
+        raise MCPError(code=INTERNAL_ERROR, message=f"{api.provider.display_name}: unexpected answer")
+    return profile
+
+
+async def _call(pending: Any) -> Any:
+    try:
+        return await pending
+    except ProviderApiError as exc:
+        raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from None

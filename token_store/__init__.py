@@ -15,6 +15,7 @@ from token_store.crypto import DecryptError, KeyRing
 from token_store.models import (
     Connection,
     ConnectionKey,
+    ConnectionStatus,
     ElicitationStatus,
     OAuthState,
     PendingElicitation,
@@ -27,6 +28,7 @@ from token_store.sqlite import SQLiteStore
 __all__ = [
     "Connection",
     "ConnectionKey",
+    "ConnectionStatus",
     "DecryptError",
     "ElicitationStatus",
     "KeyRing",

@@ -16,6 +16,7 @@ from typing import Protocol
 from token_store.models import (
     Connection,
     ConnectionKey,
+    ConnectionStatus,
     ElicitationStatus,
     OAuthState,
     PendingElicitation,
@@ -58,6 +59,26 @@ class Store(Protocol):
 
     async def delete_connections(self, user: UserRef, provider: str) -> list[Connection]:
         """Delete every connection of the user at `provider`; returns what was deleted."""
+        ...
+
+    async def replace_connection(self, connection: Connection, expected_updated_at: float) -> bool:
+        """Compare-and-set: store `connection` (same key) only if the stored record's
+        `updated_at` still equals `expected_updated_at`. False when it changed or is gone.
+        Used by refresh so a rotated refresh token never overwrites a newer grant."""
+        ...
+
+    async def set_connection_status(self, key: ConnectionKey, status: ConnectionStatus) -> bool:
+        """Set the status of an existing connection (tokens untouched); False when absent."""
+        ...
+
+    # --- locks ----------------------------------------------------------------------------
+    async def acquire_lock(self, name: str, ttl_seconds: float) -> str | None:
+        """Take the named lock for at most `ttl_seconds`: a random owner token, or None when
+        another owner holds it. Shared by every replica using the store (single-flight refresh)."""
+        ...
+
+    async def release_lock(self, name: str, owner: str) -> bool:
+        """Release the lock if `owner` still holds it (never someone else's after a TTL expiry)."""
         ...
 
     # --- pending elicitations -------------------------------------------------------------

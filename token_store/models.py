@@ -57,6 +57,15 @@ class TokenSet:
         )
 
 
+class ConnectionStatus(enum.StrEnum):
+    """Health of a connection, shown to the user and in `list_connections`."""
+
+    OK = "ok"
+    REFRESHING = "refreshing"  # a refresh is in flight (informational; the lock decides)
+    NEEDS_REAUTHORIZATION = "needs_reauthorization"  # the provider refused the grant: connect again
+    REVOKED = "revoked"  # revoked at or by the provider
+
+
 @dataclass(frozen=True)
 class Connection:
     """A user's connection to one provider account."""
@@ -65,7 +74,9 @@ class Connection:
     tokens: TokenSet
     account_label: str  # human-readable account name (e.g. a login); not a secret
     connected_at: float
-    updated_at: float
+    updated_at: float  # also the version for compare-and-set replacement
+    status: ConnectionStatus = ConnectionStatus.OK
+    refreshed_at: float | None = None
 
     def describe(self) -> dict[str, Any]:
         """What may be shown to the user or the MCP client: no secrets."""
@@ -76,7 +87,9 @@ class Connection:
             "scopes": list(self.tokens.scopes),
             "connected_at": self.connected_at,
             "updated_at": self.updated_at,
+            "refreshed_at": self.refreshed_at,
             "expires_at": self.tokens.expires_at,
+            "status": self.status.value,
         }
 
 

@@ -2,11 +2,13 @@
 
 Key layout (docs/redis.md has the full table); `u` is `user_tag(user)`, a hash of the MCP user:
 
-- `{prefix}conn:{u}:{provider}`: hash, field = account, value = JSON with the sealed token set. No TTL.
+- `{prefix}conn:{u}:{provider}`: hash, field = account, value = JSON with the sealed token set and
+  the connection's metadata (label, times, status). No TTL.
 - `{prefix}user:{u}:providers`: set of providers the user has connections at. No TTL.
 - `{prefix}elic:{id}`: hash (status, record, user, expires_at), TTL until the elicitation expires.
 - `{prefix}elic-user:{u}`: zset of the user's live elicitation ids scored by expires_at, TTL.
 - `{prefix}state:{sha256(state)}`: sealed OAuth state, TTL. `{prefix}nonce:{sha256(nonce)}`: TTL.
+- `{prefix}lock:{sha256(name)}`: string, the owner token of a held lock, TTL = the lock's TTL.
 
 Multi-key steps are atomic: a Lua script or MULTI/EXEC. Redis TTLs only bound how long records
 linger; whether a record is still valid is decided against the store's clock, as in SQLite.
@@ -21,6 +23,7 @@ import hashlib
 import json
 import logging
 import math
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
@@ -37,6 +40,7 @@ from token_store.crypto import DecryptError, KeyRing
 from token_store.models import (
     Connection,
     ConnectionKey,
+    ConnectionStatus,
     ElicitationStatus,
     OAuthState,
     PendingElicitation,
@@ -50,6 +54,7 @@ SCHEMES = ("redis", "rediss")
 DEFAULT_PREFIX = "mcpuc:"
 _LIVE = frozenset({ElicitationStatus.PENDING, ElicitationStatus.OPENED})
 _SCAN_COUNT = 500
+_REENCRYPT_ATTEMPTS = 3  # per field, when a concurrent write changed it between read and write-back
 _USER_TAG_CHARS = 32  # 128 bits of sha256: collisions are out of reach, keys stay short
 
 # KEYS: elicitation hash, the user's live set.
@@ -106,6 +111,54 @@ end
 return 0
 """
 
+# KEYS: connection hash. ARGV: account, expected updated_at, new value.
+# Compare-and-set on the version: replace the field only if its stored updated_at is the expected
+# one. cjson and tonumber both parse the repr-formatted numbers exactly, so equal floats compare equal.
+_REPLACE_CONNECTION = """
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if not cur then return 0 end
+local ok, data = pcall(cjson.decode, cur)
+if not ok or type(data) ~= 'table' or type(data.updated_at) ~= 'number' then return 0 end
+if data.updated_at ~= tonumber(ARGV[2]) then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+"""
+
+# KEYS: connection hash. ARGV: account, new status (one of ConnectionStatus: [a-z_]).
+# Read-modify-write of the value's "status" member only. The value is edited as text, not
+# re-encoded: Redis's cjson writes numbers with 14 significant digits, which would change the
+# stored times (and so break the updated_at compare-and-set). The text edit is unambiguous: in
+# JSON every '"' inside a string is escaped, so '"status":' can only be the member name. A value
+# written before statuses existed has no member yet: it is appended. Returns 1 when set, 0 when
+# the field is missing or not a connection value.
+_SET_CONNECTION_STATUS = """
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if not cur then return 0 end
+local ok, data = pcall(cjson.decode, cur)
+if not ok or type(data) ~= 'table' or type(data.blob) ~= 'string' then return 0 end
+local member = '"status":"' .. ARGV[2] .. '"'
+local new, n
+if data.status == nil then
+  new, n = string.gsub(cur, '}%s*$', function() return ',' .. member .. '}' end)
+elseif type(data.status) == 'string' then
+  new, n = string.gsub(cur, '"status"%s*:%s*"[%w_]*"', function() return member end)
+else
+  return 0
+end
+if n ~= 1 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], new)
+return 1
+"""
+
+# KEYS: lock key. ARGV: owner. Compare-and-delete: never someone else's lock after our TTL ran out.
+_RELEASE_LOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+"""
+
 # KEYS: state key. ARGV: old value, new value. KEEPTTL: a re-sealed state expires when it would have.
 _CAS_STRING = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -148,6 +201,9 @@ class _Keys:
     def nonce(self, digest: str) -> str:
         return f"{self.prefix}nonce:{digest}"
 
+    def lock(self, digest: str) -> str:
+        return f"{self.prefix}lock:{digest}"
+
     def pattern(self, kind: str) -> str:
         """SCAN MATCH pattern for one key kind; glob characters in the prefix match literally."""
         escaped = "".join("\\" + c if c in "*?[]\\" else c for c in self.prefix)
@@ -168,6 +224,9 @@ class RedisStore:
         self._delete_connection = client.register_script(_DELETE_CONNECTION)
         self._cas_field = client.register_script(_CAS_FIELD)
         self._cas_string = client.register_script(_CAS_STRING)
+        self._replace_connection = client.register_script(_REPLACE_CONNECTION)
+        self._set_connection_status = client.register_script(_SET_CONNECTION_STATUS)
+        self._release_lock = client.register_script(_RELEASE_LOCK)
 
     @classmethod
     async def open(
@@ -270,6 +329,43 @@ class RedisStore:
             pipe.srem(self._keys.providers(tag), provider)
             fields, _, _ = await pipe.execute()
         return self._open_hash(user, provider, fields)
+
+    async def replace_connection(self, connection: Connection, expected_updated_at: float) -> bool:
+        key = connection.key
+        value = self._connection_value(connection)
+        name = self._keys.conn(user_tag(key.user), key.provider)
+        async with self._guard("replace_connection"):
+            # The field exists, so the provider index already names it: one key, one script.
+            replaced = await self._replace_connection(
+                keys=[name], args=[key.account, _num(expected_updated_at), value]
+            )
+        return bool(replaced)
+
+    async def set_connection_status(self, key: ConnectionKey, status: ConnectionStatus) -> bool:
+        name = self._keys.conn(user_tag(key.user), key.provider)
+        async with self._guard("set_connection_status"):
+            updated = await self._set_connection_status(
+                keys=[name], args=[key.account, ConnectionStatus(status).value]
+            )
+        return bool(updated)
+
+    # --- locks ----------------------------------------------------------------------------
+    async def acquire_lock(self, name: str, ttl_seconds: float) -> str | None:
+        # The lock expires by the Redis server's clock (PX), the one clock every replica shares.
+        if not (math.isfinite(ttl_seconds) and ttl_seconds > 0):
+            raise ValueError("lock TTL must be a positive number of seconds")
+        owner = secrets.token_urlsafe(24)
+        px = max(1, math.ceil(ttl_seconds * 1000))
+        async with self._guard("acquire_lock") as client:
+            # NX: of concurrent acquirers exactly one sets the key; an expired key is gone, so the
+            # next acquirer takes the lock over.
+            taken = await client.set(self._keys.lock(_digest(name)), owner, px=px, nx=True)
+        return owner if taken else None
+
+    async def release_lock(self, name: str, owner: str) -> bool:
+        async with self._guard("release_lock"):
+            released = await self._release_lock(keys=[self._keys.lock(_digest(name))], args=[owner])
+        return bool(released)
 
     # --- pending elicitations -------------------------------------------------------------
     async def create_elicitation(self, elicitation: PendingElicitation, max_live_per_user: int) -> None:
@@ -393,26 +489,42 @@ class RedisStore:
         rewritten = 0
         for account_raw, raw in (await client.hgetall(name)).items():
             account = _text(account_raw)
-            stored = _StoredConnection.parse(raw)
-            if stored is None or not self._is_stale(stored.blob):
-                continue
-            user = UserRef(stored.iss, stored.sub)
-            if user_tag(user) != tag:  # moved here from another user's hash: leave it alone
-                continue
-            key = ConnectionKey(user, provider, account)
-            try:
-                plaintext = self._keyring.open(stored.blob, key.associated_data())
-            except DecryptError:
-                _log.warning(
-                    "stored connection failed to decrypt; not re-encrypting it (provider=%s account=%s)",
-                    provider,
-                    account,
-                )
-                continue
-            new = replace(stored, blob=self._keyring.seal(plaintext, key.associated_data())).dump()
-            # Compare-and-set: a write by another replica since the read above wins.
-            rewritten += int(await self._cas_field(keys=[name], args=[account, raw, new]))
+            value: Any = raw
+            for _ in range(_REENCRYPT_ATTEMPTS):
+                new = self._resealed_value(tag, provider, account, value)
+                if new is None:
+                    break
+                # Compare-and-set: a write by another replica since the read above wins.
+                if await self._cas_field(keys=[name], args=[account, value, new]):
+                    rewritten += 1
+                    break
+                # Changed meanwhile. A new token set is already under the primary key, but a status
+                # change keeps the old blob: read the field again and re-seal what is there now.
+                value = await client.hget(name, account)
+                if value is None:
+                    break
         return rewritten
+
+    def _resealed_value(self, tag: str, provider: str, account: str, raw: Any) -> bytes | None:
+        """`raw` with its blob sealed again under the primary key; None when the value is current,
+        malformed, moved from another user, or does not open."""
+        stored = _StoredConnection.parse(raw)
+        if stored is None or not self._is_stale(stored.blob):
+            return None
+        user = UserRef(stored.iss, stored.sub)
+        if user_tag(user) != tag:  # moved here from another user's hash: leave it alone
+            return None
+        key = ConnectionKey(user, provider, account)
+        try:
+            plaintext = self._keyring.open(stored.blob, key.associated_data())
+        except DecryptError:
+            _log.warning(
+                "stored connection failed to decrypt; not re-encrypting it (provider=%s account=%s)",
+                provider,
+                account,
+            )
+            return None
+        return replace(stored, blob=self._keyring.seal(plaintext, key.associated_data())).dump()
 
     async def _reencrypt_state(self, client: Redis, name: str) -> int:
         digest = name.removeprefix(self._keys.state(""))
@@ -472,6 +584,8 @@ class RedisStore:
             label=connection.account_label,
             connected_at=connection.connected_at,
             updated_at=connection.updated_at,
+            status=connection.status,
+            refreshed_at=connection.refreshed_at,
         ).dump()
 
     @staticmethod
@@ -505,13 +619,22 @@ class RedisStore:
                 key.account,
             )
             return None
-        return Connection(key, tokens, stored.label, stored.connected_at, stored.updated_at)
+        return Connection(
+            key,
+            tokens,
+            stored.label,
+            stored.connected_at,
+            stored.updated_at,
+            stored.status,
+            stored.refreshed_at,
+        )
 
 
 @dataclass(frozen=True)
 class _StoredConnection:
     """One hash field value. iss/sub are kept so `reencrypt_all` can rebuild the associated data
-    (key names hold only a hash of the user); reads never trust them: the caller's user is used."""
+    (key names hold only a hash of the user); reads never trust them: the caller's user is used.
+    `status` and `refreshed_at` came later: a value without them reads as status ok, never refreshed."""
 
     iss: str
     sub: str
@@ -519,6 +642,8 @@ class _StoredConnection:
     label: str
     connected_at: float
     updated_at: float
+    status: ConnectionStatus = ConnectionStatus.OK
+    refreshed_at: float | None = None
 
     def dump(self) -> bytes:
         data = {
@@ -528,6 +653,8 @@ class _StoredConnection:
             "label": self.label,
             "connected_at": self.connected_at,
             "updated_at": self.updated_at,
+            "status": self.status.value,
+            "refreshed_at": self.refreshed_at,
         }
         return json.dumps(data, separators=(",", ":")).encode()
 
@@ -536,6 +663,7 @@ class _StoredConnection:
         """The stored value, or None when it is not one (edited or corrupted underneath the store)."""
         try:
             data = json.loads(_bytes(raw))
+            refreshed_at = data.get("refreshed_at")
             return cls(
                 iss=_require_str(data["iss"]),
                 sub=_require_str(data["sub"]),
@@ -543,8 +671,10 @@ class _StoredConnection:
                 label=_require_str(data["label"]),
                 connected_at=float(data["connected_at"]),
                 updated_at=float(data["updated_at"]),
+                status=ConnectionStatus(_require_str(data.get("status", ConnectionStatus.OK.value))),
+                refreshed_at=None if refreshed_at is None else float(refreshed_at),
             )
-        except (ValueError, TypeError, KeyError, binascii.Error):
+        except (ValueError, TypeError, KeyError, AttributeError, binascii.Error):
             return None
 
 

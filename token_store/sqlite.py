@@ -2,6 +2,10 @@
 
 One connection guarded by a lock; every call runs in a worker thread so the event loop never
 blocks on disk. Token sets and OAuth states are sealed with the `KeyRing` before they reach SQL.
+
+Schema versions (`PRAGMA user_version`): 1 the first release; 2 adds `connections.status` and
+`connections.refreshed_at` (metadata, not secret) and the `locks` table. Opening an older database
+migrates it in place (one transaction); a newer one is refused.
 """
 
 from __future__ import annotations
@@ -10,7 +14,9 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import os
+import secrets
 import sqlite3
 import threading
 import time
@@ -26,6 +32,7 @@ from token_store.crypto import DecryptError, KeyRing
 from token_store.models import (
     Connection,
     ConnectionKey,
+    ConnectionStatus,
     ElicitationStatus,
     OAuthState,
     PendingElicitation,
@@ -37,11 +44,14 @@ _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
 
 _MIN_SQLITE = (3, 35, 0)  # DELETE/UPDATE ... RETURNING
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2
 _LIVE = (ElicitationStatus.PENDING.value, ElicitationStatus.OPENED.value)
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS connections (
+# The current schema, one statement each (they run inside the migration transaction, which
+# `executescript` would commit). A new database gets it whole; an older one gets the missing tables
+# here and the missing columns from `_ADDED_COLUMNS`.
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS connections (
     iss TEXT NOT NULL,
     sub TEXT NOT NULL,
     provider TEXT NOT NULL,
@@ -50,9 +60,11 @@ CREATE TABLE IF NOT EXISTS connections (
     blob BLOB NOT NULL,
     connected_at REAL NOT NULL,
     updated_at REAL NOT NULL,
+    status TEXT NOT NULL DEFAULT 'ok',
+    refreshed_at REAL,
     PRIMARY KEY (iss, sub, provider, account)
-);
-CREATE TABLE IF NOT EXISTS elicitations (
+)""",
+    """CREATE TABLE IF NOT EXISTS elicitations (
     id TEXT PRIMARY KEY,
     iss TEXT NOT NULL,
     sub TEXT NOT NULL,
@@ -60,24 +72,37 @@ CREATE TABLE IF NOT EXISTS elicitations (
     status TEXT NOT NULL,
     expires_at REAL NOT NULL,
     record TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS elicitations_user ON elicitations (iss, sub, status, expires_at);
-CREATE INDEX IF NOT EXISTS elicitations_expiry ON elicitations (expires_at);
-CREATE TABLE IF NOT EXISTS oauth_states (
+)""",
+    "CREATE INDEX IF NOT EXISTS elicitations_user ON elicitations (iss, sub, status, expires_at)",
+    "CREATE INDEX IF NOT EXISTS elicitations_expiry ON elicitations (expires_at)",
+    """CREATE TABLE IF NOT EXISTS oauth_states (
     key TEXT PRIMARY KEY,
     blob BLOB NOT NULL,
     expires_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS oauth_states_expiry ON oauth_states (expires_at);
-CREATE TABLE IF NOT EXISTS nonces (
+)""",
+    "CREATE INDEX IF NOT EXISTS oauth_states_expiry ON oauth_states (expires_at)",
+    """CREATE TABLE IF NOT EXISTS nonces (
     key TEXT PRIMARY KEY,
     expires_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS nonces_expiry ON nonces (expires_at);
-"""
+)""",
+    "CREATE INDEX IF NOT EXISTS nonces_expiry ON nonces (expires_at)",
+    """CREATE TABLE IF NOT EXISTS locks (
+    name_hash TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    expires_at REAL NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS locks_expiry ON locks (expires_at)",
+)
 
-_TTL_TABLES = ("elicitations", "oauth_states", "nonces")
-_CONNECTION_COLUMNS = "provider, account, account_label, blob, connected_at, updated_at"
+# Columns added after version 1: (table, column, declaration). ADD COLUMN fills existing rows with
+# the default, so a connection stored by version 1 reads as status 'ok', never refreshed.
+_ADDED_COLUMNS = (
+    ("connections", "status", "TEXT NOT NULL DEFAULT 'ok'"),
+    ("connections", "refreshed_at", "REAL"),
+)
+
+_TTL_TABLES = ("elicitations", "oauth_states", "nonces", "locks")
+_CONNECTION_COLUMNS = "provider, account, account_label, blob, connected_at, updated_at, status, refreshed_at"
 
 
 class SQLiteStore:
@@ -116,10 +141,16 @@ class SQLiteStore:
             blob,
             connection.connected_at,
             connection.updated_at,
+            connection.status.value,
+            connection.refreshed_at,
         )
 
         def put(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT OR REPLACE INTO connections VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+            conn.execute(
+                "INSERT OR REPLACE INTO connections (iss, sub, provider, account, account_label, blob, "
+                "connected_at, updated_at, status, refreshed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
 
         await self._run("put_connection", put, write=True)
 
@@ -160,6 +191,84 @@ class SQLiteStore:
         rows = await self._run("delete_connections", delete, write=True)
         rows.sort(key=lambda r: r[1])  # RETURNING order is unspecified
         return self._decrypt_rows(user, rows)
+
+    async def replace_connection(self, connection: Connection, expected_updated_at: float) -> bool:
+        key = connection.key
+        blob = self._keyring.seal(connection.tokens.to_json(), key.associated_data())
+        args = (
+            connection.account_label,
+            blob,
+            connection.connected_at,
+            connection.updated_at,
+            connection.status.value,
+            connection.refreshed_at,
+            key.user.iss,
+            key.user.sub,
+            key.provider,
+            key.account,
+            expected_updated_at,
+        )
+
+        def replace(conn: sqlite3.Connection) -> bool:
+            # One compare-and-set statement: only the version that was read is replaced.
+            cur = conn.execute(
+                "UPDATE connections SET account_label = ?, blob = ?, connected_at = ?, updated_at = ?, "
+                "status = ?, refreshed_at = ? "
+                "WHERE iss = ? AND sub = ? AND provider = ? AND account = ? AND updated_at = ?",
+                args,
+            )
+            return cur.rowcount > 0
+
+        return await self._run("replace_connection", replace, write=True)
+
+    async def set_connection_status(self, key: ConnectionKey, status: ConnectionStatus) -> bool:
+        args = (ConnectionStatus(status).value, key.user.iss, key.user.sub, key.provider, key.account)
+
+        def set_status(conn: sqlite3.Connection) -> bool:
+            # The blob and updated_at stay as they are: a status change is not a new version.
+            cur = conn.execute(
+                "UPDATE connections SET status = ? "
+                "WHERE iss = ? AND sub = ? AND provider = ? AND account = ?",
+                args,
+            )
+            return cur.rowcount > 0
+
+        return await self._run("set_connection_status", set_status, write=True)
+
+    # --- locks ----------------------------------------------------------------------------
+    async def acquire_lock(self, name: str, ttl_seconds: float) -> str | None:
+        _check_ttl(ttl_seconds)
+        owner = secrets.token_urlsafe(24)
+        now = self._clock()
+        args = {"name": _digest(name), "owner": owner, "expires_at": now + ttl_seconds, "now": now}
+
+        def acquire(conn: sqlite3.Connection) -> bool:
+            # One statement: insert, or take over a lock whose holder's time is up; a live lock is
+            # left alone (the DO UPDATE guard fails, nothing changes, no row is returned).
+            return bool(
+                conn.execute(
+                    "INSERT INTO locks (name_hash, owner, expires_at) VALUES (:name, :owner, :expires_at) "
+                    "ON CONFLICT (name_hash) DO UPDATE SET owner = excluded.owner, "
+                    "expires_at = excluded.expires_at WHERE locks.expires_at <= :now RETURNING owner",
+                    args,
+                ).fetchall()
+            )
+
+        return owner if await self._run("acquire_lock", acquire, write=True) else None
+
+    async def release_lock(self, name: str, owner: str) -> bool:
+        now = self._clock()
+
+        def release(conn: sqlite3.Connection) -> list[Any]:
+            # Compare-and-delete: another owner's lock is never touched. Our own expired row goes
+            # too, but does not count as released: the lock was no longer ours.
+            return conn.execute(
+                "DELETE FROM locks WHERE name_hash = ? AND owner = ? RETURNING expires_at",
+                (_digest(name), owner),
+            ).fetchall()
+
+        rows = await self._run("release_lock", release, write=True)
+        return bool(rows) and rows[0][0] > now
 
     # --- pending elicitations -------------------------------------------------------------
     async def create_elicitation(self, elicitation: PendingElicitation, max_live_per_user: int) -> None:
@@ -343,8 +452,18 @@ class SQLiteStore:
 
     def _decrypt_rows(self, user: UserRef, rows: Sequence[Any]) -> list[Connection]:
         connections = []
-        for provider, account, label, blob, connected_at, updated_at in rows:
+        for provider, account, label, blob, connected_at, updated_at, status, refreshed_at in rows:
             key = ConnectionKey(user, provider, account)
+            try:
+                parsed_status = ConnectionStatus(status)
+            except ValueError:
+                # Only an edit underneath the store (or a newer writer) leaves an unknown status.
+                _log.warning(
+                    "stored connection has an unknown status; treating it as absent (provider=%s account=%s)",
+                    provider,
+                    account,
+                )
+                continue
             try:
                 tokens = TokenSet.from_json(self._keyring.open(blob, key.associated_data()))
             except DecryptError:
@@ -355,7 +474,9 @@ class SQLiteStore:
                     account,
                 )
                 continue
-            connections.append(Connection(key, tokens, label, connected_at, updated_at))
+            connections.append(
+                Connection(key, tokens, label, connected_at, updated_at, parsed_status, refreshed_at)
+            )
         return connections
 
     async def _run(self, op: str, fn: Callable[[sqlite3.Connection], _T], *, write: bool = False) -> _T:
@@ -411,12 +532,47 @@ def _configure(conn: sqlite3.Connection) -> None:
         raise StoreUnavailable(f"sqlite store: WAL journal mode unavailable (got {mode})")
     conn.execute("PRAGMA synchronous = FULL")  # a stored token survives power loss, not just a crash
     conn.execute("PRAGMA secure_delete = ON")  # taken states and replaced blobs leave no residue
+    _check_version(conn)
+    _migrate(conn)
+    conn.execute("SELECT json_set('{}', '$.s', 'x')")  # transition_elicitation needs JSON1
+
+
+def _check_version(conn: sqlite3.Connection) -> None:
     (version,) = conn.execute("PRAGMA user_version").fetchone()
     if version > _SCHEMA_VERSION:
         raise StoreUnavailable(f"database schema version {version} is newer than this code supports")
-    conn.executescript(_SCHEMA)
-    conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
-    conn.execute("SELECT json_set('{}', '$.s', 'x')")  # transition_elicitation needs JSON1
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring the database to `_SCHEMA_VERSION` in one transaction: create what is missing (all of
+    it for a new file), add the columns later versions introduced, then record the version.
+
+    IMMEDIATE: another process opening the same file at the same time waits, then finds the work
+    done. Every step is idempotent, so running it on a current database changes nothing.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        _check_version(conn)  # again, under the write lock: a newer process may have migrated meanwhile
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        for table, column, declaration in _ADDED_COLUMNS:
+            if column not in _columns(conn, table):
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+        conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.rollback()
+        raise
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def _check_ttl(ttl_seconds: float) -> None:
+    if not (math.isfinite(ttl_seconds) and ttl_seconds > 0):
+        raise ValueError("lock TTL must be a positive number of seconds")
 
 
 def _create_private(path: Path) -> None:

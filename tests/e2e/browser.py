@@ -74,9 +74,13 @@ class Browser:
         login: str = "octocat",
         decision: str = "approve",
         consent: bool = True,
+        password: str = "any-password",
     ) -> httpx.Response:
         """Open a connect URL; walk the dev-AS login, our confirmation and (unless `consent` is False)
-        mockhub's consent page."""
+        mockhub's consent page.
+
+        Also oidc-provider's development interactions: its login form (`login` and `password`, as
+        `login`/`password`) and, unless `consent` is False, its consent form."""
         page = await self.get(url)
         for _ in range(6):
             forms = forms_in(page.text)
@@ -89,6 +93,20 @@ class Browser:
                 page = await self.submit(page, confirm_form)
             elif consent_form is not None and consent:
                 page = await self.submit(page, consent_form, login=login, decision=decision)
+            elif (oidc_login := _oidc_provider_form(forms, "login")) is not None:
+                page = await self.submit(page, oidc_login, login=login, password=password)
+            elif (oidc_consent := _oidc_provider_form(forms, "consent")) is not None and consent:
+                page = await self.submit(page, oidc_consent)
             else:
                 return page
         return page
+
+
+def _oidc_provider_form(forms: list[Form], prompt: str) -> Form | None:
+    """oidc-provider's devInteractions pages: a POST form with a hidden `prompt` of login or consent."""
+    for form in forms:
+        if form.method != "post" or form.fields.get("prompt") != prompt or form.buttons:
+            continue
+        if prompt != "login" or ("login" in form.fields and "password" in form.fields):
+            return form
+    return None

@@ -257,8 +257,9 @@ def test_compose_config_and_env_match_what_mock_providers_writes(tmp_path: Path)
     assert set(serve_env) - {"MCPUC_CONFIG_FILE"} <= set(example)
     for name in ("MCPUC_PUBLIC_URL", "MCPUC_AUTH_ISSUER", "MCPUC_LOGIN_CLIENT_ID"):
         assert serve_env[name] == example[name], name
-    ours = load_settings({}, DEPLOY / "compose.config.toml").providers
-    theirs = load_settings({}, Path(serve_env["MCPUC_CONFIG_FILE"])).providers
+    secret = {"MCPUC_PROVIDER_MOCKHUB_CLIENT_SECRET": "from-the-environment"}
+    ours = load_settings(secret, DEPLOY / "compose.config.toml").providers
+    theirs = load_settings(secret, Path(serve_env["MCPUC_CONFIG_FILE"])).providers
     assert ours == theirs
     # And the replicas' full configuration, as compose assembles it, is valid.
     environ = {**serve_env, "MCPUC_CONFIG_FILE": str(DEPLOY / "compose.config.toml")}

@@ -733,6 +733,9 @@ async def test_mockhub_requires_s256_pkce(client: httpx.AsyncClient) -> None:
 
 
 async def test_mockhub_refresh_rotation(client: httpx.AsyncClient, hub: MockHub) -> None:
+    # Reuse then leaves the rest of the grant alone (the default revokes it all:
+    # see test_mock_providers_lifecycle.py).
+    hub.revoke_grant_on_reuse = False
     callback, verifier = await hub_consent(client)
     first = (await hub_exchange(client, callback["code"], verifier)).json()
 
@@ -751,6 +754,7 @@ async def test_mockhub_refresh_rotation(client: httpx.AsyncClient, hub: MockHub)
     stale = await refresh(first["refresh_token"])
     assert stale.status_code == 400 and stale.json()["error"] == "invalid_grant"
     assert (await refresh(rotated["refresh_token"])).status_code == 200
+    assert hub.reuse_detections == 1
     assert [(r.grant_type, r.ok) for r in hub.token_requests] == [
         ("authorization_code", True),
         ("refresh_token", True),

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from service.settings import ProviderConfig, Settings, SettingsError, load_settings
+from service.providers import ProviderConfig
+from service.settings import Settings, SettingsError, load_settings
 
 SESSION_SECRET = "session-secret-" + "s" * 32
 LOGIN_SECRET = "login-client-secret-value"
@@ -137,13 +138,16 @@ def test_provider_secret_in_environment_overrides_the_file(tmp_path: Path) -> No
 
 
 def test_provider_secret_of_another_provider_is_not_used(tmp_path: Path) -> None:
+    # Only MCPUC_PROVIDER_MOCKHUB_CLIENT_SECRET counts for mockhub: without it the entry is refused.
     environ = {"MCPUC_PROVIDER_OTHERHUB_CLIENT_SECRET": HUB_SECRET}
-    assert load_settings(environ, write(tmp_path, PROVIDER_TOML)).providers["mockhub"].client_secret == ""
+    with pytest.raises(SettingsError, match=r"providers\.mockhub\.client_secret"):
+        load_settings(environ, write(tmp_path, PROVIDER_TOML))
 
 
 def test_provider_display_name_defaults_to_its_name(tmp_path: Path) -> None:
     config = write(tmp_path, PROVIDER_TOML.replace('display_name = "MockHub"\n', ""))
-    assert load_settings({}, config).providers["mockhub"].display_name == "mockhub"
+    environ = {"MCPUC_PROVIDER_MOCKHUB_CLIENT_SECRET": HUB_SECRET}
+    assert load_settings(environ, config).providers["mockhub"].display_name == "mockhub"
 
 
 def test_unknown_provider_field_is_rejected_by_name(tmp_path: Path) -> None:
@@ -155,8 +159,9 @@ def test_unknown_provider_field_is_rejected_by_name(tmp_path: Path) -> None:
 
 def test_missing_provider_field_is_a_settings_error(tmp_path: Path) -> None:
     config = write(tmp_path, PROVIDER_TOML.replace('token_url = "https://hub.example/token"\n', ""))
-    with pytest.raises(SettingsError, match=r"providers\.mockhub"):
-        load_settings({}, config)
+    environ = {"MCPUC_PROVIDER_MOCKHUB_CLIENT_SECRET": HUB_SECRET}
+    with pytest.raises(SettingsError, match=r"providers\.mockhub\.token_url"):
+        load_settings(environ, config)
 
 
 def test_provider_must_be_a_table(tmp_path: Path) -> None:
@@ -234,6 +239,7 @@ def test_settings_loaded_from_the_environment_validate(tmp_path: Path) -> None:
         "MCPUC_SESSION_SECRET": SESSION_SECRET,
         "MCPUC_ENCRYPTION_KEYS": f"k1:{ENCRYPTION_KEY}",
         "MCPUC_REQUEST_STATE_KEYS": REQUEST_STATE_KEY,
+        "MCPUC_PROVIDER_MOCKHUB_CLIENT_SECRET": HUB_SECRET,
     }
     settings = load_settings(environ, write(tmp_path, PROVIDER_TOML)).validate()
     assert settings.audience == "https://mcp.example.com/mcp"

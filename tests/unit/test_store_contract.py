@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import math
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -36,7 +37,9 @@ from tests.unit.test_store_contract_support import (
     redis_prefix,
 )
 from token_store import (
+    Connection,
     ConnectionKey,
+    ConnectionStatus,
     ElicitationStatus,
     KeyRing,
     Store,
@@ -235,6 +238,199 @@ async def test_key_rotation(harness: Harness) -> None:
         await store.close()
 
 
+# --- connection status and compare-and-set replacement ---------------------------------------
+
+
+def odd_times(conn: Connection) -> Connection:
+    """`conn` with times whose shortest repr needs 17 significant digits: a backend that rounds a
+    stored number anywhere (Redis's cjson encodes with 14 digits) breaks equality and the version check."""
+    return replace(conn, connected_at=T0 + 0.1, updated_at=T0 + 1 / 3, refreshed_at=T0 + 2 / 3)
+
+
+async def test_status_and_refreshed_at_round_trip(store: Store) -> None:
+    plain = make_connection(account="plain")
+    assert (plain.status, plain.refreshed_at) == (ConnectionStatus.OK, None)
+    flagged = replace(
+        make_connection(account="flagged"),
+        status=ConnectionStatus.NEEDS_REAUTHORIZATION,
+        refreshed_at=T0 + 5,
+    )
+    odd = odd_times(make_connection(account="odd"))
+    for conn in (plain, flagged, odd):
+        await store.put_connection(conn)
+    assert await store.get_connection(ALICE, "github", "plain") == plain
+    assert await store.get_connection(ALICE, "github", "flagged") == flagged
+    assert await store.get_connection(ALICE, "github", "odd") == odd
+    assert await store.list_connections(ALICE) == [flagged, odd, plain]
+    assert await store.delete_connections(ALICE, "github") == [flagged, odd, plain]
+
+
+async def test_replace_connection_is_a_compare_and_set_on_updated_at(store: Store, harness: Harness) -> None:
+    conn = make_connection()
+    await store.put_connection(conn)
+    refreshed = replace(conn, tokens=make_tokens(), updated_at=T0 + 10, refreshed_at=T0 + 10)
+    assert await store.replace_connection(refreshed, expected_updated_at=T0) is True
+    assert await store.get_connection(ALICE, "github", "1") == refreshed
+    assert KeyRing.kid_of(harness.read_blob(conn.key)) == "k1"  # sealed, like put_connection
+
+    # A second refresher that read the old version is refused, and changes nothing.
+    late = replace(conn, tokens=make_tokens(), updated_at=T0 + 20, status=ConnectionStatus.REVOKED)
+    blob = harness.read_blob(conn.key)
+    assert await store.replace_connection(late, expected_updated_at=T0) is False
+    assert await store.get_connection(ALICE, "github", "1") == refreshed
+    assert await store.list_connections(ALICE) == [refreshed]
+    assert harness.read_blob(conn.key) == blob
+
+    assert await store.replace_connection(late, expected_updated_at=T0 + 10) is True
+    assert await store.get_connection(ALICE, "github") == late
+
+
+async def test_replace_connection_of_an_absent_record_is_refused(store: Store) -> None:
+    conn = make_connection()
+    assert await store.replace_connection(conn, expected_updated_at=T0) is False
+    assert await store.get_connection(ALICE, "github") is None
+    assert await store.list_connections(ALICE) == []
+    # Deleted after it was read: replacing must not bring it back.
+    await store.put_connection(conn)
+    await store.delete_connection(conn.key)
+    assert await store.replace_connection(replace(conn, updated_at=T0 + 1), expected_updated_at=T0) is False
+    assert await store.get_connection(ALICE, "github") is None
+    # Other accounts and users are not the same record.
+    await store.put_connection(make_connection(account="2"))
+    await store.put_connection(make_connection(BOB))
+    assert await store.replace_connection(conn, expected_updated_at=T0) is False
+    assert await store.get_connection(ALICE, "github", "1") is None
+
+
+async def test_replace_connection_compares_exact_float_versions(store: Store) -> None:
+    conn = odd_times(make_connection())
+    await store.put_connection(conn)
+    near = math.nextafter(conn.updated_at, math.inf)  # one ulp away is another version
+    assert await store.replace_connection(replace(conn, updated_at=T0 + 50), near) is False
+    newer = replace(conn, tokens=make_tokens(), updated_at=T0 + 2 / 3)
+    assert await store.replace_connection(newer, conn.updated_at) is True
+    assert await store.get_connection(ALICE, "github", "1") == newer
+
+
+async def test_concurrent_replacements_exactly_one_wins(store: Store) -> None:
+    conn = make_connection()
+    await store.put_connection(conn)
+    candidates = [replace(conn, tokens=make_tokens(), updated_at=T0 + i) for i in range(1, 9)]
+    results = await asyncio.gather(*(store.replace_connection(c, expected_updated_at=T0) for c in candidates))
+    assert results.count(True) == 1
+    winner = candidates[results.index(True)]
+    assert await store.get_connection(ALICE, "github", "1") == winner
+
+
+async def test_set_connection_status_leaves_tokens_and_version_alone(store: Store, harness: Harness) -> None:
+    conn = odd_times(make_connection())
+    other = make_connection(account="2")
+    await store.put_connection(conn)
+    await store.put_connection(other)
+    blob = harness.read_blob(conn.key)
+    for status in (ConnectionStatus.REFRESHING, ConnectionStatus.NEEDS_REAUTHORIZATION):
+        assert await store.set_connection_status(conn.key, status) is True
+        assert await store.get_connection(ALICE, "github", "1") == replace(conn, status=status)
+        assert harness.read_blob(conn.key) == blob
+    assert await store.set_connection_status(conn.key, ConnectionStatus.NEEDS_REAUTHORIZATION) is True
+    flagged = replace(conn, status=ConnectionStatus.NEEDS_REAUTHORIZATION)
+    assert await store.list_connections(ALICE) == [flagged, other]  # the other account is untouched
+
+    # A status change is not a new version: a refresh that read `conn` may still replace it.
+    refreshed = replace(conn, tokens=make_tokens(), updated_at=T0 + 10, refreshed_at=T0 + 10)
+    assert await store.replace_connection(refreshed, expected_updated_at=conn.updated_at) is True
+    assert await store.get_connection(ALICE, "github", "1") == refreshed
+
+
+async def test_set_connection_status_of_an_absent_record_is_refused(store: Store) -> None:
+    key = make_connection().key
+    assert await store.set_connection_status(key, ConnectionStatus.REVOKED) is False
+    assert await store.get_connection(ALICE, "github") is None
+    assert await store.list_connections(ALICE) == []
+    bob = make_connection(BOB)
+    await store.put_connection(bob)
+    assert await store.set_connection_status(key, ConnectionStatus.REVOKED) is False
+    assert await store.get_connection(BOB, "github", "1") == bob  # another user's record is another key
+
+
+# --- locks ----------------------------------------------------------------------------------
+
+
+async def test_lock_acquire_and_release(store: Store) -> None:
+    owner = await store.acquire_lock("refresh:alice:github:1", ttl_seconds=30)
+    assert isinstance(owner, str) and len(owner) >= 16
+    assert await store.acquire_lock("refresh:alice:github:1", ttl_seconds=30) is None
+    other = await store.acquire_lock("refresh:alice:github:2", ttl_seconds=30)  # another name
+    assert other is not None and other != owner
+
+    assert await store.release_lock("refresh:alice:github:1", "not-the-owner") is False
+    assert await store.release_lock("refresh:alice:github:1", other) is False  # owner of another lock
+    assert await store.acquire_lock("refresh:alice:github:1", ttl_seconds=30) is None  # still held
+    assert await store.release_lock("refresh:alice:github:1", owner) is True
+    assert await store.release_lock("refresh:alice:github:1", owner) is False  # released once
+    assert await store.release_lock("never-taken", owner) is False
+
+    again = await store.acquire_lock("refresh:alice:github:1", ttl_seconds=30)
+    assert again is not None and again != owner  # a fresh random owner token each time
+    assert await store.release_lock("refresh:alice:github:2", other) is True
+
+
+async def test_concurrent_acquires_exactly_one_owner(store: Store) -> None:
+    results = await asyncio.gather(*(store.acquire_lock("refresh:x", ttl_seconds=30) for _ in range(10)))
+    owners = [r for r in results if r is not None]
+    assert len(owners) == 1
+    assert await store.release_lock("refresh:x", owners[0]) is True
+
+
+async def test_expired_lock_is_taken_over_and_the_stale_owner_cannot_release_it(
+    store: Store, harness: Harness
+) -> None:
+    ttl = harness.short_lock_ttl
+    stale = await store.acquire_lock("refresh:x", ttl)
+    assert stale is not None
+    assert await store.acquire_lock("refresh:x", ttl) is None
+    await harness.outlive_lock(ttl)
+
+    results = await asyncio.gather(*(store.acquire_lock("refresh:x", ttl_seconds=60) for _ in range(10)))
+    owners = [r for r in results if r is not None]
+    assert len(owners) == 1 and owners[0] != stale
+    current = owners[0]
+    # The old owner's release (its work overran the TTL) must not free the new owner's lock.
+    assert await store.release_lock("refresh:x", stale) is False
+    assert await store.acquire_lock("refresh:x", ttl_seconds=60) is None
+    assert await store.release_lock("refresh:x", current) is True
+    assert await store.acquire_lock("refresh:x", ttl_seconds=60) is not None
+
+
+async def test_expired_lock_released_by_its_owner_counts_as_not_held(store: Store, harness: Harness) -> None:
+    ttl = harness.short_lock_ttl
+    owner = await store.acquire_lock("refresh:x", ttl)
+    assert owner is not None
+    await harness.outlive_lock(ttl)
+    assert await store.release_lock("refresh:x", owner) is False
+    assert await store.acquire_lock("refresh:x", ttl_seconds=60) is not None
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["", "a:b*c?[x]\\", "ünïcödé ✓", "x" * 10_000, "refresh\0nul"],
+    ids=["empty", "glob", "unicode", "long", "nul"],
+)
+async def test_lock_names_are_arbitrary_strings(store: Store, name: str) -> None:
+    owner = await store.acquire_lock(name, ttl_seconds=30)
+    assert owner is not None
+    assert await store.acquire_lock(name, ttl_seconds=30) is None
+    assert await store.acquire_lock(name + " ", ttl_seconds=30) is not None  # a different name
+    assert await store.release_lock(name, owner) is True
+
+
+@pytest.mark.parametrize("ttl", [0, -1, math.nan, math.inf])
+async def test_lock_ttl_must_be_positive_and_finite(store: Store, ttl: float) -> None:
+    with pytest.raises(ValueError, match="TTL"):
+        await store.acquire_lock("refresh:x", ttl_seconds=ttl)
+    assert await store.acquire_lock("refresh:x", ttl_seconds=30) is not None  # nothing was taken
+
+
 # --- pending elicitations -------------------------------------------------------------------
 
 
@@ -378,18 +574,29 @@ async def test_durable_across_close_and_reopen(harness: Harness, keyring: KeyRin
     store = await harness.open(keyring)
     conn, e, state = make_connection(), make_elicitation(), make_state()
     await store.put_connection(conn)
+    refreshed = replace(make_connection(account="2"), refreshed_at=T0 + 1, updated_at=T0 + 1)
+    await store.put_connection(make_connection(account="2"))
+    assert await store.replace_connection(refreshed, expected_updated_at=T0)
+    assert await store.set_connection_status(refreshed.key, ConnectionStatus.NEEDS_REAUTHORIZATION)
     await store.create_elicitation(e, max_live_per_user=5)
     opened = await store.transition_elicitation(e.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
     await store.put_oauth_state(state)
     await store.put_nonce("n", ttl_seconds=60)
+    owner = await store.acquire_lock("refresh:x", ttl_seconds=60)
+    assert owner is not None
     await store.close()
 
     store = await harness.open(keyring)
     try:
         assert await store.get_connection(ALICE, "github", "1") == conn
+        assert await store.get_connection(ALICE, "github", "2") == replace(
+            refreshed, status=ConnectionStatus.NEEDS_REAUTHORIZATION
+        )
         assert await store.get_elicitation(e.id) == opened
         assert await store.take_oauth_state(state.state) == state
         assert await store.take_nonce("n") is True
+        assert await store.acquire_lock("refresh:x", ttl_seconds=60) is None  # still held
+        assert await store.release_lock("refresh:x", owner) is True
     finally:
         await store.close()
 
@@ -402,6 +609,15 @@ async def test_ping_and_closed_store(harness: Harness, keyring: KeyRing) -> None
         await store.ping()
     with pytest.raises(StoreUnavailable):
         await store.get_connection(ALICE, "github")
+    conn = make_connection()
+    for call in (
+        lambda: store.replace_connection(conn, expected_updated_at=T0),
+        lambda: store.set_connection_status(conn.key, ConnectionStatus.REVOKED),
+        lambda: store.acquire_lock("refresh:x", ttl_seconds=30),
+        lambda: store.release_lock("refresh:x", "owner"),
+    ):
+        with pytest.raises(StoreUnavailable):
+            await call()
     await store.close()  # idempotent
 
 
@@ -417,6 +633,16 @@ async def test_backend_failure_is_store_unavailable_without_record_data(
         assert value not in message
     with pytest.raises(StoreUnavailable):
         await store.list_connections(ALICE)
+    for call in (
+        lambda: store.replace_connection(conn, expected_updated_at=T0),
+        lambda: store.set_connection_status(conn.key, ConnectionStatus.REVOKED),
+        lambda: store.acquire_lock("secret-lock-name", ttl_seconds=30),
+        lambda: store.release_lock("secret-lock-name", "secret-owner"),
+    ):
+        with pytest.raises(StoreUnavailable) as info:
+            await call()
+        for value in ("secret-provider", "secret-account", "secret-lock-name", "secret-owner"):
+            assert value not in str(info.value)
 
 
 def test_encoded_forms_find_a_secret_at_any_alignment() -> None:
@@ -432,9 +658,14 @@ async def test_no_secret_at_rest(store: Store, harness: Harness) -> None:
     conn = make_connection()
     state = make_state()
     await store.put_connection(conn)
+    old = make_connection(account="replaced")
+    new = replace(old, tokens=make_tokens(), updated_at=T0 + 1)
+    await store.put_connection(old)
+    assert await store.replace_connection(new, expected_updated_at=T0)  # sealed like put_connection
     await store.put_oauth_state(state)
     await store.put_nonce("nonce-" + secrets.token_hex(16), ttl_seconds=60)
     canaries = [conn.tokens.access_token, str(conn.tokens.refresh_token), state.code_verifier, state.state]
+    canaries += [new.tokens.access_token, str(new.tokens.refresh_token)]
 
     def leaked(raw: bytes) -> list[str]:
         return [c for c in canaries if any(form in raw for form in encoded_forms(c.encode()))]

@@ -8,6 +8,7 @@ tests in test_store_contract.py can run unchanged against every backend.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -141,8 +142,10 @@ def user_tag(user: UserRef) -> str:
 class Harness(Protocol):
     name: str
     clock: FakeClock
+    short_lock_ttl: float  # a lock TTL `outlive_lock` can wait out quickly
 
     async def open(self, keyring: KeyRing) -> Store: ...
+    async def outlive_lock(self, ttl: float) -> None: ...
     def read_blob(self, key: ConnectionKey) -> bytes: ...
     def write_blob(self, key: ConnectionKey, blob: bytes) -> None: ...
     def copy_connection(self, src: ConnectionKey, dst: ConnectionKey) -> None: ...
@@ -155,6 +158,7 @@ class SQLiteHarness:
     """Reaches under the store with a second, independent sqlite3 connection to the same file."""
 
     name = "sqlite"
+    short_lock_ttl = 30.0  # on the fake clock
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -162,6 +166,9 @@ class SQLiteHarness:
 
     async def open(self, keyring: KeyRing) -> Store:
         return await SQLiteStore.open(self.path, keyring, clock=self.clock)
+
+    async def outlive_lock(self, ttl: float) -> None:
+        self.clock.advance(ttl)  # SQLite locks expire by the store's clock
 
     def sql(self, sql: str, args: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         conn = sqlite3.connect(self.path, isolation_level=None)
@@ -188,8 +195,10 @@ class SQLiteHarness:
     def copy_connection(self, src: ConnectionKey, dst: ConnectionKey) -> None:
         self.sql(
             "INSERT OR REPLACE INTO connections "
-            "SELECT ?, ?, ?, ?, account_label, blob, connected_at, updated_at FROM connections "
-            "WHERE iss = ? AND sub = ? AND provider = ? AND account = ?",
+            "(iss, sub, provider, account, account_label, blob, connected_at, updated_at, "
+            "status, refreshed_at) "
+            "SELECT ?, ?, ?, ?, account_label, blob, connected_at, updated_at, status, refreshed_at "
+            "FROM connections WHERE iss = ? AND sub = ? AND provider = ? AND account = ?",
             (*astuple(dst.user), dst.provider, dst.account, *astuple(src.user), src.provider, src.account),
         )
 
@@ -199,6 +208,7 @@ class SQLiteHarness:
 
     async def break_backend(self) -> None:
         self.sql("DROP TABLE connections")
+        self.sql("DROP TABLE locks")
 
     def raw_bytes(self) -> bytes:
         files = [self.path, Path(f"{self.path}-wal")]
@@ -212,6 +222,7 @@ class RedisHarness:
     """Reaches under the store with a second, synchronous client to the same Redis and prefix."""
 
     name = "redis"
+    short_lock_ttl = 0.2  # real time: Redis expires the lock key itself (PX)
 
     def __init__(self, url: str, prefix: str) -> None:
         self.url = url
@@ -224,6 +235,12 @@ class RedisHarness:
         store = await RedisStore.open(self.url, keyring, prefix=self.prefix, clock=self.clock)
         self.stores.append(store)
         return store
+
+    async def outlive_lock(self, ttl: float) -> None:
+        await asyncio.sleep(ttl + 0.1)  # the fake clock does not move Redis's
+
+    def lock_key(self, name: str) -> str:
+        return f"{self.prefix}lock:{hashlib.sha256(name.encode()).hexdigest()}"
 
     def conn_key(self, key: ConnectionKey) -> str:
         return f"{self.prefix}conn:{user_tag(key.user)}:{key.provider}"

@@ -8,10 +8,12 @@ test_store_redis_faults.py. Skipped when Redis is unreachable, failed instead wh
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,10 +33,13 @@ from tests.unit.test_store_contract_support import (
     make_state,
     make_tokens,
     redis_prefix,
+    redis_server,
     state_digest,
     user_tag,
 )
+from tests.unit.test_store_redis_faults import ACL_RULES
 from token_store import (
+    ConnectionStatus,
     ElicitationStatus,
     KeyRing,
     RedisStore,
@@ -119,6 +124,11 @@ async def test_every_key_that_is_not_a_token_has_a_ttl(store: RedisStore, harnes
     await store.put_nonce("n1", ttl_seconds=60)
     await store.put_nonce("n2", ttl_seconds=60)
     await store.take_nonce("n2")
+    await store.set_connection_status(make_connection().key, ConnectionStatus.REFRESHING)
+    assert await store.replace_connection(replace(make_connection(), updated_at=T0 + 1), T0)
+    assert await store.acquire_lock("held", ttl_seconds=60)
+    released = await store.acquire_lock("released", ttl_seconds=60)
+    assert released is not None and await store.release_lock("released", released)
     await store.reencrypt_all()
 
     kinds: dict[str, int] = {}
@@ -131,7 +141,7 @@ async def test_every_key_that_is_not_a_token_has_a_ttl(store: RedisStore, harnes
             assert pttl == -1, name
         else:
             assert pttl > 0, f"{name} has no TTL"
-    assert kinds == {"conn": 2, "user": 2, "elic": 3, "elic-user": 2, "state": 1, "nonce": 1}
+    assert kinds == {"conn": 2, "user": 2, "elic": 3, "elic-user": 2, "state": 1, "nonce": 1, "lock": 1}
 
 
 async def test_key_names_and_ttls_follow_the_documented_layout(
@@ -143,7 +153,17 @@ async def test_key_names_and_ttls_follow_the_documented_layout(
     assert harness.raw.hkeys(f"{p}conn:{u}:git:hub") == [b"1"]
     assert harness.raw.smembers(f"{p}user:{u}:providers") == {b"git:hub"}
     value = json.loads(harness.raw.hget(f"{p}conn:{u}:git:hub", "1") or b"")
-    assert set(value) == {"iss", "sub", "blob", "label", "connected_at", "updated_at"}
+    assert set(value) == {
+        "iss",
+        "sub",
+        "blob",
+        "label",
+        "connected_at",
+        "updated_at",
+        "status",
+        "refreshed_at",
+    }
+    assert (value["status"], value["refreshed_at"]) == ("ok", None)
 
     short, long = make_elicitation(ttl=100), make_elicitation(ttl=300)
     await store.create_elicitation(long, max_live_per_user=5)
@@ -157,6 +177,12 @@ async def test_key_names_and_ttls_follow_the_documented_layout(
     assert 119_000 < harness.raw.pttl(f"{p}state:{state_digest(state.state)}") <= 120_000
     await store.put_nonce("n", ttl_seconds=30)
     assert 29_000 < harness.raw.pttl(f"{p}nonce:{state_digest('n')}") <= 30_000
+
+    owner = await store.acquire_lock("refresh:alice:github:1", ttl_seconds=45)
+    lock_key = f"{p}lock:{hashlib.sha256(b'refresh:alice:github:1').hexdigest()}"
+    assert harness.lock_key("refresh:alice:github:1") == lock_key
+    assert harness.raw.get(lock_key) == (owner or "").encode()
+    assert 44_000 < harness.raw.pttl(lock_key) <= 45_000
 
 
 async def test_finished_and_expired_elicitations_leave_the_live_set(
@@ -222,6 +248,25 @@ async def test_one_time_records_are_taken_with_getdel(store: RedisStore, wire: W
     assert wire.commands() == [[b"GETDEL"], [b"GETDEL"]]
 
 
+async def test_new_connection_and_lock_methods_are_single_round_trips(store: RedisStore, wire: Wire) -> None:
+    conn = make_connection()
+    await store.put_connection(conn)
+
+    async def calls() -> None:
+        assert await store.set_connection_status(conn.key, ConnectionStatus.REFRESHING)
+        assert await store.set_connection_status(conn.key, ConnectionStatus.OK)
+        assert await store.replace_connection(conn, expected_updated_at=conn.updated_at)
+        owner = await store.acquire_lock("refresh:x", ttl_seconds=30)
+        assert owner is not None
+        assert await store.release_lock("refresh:x", owner)
+
+    await calls()  # warm the script cache and the pool
+    wire.writes.clear()
+    await calls()
+    assert wire.commands() == [[b"EVALSHA"], [b"EVALSHA"], [b"EVALSHA"], [b"SET"], [b"EVALSHA"]]
+    assert b"NX" in wire.writes[3] and b"PX" in wire.writes[3]
+
+
 async def test_writes_are_single_atomic_round_trips(store: RedisStore, wire: Wire) -> None:
     conn = make_connection()
     await store.put_connection(conn)  # warm the script cache and the pool
@@ -276,8 +321,42 @@ async def test_no_secret_or_identity_in_any_key_or_value(store: RedisStore, harn
         b"[]",
         b'{"blob": "v1.k1.x"}',
         json.dumps({"iss": "i", "sub": "s", "blob": "%%%", "label": "l", "connected_at": 1, "updated_at": 1}),
+        json.dumps(
+            {
+                "iss": "i",
+                "sub": "s",
+                "blob": "",
+                "label": "l",
+                "connected_at": 1,
+                "updated_at": 1,
+                "status": "x",
+            }
+        ),
+        json.dumps(
+            {
+                "iss": "i",
+                "sub": "s",
+                "blob": "",
+                "label": "l",
+                "connected_at": 1,
+                "updated_at": 1,
+                "status": 1,
+            }
+        ),
+        json.dumps(
+            {"iss": "i", "sub": "s", "blob": "", "label": "l", "connected_at": 1, "updated_at": 1}
+            | {"refreshed_at": "soon"}
+        ),
     ],
-    ids=["not-json", "not-object", "missing-fields", "bad-base64"],
+    ids=[
+        "not-json",
+        "not-object",
+        "missing-fields",
+        "bad-base64",
+        "bad-status",
+        "status-type",
+        "bad-refreshed",
+    ],
 )
 async def test_malformed_field_reads_as_absent_with_a_warning(
     store: RedisStore, harness: RedisHarness, caplog: pytest.LogCaptureFixture, value: bytes | str
@@ -459,3 +538,154 @@ async def test_glob_characters_in_the_prefix_match_literally(keyring: KeyRing) -
             raw.close()
             await star.close()
             await plain.close()
+
+
+# --- status, compare-and-set and locks ------------------------------------------------------
+
+
+async def test_value_written_before_status_existed_reads_as_ok_and_takes_a_status(
+    store: RedisStore, harness: RedisHarness
+) -> None:
+    conn = replace(make_connection(), connected_at=T0 + 0.1, updated_at=T0 + 1 / 3)
+    await store.put_connection(conn)
+    old_value = harness.read_value(conn.key)
+    del old_value["status"], old_value["refreshed_at"]
+    old_raw = json.dumps(old_value, separators=(",", ":")).encode()  # the previous layout, verbatim
+    harness.write_value(conn.key, old_raw)
+    assert await store.get_connection(ALICE, "github") == conn  # status ok, never refreshed
+
+    assert await store.set_connection_status(conn.key, ConnectionStatus.REVOKED) is True
+    # Appended, nothing else touched: the times keep every digit (no re-encoding by Lua's cjson).
+    assert harness.raw.hget(harness.conn_key(conn.key), "1") == old_raw[:-1] + b',"status":"revoked"}'
+    assert await store.get_connection(ALICE, "github") == replace(conn, status=ConnectionStatus.REVOKED)
+
+    harness.write_value(conn.key, old_raw)
+    refreshed = replace(conn, tokens=make_tokens(), updated_at=T0 + 2, refreshed_at=T0 + 2)
+    assert await store.replace_connection(refreshed, expected_updated_at=conn.updated_at) is True
+    assert await store.get_connection(ALICE, "github") == refreshed
+
+
+async def test_set_connection_status_edits_only_the_status_member(
+    store: RedisStore, harness: RedisHarness
+) -> None:
+    # A label that spells the member, plainly and with backslashes: JSON escapes both inside the string.
+    label = 'a "status":"ok" b \\"status\\":"ok" c'
+    conn = replace(make_connection(), account_label=label, refreshed_at=T0 + 2 / 3)
+    await store.put_connection(conn)
+    before = harness.raw.hget(harness.conn_key(conn.key), "1")
+    assert isinstance(before, bytes) and before.count(b'"status":"ok"') == 1
+    assert await store.set_connection_status(conn.key, ConnectionStatus.NEEDS_REAUTHORIZATION) is True
+    after = harness.raw.hget(harness.conn_key(conn.key), "1")
+    assert after == before.replace(b'"status":"ok"', b'"status":"needs_reauthorization"')
+    assert await store.get_connection(ALICE, "github") == replace(
+        conn, status=ConnectionStatus.NEEDS_REAUTHORIZATION
+    )
+
+
+@pytest.mark.parametrize(
+    "value",
+    [b"not json", b"[]", b'{"blob": 1}', b'{"blob": "x", "status": 7}', b'{"blob":"x","status":"a b"}'],
+    ids=["not-json", "not-object", "blob-type", "status-type", "status-chars"],
+)
+async def test_set_connection_status_leaves_a_malformed_value_alone(
+    store: RedisStore, harness: RedisHarness, value: bytes
+) -> None:
+    conn = make_connection()
+    await store.put_connection(conn)
+    harness.write_value(conn.key, value)
+    assert await store.set_connection_status(conn.key, ConnectionStatus.REVOKED) is False
+    assert await store.replace_connection(conn, expected_updated_at=T0) is False
+    assert harness.raw.hget(harness.conn_key(conn.key), "1") == value
+
+
+async def test_replace_connection_does_not_touch_other_fields_or_the_index(
+    store: RedisStore, harness: RedisHarness
+) -> None:
+    conn, other = make_connection(account="1"), make_connection(account="2")
+    await store.put_connection(conn)
+    await store.put_connection(other)
+    other_raw = harness.raw.hget(harness.conn_key(other.key), "2")
+    assert await store.replace_connection(replace(conn, updated_at=T0 + 1), expected_updated_at=T0)
+    assert harness.raw.hget(harness.conn_key(other.key), "2") == other_raw
+    assert harness.raw.smembers(f"{harness.prefix}user:{user_tag(ALICE)}:providers") == {b"github"}
+    # Refused replacements create nothing: no field, no hash, no index entry.
+    assert not await store.replace_connection(make_connection(BOB, "google"), expected_updated_at=T0)
+    assert harness.raw.exists(f"{harness.prefix}conn:{user_tag(BOB)}:google") == 0
+    assert harness.raw.exists(f"{harness.prefix}user:{user_tag(BOB)}:providers") == 0
+
+
+async def test_reencrypt_all_retries_a_field_whose_status_changed_meanwhile(
+    harness: RedisHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old_key, new_key = KeyRing.generate_key(), KeyRing.generate_key()
+    store = await harness.open(KeyRing([("old", old_key)]))
+    conn = make_connection()
+    await store.put_connection(conn)
+    await store.close()
+
+    store = await harness.open(KeyRing([("new", new_key), ("old", old_key)]))
+    real_seal = KeyRing.seal
+    raced = False
+
+    def seal_with_a_status_change(self: KeyRing, plaintext: bytes, associated_data: bytes) -> bytes:
+        # Another replica marks the connection between reencrypt_all's read and its write-back:
+        # that write keeps the old blob, so the compare-and-set fails and the field must be redone.
+        nonlocal raced
+        if not raced:
+            raced = True
+            harness.write_value(conn.key, {**harness.read_value(conn.key), "status": "refreshing"})
+        return real_seal(self, plaintext, associated_data)
+
+    monkeypatch.setattr(KeyRing, "seal", seal_with_a_status_change)
+    assert await store.reencrypt_all() == 1
+    assert raced
+    assert KeyRing.kid_of(harness.read_blob(conn.key)) == "new"
+    assert await store.get_connection(ALICE, "github") == replace(conn, status=ConnectionStatus.REFRESHING)
+
+
+async def test_locks_expire_by_the_redis_clock_not_the_store_clock(
+    store: RedisStore, harness: RedisHarness
+) -> None:
+    owner = await store.acquire_lock("refresh:x", ttl_seconds=30)
+    assert owner is not None
+    harness.clock.advance(3600)  # replicas' clocks may disagree; the lock key's PTTL decides
+    assert await store.acquire_lock("refresh:x", ttl_seconds=30) is None
+    assert await store.release_lock("refresh:x", owner) is True
+    owner = await store.acquire_lock("refresh:x", ttl_seconds=0.0001)  # rounded up to 1 ms, not 0
+    assert owner is not None
+    await harness.outlive_lock(0.001)
+    assert harness.raw.exists(harness.lock_key("refresh:x")) == 0
+
+
+async def test_stale_release_leaves_the_new_owners_key(store: RedisStore, harness: RedisHarness) -> None:
+    stale = await store.acquire_lock("refresh:x", ttl_seconds=0.2)
+    assert stale is not None
+    await harness.outlive_lock(0.2)
+    current = await store.acquire_lock("refresh:x", ttl_seconds=30)
+    assert current is not None
+    assert await store.release_lock("refresh:x", stale) is False
+    assert harness.raw.get(harness.lock_key("refresh:x")) == current.encode()
+    assert harness.raw.pttl(harness.lock_key("refresh:x")) > 29_000
+
+
+async def test_minimal_acl_user_can_use_status_replace_and_locks(tmp_path: Path) -> None:
+    # The documented ACL (kept in test_store_redis_faults.ACL_RULES) covers the scripts' commands too.
+    with redis_server(tmp_path / "redis") as server:
+        admin = server.client()
+        try:
+            admin.execute_command("ACL", "SETUSER", "mcp", *ACL_RULES.split())
+            admin.execute_command("ACL", "SETUSER", "default", "off")
+        finally:
+            admin.close()
+        url = f"redis://mcp:store-password@127.0.0.1:{server.port}/0"
+        store = await RedisStore.open(url, KeyRing([("k1", KeyRing.generate_key())]))
+        try:
+            conn = make_connection()
+            await store.put_connection(conn)
+            assert await store.set_connection_status(conn.key, ConnectionStatus.REFRESHING)
+            assert await store.replace_connection(replace(conn, updated_at=T0 + 1), expected_updated_at=T0)
+            owner = await store.acquire_lock("refresh:x", ttl_seconds=30)
+            assert owner is not None
+            assert await store.release_lock("refresh:x", owner)
+        finally:
+            await store.close()

@@ -1,4 +1,5 @@
-"""SQLite-only store checks: file modes, purge on write, raw rows under reencrypt_all.
+"""SQLite-only store checks: file modes, purge on write, raw rows under reencrypt_all, schema
+migration from version 1, and locks on the store's clock.
 
 The backend-independent contract (shared with Redis) is in test_store_contract.py; the helpers
 and the SQLite harness are in test_store_contract_support.py.
@@ -6,25 +7,68 @@ and the SQLite harness are in test_store_contract_support.py.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import sqlite3
 import stat
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tests.unit.test_store_contract_support import (
     ALICE,
+    T0,
     FakeClock,
     SQLiteHarness,
     flip_ciphertext_byte,
     make_connection,
     make_elicitation,
     make_state,
+    make_tokens,
 )
-from token_store import KeyRing
+from token_store import Connection, ConnectionStatus, KeyRing, StoreUnavailable
 from token_store.sqlite import SQLiteStore
+
+# The schema as version 1 of the store created it (user_version 1), verbatim.
+V1_SCHEMA = """
+CREATE TABLE IF NOT EXISTS connections (
+    iss TEXT NOT NULL,
+    sub TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    account TEXT NOT NULL,
+    account_label TEXT NOT NULL,
+    blob BLOB NOT NULL,
+    connected_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (iss, sub, provider, account)
+);
+CREATE TABLE IF NOT EXISTS elicitations (
+    id TEXT PRIMARY KEY,
+    iss TEXT NOT NULL,
+    sub TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    status TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    record TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS elicitations_user ON elicitations (iss, sub, status, expires_at);
+CREATE INDEX IF NOT EXISTS elicitations_expiry ON elicitations (expires_at);
+CREATE TABLE IF NOT EXISTS oauth_states (
+    key TEXT PRIMARY KEY,
+    blob BLOB NOT NULL,
+    expires_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS oauth_states_expiry ON oauth_states (expires_at);
+CREATE TABLE IF NOT EXISTS nonces (
+    key TEXT PRIMARY KEY,
+    expires_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS nonces_expiry ON nonces (expires_at);
+PRAGMA user_version = 1;
+"""
 
 
 @pytest.fixture
@@ -44,6 +88,41 @@ def loose_umask() -> Iterator[None]:
 
 def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
+
+
+def make_v1_database(path: Path, keyring: KeyRing, connections: list[Connection]) -> None:
+    """A database as version 1 left it: its schema, rows inserted in its 8-column layout."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = sqlite3.connect(path, isolation_level=None)
+    try:
+        raw.execute("PRAGMA journal_mode = WAL")
+        raw.executescript(V1_SCHEMA)
+        for conn in connections:
+            key = conn.key
+            blob = keyring.seal(conn.tokens.to_json(), key.associated_data())
+            row = (key.user.iss, key.user.sub, key.provider, key.account, conn.account_label, blob)
+            raw.execute(
+                "INSERT INTO connections VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (*row, conn.connected_at, conn.updated_at),
+            )
+    finally:
+        raw.close()
+
+
+def schema_of(path: Path) -> dict[str, list[tuple[object, ...]]]:
+    """Every table's columns (name, type, notnull, default, pk), and the user_version."""
+    raw = sqlite3.connect(path)
+    try:
+        tables = [r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        schema: dict[str, list[tuple[object, ...]]] = {
+            t: [tuple(r[1:]) for r in raw.execute(f"PRAGMA table_info({t})")] for t in sorted(tables)
+        }
+        schema["user_version"] = [raw.execute("PRAGMA user_version").fetchone()]
+        indexes = raw.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+        schema["indexes"] = sorted(tuple(r) for r in indexes)
+        return schema
+    finally:
+        raw.close()
 
 
 @pytest.mark.usefixtures("loose_umask")
@@ -137,5 +216,139 @@ async def test_sqlite_reencrypt_all_keeps_state_expiry_and_skips_expired(tmp_pat
         rows = harness.sql("SELECT expires_at FROM oauth_states")
         assert rows == [(live.expires_at,)]
         assert await store.take_oauth_state(live.state) == live
+    finally:
+        await store.close()
+
+
+# --- schema migration -------------------------------------------------------------------------
+
+
+async def test_version_1_database_is_migrated_and_reads_with_status_ok(
+    tmp_path: Path, keyring: KeyRing
+) -> None:
+    path = tmp_path / "old.sqlite3"
+    old = [
+        make_connection(account="1"),
+        make_connection(provider="google", account="g", updated_at=T0 + 1 / 3),
+    ]
+    make_v1_database(path, keyring, old)
+    assert "status" not in [c[0] for c in schema_of(path)["connections"]]
+
+    store = await SQLiteStore.open(path, keyring)
+    try:
+        # Old rows read as status ok, never refreshed (the defaults of the new fields).
+        assert all((c.status, c.refreshed_at) == (ConnectionStatus.OK, None) for c in old)
+        assert await store.list_connections(ALICE) == old
+        assert await store.get_connection(ALICE, "google") == old[1]
+        # Everything new works on the migrated file.
+        assert await store.set_connection_status(old[0].key, ConnectionStatus.REVOKED) is True
+        refreshed = replace(old[1], tokens=make_tokens(), updated_at=T0 + 5, refreshed_at=T0 + 5)
+        assert await store.replace_connection(refreshed, expected_updated_at=old[1].updated_at) is True
+        owner = await store.acquire_lock("refresh:x", ttl_seconds=60)
+        assert owner is not None
+    finally:
+        await store.close()
+
+    fresh = tmp_path / "fresh.sqlite3"
+    await (await SQLiteStore.open(fresh, keyring)).close()
+    assert schema_of(path) == schema_of(fresh)  # same columns, defaults, indexes and version (2)
+    assert schema_of(path)["user_version"] == [(2,)]
+
+    store = await SQLiteStore.open(path, keyring)  # a second open finds nothing to migrate
+    try:
+        assert await store.list_connections(ALICE) == [
+            replace(old[0], status=ConnectionStatus.REVOKED),
+            refreshed,
+        ]
+        assert await store.release_lock("refresh:x", owner) is True
+    finally:
+        await store.close()
+
+
+async def test_concurrent_opens_of_a_version_1_database_migrate_once(
+    tmp_path: Path, keyring: KeyRing
+) -> None:
+    path = tmp_path / "old.sqlite3"
+    conn = make_connection()
+    make_v1_database(path, keyring, [conn])
+    stores = await asyncio.gather(*(SQLiteStore.open(path, keyring) for _ in range(4)))
+    try:
+        for store in stores:
+            assert await store.get_connection(ALICE, "github", "1") == conn
+    finally:
+        for store in stores:
+            await store.close()
+    assert [c[0] for c in schema_of(path)["connections"]][-2:] == ["status", "refreshed_at"]
+
+
+async def test_newer_schema_is_refused_and_left_alone(tmp_path: Path, keyring: KeyRing) -> None:
+    path = tmp_path / "new.sqlite3"
+    make_v1_database(path, keyring, [make_connection()])
+    raw = sqlite3.connect(path, isolation_level=None)
+    try:
+        raw.execute("PRAGMA user_version = 3")
+    finally:
+        raw.close()
+    before = schema_of(path)
+    with pytest.raises(StoreUnavailable, match="schema version 3 is newer"):
+        await SQLiteStore.open(path, keyring)
+    assert schema_of(path) == before  # no column added, version not lowered
+
+
+async def test_unknown_status_reads_as_absent_with_a_warning(
+    tmp_path: Path, keyring: KeyRing, caplog: pytest.LogCaptureFixture
+) -> None:
+    harness = SQLiteHarness(tmp_path / "store.sqlite3")
+    store = await harness.open(keyring)
+    try:
+        odd, kept = make_connection(account="odd", updated_at=T0 + 1), make_connection(account="kept")
+        await store.put_connection(odd)
+        await store.put_connection(kept)
+        harness.sql("UPDATE connections SET status = 'paused' WHERE account = 'odd'")
+        with caplog.at_level(logging.WARNING):
+            assert await store.get_connection(ALICE, "github", "odd") is None
+            assert await store.get_connection(ALICE, "github") == kept
+            assert await store.list_connections(ALICE) == [kept]
+        assert "unknown status" in caplog.text and "odd" in caplog.text
+    finally:
+        await store.close()
+
+
+# --- locks on the store's clock ---------------------------------------------------------------
+
+
+async def test_sqlite_lock_expires_exactly_at_its_ttl_by_the_store_clock(
+    tmp_path: Path, keyring: KeyRing
+) -> None:
+    harness = SQLiteHarness(tmp_path / "store.sqlite3")
+    store = await harness.open(keyring)
+    try:
+        owner = await store.acquire_lock("refresh:x", ttl_seconds=30)
+        assert owner is not None
+        harness.clock.advance(29.999)
+        assert await store.acquire_lock("refresh:x", ttl_seconds=30) is None
+        harness.clock.advance(0.001)  # expires_at is exclusive, like every other TTL here
+        taker = await store.acquire_lock("refresh:x", ttl_seconds=30)
+        assert taker is not None and taker != owner
+        assert await store.release_lock("refresh:x", owner) is False
+        rows = harness.sql("SELECT owner, expires_at FROM locks")
+        assert rows == [(taker, T0 + 60)]  # the stale release left the new owner's row alone
+    finally:
+        await store.close()
+
+
+async def test_sqlite_locks_are_stored_by_hash_and_purged_when_expired(
+    tmp_path: Path, keyring: KeyRing
+) -> None:
+    harness = SQLiteHarness(tmp_path / "store.sqlite3")
+    store = await harness.open(keyring)
+    try:
+        assert await store.acquire_lock("refresh:secret-name", ttl_seconds=10) is not None
+        assert await store.acquire_lock("refresh:kept", ttl_seconds=60) is not None
+        (name_hash,) = harness.sql("SELECT name_hash FROM locks WHERE expires_at = ?", (T0 + 10,))[0]
+        assert len(name_hash) == 64 and "secret-name" not in name_hash
+        harness.clock.advance(10)
+        await store.put_nonce("n", ttl_seconds=60)  # every TTL write purges expired rows
+        assert harness.sql("SELECT count(*) FROM locks") == [(1,)]
     finally:
         await store.close()

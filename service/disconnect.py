@@ -1,0 +1,48 @@
+"""Disconnecting: delete the local record first, then revoke at the provider (RFC 7009).
+
+Local first, so a provider that is down or slow can never leave a token we still use; the
+revocation result is reported, not required. One place for the tool and the connections page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from service.audit import audit
+from service.provider_oauth import revoke
+from service.providers import ProviderConfig
+from token_store import Connection, ConnectionKey, Store, UserRef
+
+
+@dataclass(frozen=True)
+class Disconnected:
+    account: str
+    revoked: bool  # the provider confirmed revocation; False when it has no endpoint or failed
+
+
+async def disconnect_one(
+    store: Store, provider: ProviderConfig | None, key: ConnectionKey, *, timeout_seconds: float
+) -> Disconnected | None:
+    connection = await store.get_connection(key.user, key.provider, key.account)
+    if connection is None or not await store.delete_connection(key):
+        return None
+    return await _revoke(connection, provider, timeout_seconds)
+
+
+async def disconnect_all(
+    store: Store, provider: ProviderConfig, user: UserRef, *, timeout_seconds: float
+) -> list[Disconnected]:
+    deleted = await store.delete_connections(user, provider.name)
+    return [await _revoke(connection, provider, timeout_seconds) for connection in deleted]
+
+
+async def _revoke(
+    connection: Connection, provider: ProviderConfig | None, timeout_seconds: float
+) -> Disconnected:
+    revoked = (
+        provider is not None
+        and provider.kind == "oauth2"
+        and await revoke(provider, connection.tokens, timeout_seconds=timeout_seconds)
+    )
+    audit("disconnect", connection.key, revoked=revoked)
+    return Disconnected(connection.key.account, revoked)

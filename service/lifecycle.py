@@ -1,0 +1,124 @@
+"""Keeping a stored grant usable: proactive and on-demand refresh, single-flight across replicas.
+
+One refresh per (user, provider, account) at a time, everywhere: the refresher holds a lock in
+the shared store; everyone else waits for the record to change and reuses the result. The new
+token set replaces the old one only if nobody changed the record meanwhile (compare-and-set), so
+a rotated refresh token is never lost nor sent twice. `invalid_grant` marks the connection as
+needing re-authorization; the caller then elicits again, with no retry loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+import anyio
+
+from service.audit import audit
+from service.provider_api import ProviderApiError
+from service.provider_oauth import TokenExchangeError, refresh
+from service.providers import ProviderConfig
+from token_store import Connection, ConnectionStatus, Store
+
+WAIT_INTERVAL = 0.1  # how often a waiter re-reads the record while another replica refreshes
+
+
+class NeedsReauthorization(Exception):
+    """The grant is gone (no refresh token, or the provider refused it): connect again."""
+
+
+class TokenLifecycle:
+    def __init__(
+        self,
+        store: Callable[[], Store],
+        *,
+        timeout_seconds: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._timeout = timeout_seconds
+        self._clock = clock
+        # Longer than one token-endpoint call: a holder that dies frees the lock after this.
+        self.lock_ttl = timeout_seconds + 5
+
+    def expiring(self, connection: Connection, provider: ProviderConfig) -> bool:
+        expires_at = connection.tokens.expires_at
+        return expires_at is not None and expires_at - provider.refresh_skew_seconds <= self._clock()
+
+    async def fresh(
+        self, connection: Connection, provider: ProviderConfig, *, force: bool = False
+    ) -> Connection:
+        """`connection` with an access token that is not about to expire (refreshing if needed).
+        `force`: the API just refused this access token (401), so refresh even if not expiring."""
+        if connection.status in (ConnectionStatus.NEEDS_REAUTHORIZATION, ConnectionStatus.REVOKED):
+            raise NeedsReauthorization(connection.status.value)
+        if not force and not self.expiring(connection, provider):
+            return connection
+        if connection.tokens.refresh_token is None:
+            if force or self._expired(connection):
+                await self._store().set_connection_status(
+                    connection.key, ConnectionStatus.NEEDS_REAUTHORIZATION
+                )
+                raise NeedsReauthorization("no refresh token")
+            return connection  # expiring soon but still valid, and nothing to refresh with
+        return await self._single_flight(connection, provider)
+
+    async def _single_flight(self, seen: Connection, provider: ProviderConfig) -> Connection:
+        store = self._store()
+        name = f"refresh:{seen.key.associated_data().decode()}"
+        deadline = self._clock() + self.lock_ttl + 1
+        while True:
+            owner = await store.acquire_lock(name, self.lock_ttl)
+            if owner is not None:
+                try:
+                    return await self._refresh_once(seen, provider)
+                finally:
+                    await store.release_lock(name, owner)
+            # Another caller (maybe on another replica) is refreshing: reuse its result.
+            await anyio.sleep(WAIT_INTERVAL)
+            current = await store.get_connection(seen.key.user, seen.key.provider, seen.key.account)
+            if current is None:
+                raise NeedsReauthorization("disconnected")
+            if current.updated_at != seen.updated_at or current.status is not ConnectionStatus.OK:
+                if current.status in (ConnectionStatus.NEEDS_REAUTHORIZATION, ConnectionStatus.REVOKED):
+                    raise NeedsReauthorization(current.status.value)
+                return current
+            if self._clock() > deadline:
+                raise ProviderApiError(f"refreshing the {provider.display_name} token timed out")
+
+    async def _refresh_once(self, seen: Connection, provider: ProviderConfig) -> Connection:
+        store = self._store()
+        # Under the lock, re-read: a previous holder may have refreshed already.
+        current = await store.get_connection(seen.key.user, seen.key.provider, seen.key.account)
+        if current is None:
+            raise NeedsReauthorization("disconnected")
+        if current.updated_at != seen.updated_at:
+            return current
+        assert current.tokens.refresh_token is not None
+        try:
+            tokens = await refresh(provider, current.tokens, timeout_seconds=self._timeout)
+        except TokenExchangeError as exc:
+            if exc.error == "invalid_grant":
+                # RFC 6749 §5.2: the grant is dead; asking again is the only way forward.
+                await store.set_connection_status(current.key, ConnectionStatus.NEEDS_REAUTHORIZATION)
+                audit("refresh.invalid_grant", current.key)
+                raise NeedsReauthorization("invalid_grant") from None
+            audit("refresh.failed", current.key, reason=exc.error or "unavailable")
+            raise ProviderApiError(f"{provider.display_name}: {exc}") from None
+        now = self._clock()
+        renewed = replace(
+            current, tokens=tokens, updated_at=now, refreshed_at=now, status=ConnectionStatus.OK
+        )
+        if not await store.replace_connection(renewed, expected_updated_at=current.updated_at):
+            # Replaced meanwhile (a reconnect): theirs is newer than ours.
+            latest = await store.get_connection(seen.key.user, seen.key.provider, seen.key.account)
+            if latest is None:
+                raise NeedsReauthorization("disconnected")
+            return latest
+        audit("refresh", renewed.key, expires_at=tokens.expires_at)
+        return renewed
+
+    def _expired(self, connection: Connection) -> bool:
+        expires_at = connection.tokens.expires_at
+        return expires_at is not None and expires_at <= self._clock()

@@ -1,0 +1,152 @@
+"""What a tool holds while it calls a provider's API for the caller.
+
+    @server.tool()
+    @uses(broker, "github", scopes=("read:user",))
+    async def github_profile(ctx: Context, api: ProviderSession) -> dict:
+        return await api.get_json("/user")
+
+`uses` finds (or elicits) the caller's connection before the tool body runs and passes it in as
+`api` (hidden from the tool's input schema). Requests carry the user's token only to the
+provider's own API, refresh once on a 401, and leave an audit line per use.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from service.answers import connected
+from service.audit import audit
+from service.lifecycle import NeedsReauthorization, TokenLifecycle
+from service.provider_api import MAX_PROFILE_BYTES, ProviderApiError
+from service.providers import ProviderConfig
+from token_store import Connection
+
+Reconnect = Callable[[], Awaitable[Connection]]
+
+
+class ProviderSession:
+    def __init__(
+        self,
+        connection: Connection,
+        provider: ProviderConfig,
+        lifecycle: TokenLifecycle,
+        http: httpx.AsyncClient,
+        *,
+        tool: str,
+        reconnect: Reconnect,
+    ) -> None:
+        self._connection = connection
+        self.provider = provider
+        self._lifecycle = lifecycle
+        self._http = http
+        self._tool = tool
+        self._reconnect = reconnect
+
+    @property
+    def account(self) -> str:
+        return self._connection.key.account
+
+    @property
+    def account_label(self) -> str:
+        return self._connection.account_label
+
+    async def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        """`url` is a path under the provider's API base, or one of its own URLs."""
+        target = self._own_url(url)
+        response = await self._send(method, target, **kwargs)
+        if response.status_code == 401:
+            try:  # the token was refused: refresh once (single-flight), then retry once
+                self._connection = await self._lifecycle.fresh(self._connection, self.provider, force=True)
+            except NeedsReauthorization:
+                self._connection = await self._reconnect()  # elicits: raises ConnectionNeeded
+            response = await self._send(method, target, **kwargs)
+        return response
+
+    async def get_json(self, url: str, **kwargs: Any) -> Any:
+        response = await self.request("GET", url, **kwargs)
+        if response.status_code == 401:
+            raise ProviderApiError(f"{self.provider.display_name} rejected the token", unauthorized=True)
+        if response.status_code >= 400 or len(response.content) > MAX_PROFILE_BYTES:
+            raise ProviderApiError(f"{self.provider.display_name} answered HTTP {response.status_code}")
+        try:
+            return response.json()
+        except ValueError:
+            raise ProviderApiError(
+                f"{self.provider.display_name} answered something that is not JSON"
+            ) from None
+
+    async def _send(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        tokens = self._connection.tokens
+        headers = dict(kwargs.pop("headers", None) or {})
+        if self.provider.kind == "api_key":
+            headers[self.provider.api_key_header] = self.provider.api_key_format.format(
+                key=tokens.access_token
+            )
+        else:
+            headers["Authorization"] = f"Bearer {tokens.access_token}"
+        audit("token.use", self._connection.key, tool=self._tool)
+        try:
+            return await self._http.request(method, url, headers=headers, **kwargs)
+        except httpx.HTTPError as exc:
+            raise ProviderApiError(
+                f"{self.provider.display_name} did not answer ({type(exc).__name__})"
+            ) from None
+
+    def _own_url(self, url: str) -> str:
+        # DESIGN invariant 6: a token goes only to the provider that issued it.
+        if url.startswith("/"):
+            base = self.provider.api_base_url or _origin(self.provider.userinfo_url)
+            return base.rstrip("/") + url
+        allowed = {_origin(self.provider.api_base_url), _origin(self.provider.userinfo_url)} - {""}
+        if _origin(url) not in allowed:
+            raise ProviderApiError(f"refusing to send a {self.provider.display_name} token to another host")
+        return url
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else ""
+
+
+SessionFactory = Callable[..., Awaitable[ProviderSession]]
+
+
+def uses(
+    session_for: SessionFactory, provider: str | None = None, scopes: Sequence[str] = ()
+) -> Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[Any]]]:
+    """Declare what a tool needs in one line. `session_for` is `broker.session`; with no
+    `provider`, the tool's own `provider` argument names it. The tool must take `ctx: Context`
+    and `api: ProviderSession`; `api` is hidden from its input schema."""
+
+    def decorate(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        # Evaluated annotations: the SDK reads this signature to build the tool's schemas.
+        signature = inspect.signature(fn, eval_str=True)
+        visible = [p for name, p in signature.parameters.items() if name != "api"]
+
+        @functools.wraps(fn)
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind_partial(*args, **kwargs)
+            bound.apply_defaults()
+            name = provider or bound.arguments.get("provider")
+            api = await session_for(
+                bound.arguments["ctx"],
+                str(name),
+                scopes,
+                account=bound.arguments.get("account"),
+                tool=fn.__name__,
+            )
+            return await fn(*args, api=api, **kwargs)
+
+        wrapper.__signature__ = signature.replace(parameters=visible)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {
+            p.name: p.annotation for p in visible if p.annotation is not inspect.Parameter.empty
+        } | {"return": signature.return_annotation}
+        return connected(wrapper)
+
+    return decorate

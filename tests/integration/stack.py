@@ -1,0 +1,91 @@
+"""Our MCP server and the dev authorization server, with one third-party provider `idp` added."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from mock_providers import create_mock_providers_app
+from service.app import create_app
+from service.demo import Demo, build_demo
+from service.providers import ProviderConfig, build_provider, resolve_discovery
+from tests.e2e.harness import HOST, ThreadedServers, free_port
+
+PROVIDER = "idp"  # the name our server knows the third-party server by: /callback/idp
+OIDC_CLIENT_ID = "mcp-url-connect-it"
+MOCK_CLIENT_ID = "mcp-url-connect-mock"
+SECRET_ENV = f"MCPUC_PROVIDER_{PROVIDER.upper()}_CLIENT_SECRET"
+
+
+@dataclass
+class Stack:
+    """Both listeners of the demo (MCP server; dev AS + mockhub) with `provider` configured."""
+
+    data_dir: Path
+    port: int = field(default_factory=free_port)
+    providers_port: int = field(default_factory=free_port)
+    demo: Demo = field(init=False)
+    provider: ProviderConfig | None = field(init=False, default=None)
+    _threaded: ThreadedServers | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.demo = build_demo(HOST, self.port, self.providers_port, self.data_dir)
+
+    @property
+    def redirect_uri(self) -> str:
+        """What to register at the third-party server: `<public_url>/callback/idp`."""
+        return self.demo.settings.callback_url(PROVIDER)
+
+    @property
+    def mcp_url(self) -> str:
+        return self.demo.settings.resource_url
+
+    @property
+    def public_url(self) -> str:
+        return self.demo.settings.public_url
+
+    def start(self, provider: ProviderConfig) -> Stack:
+        assert provider.name == PROVIDER
+        self.provider = provider
+        settings = dataclasses.replace(
+            self.demo.settings, providers={**self.demo.settings.providers, PROVIDER: provider}
+        )
+        apps: list[tuple[Any, int]] = [
+            (create_mock_providers_app(self.demo.providers), self.providers_port),
+            (create_app(settings), self.port),
+        ]
+        self._threaded = ThreadedServers(apps)
+        self._threaded.start()
+        return self
+
+    def stop(self) -> None:
+        if self._threaded is not None:
+            self._threaded.stop()
+
+
+async def discovered(spec: dict[str, object], client_secret: str) -> ProviderConfig:
+    provider = build_provider(PROVIDER, spec, {SECRET_ENV: client_secret})
+    async with httpx.AsyncClient(timeout=10) as http:
+        return await resolve_discovery(provider, http)
+
+
+def mock_server_spec(issuer: str, scopes: tuple[str, ...] = ()) -> dict[str, object]:
+    """oauth2-mock-server as a plain OAuth 2 provider, endpoints from its discovery document.
+
+    No scopes by default: its token response reports `scope: "dummy"` whenever the token request
+    carries none (ours never does, RFC 6749 §4.1.3), and a grant reported without the scopes we
+    asked for does not count as covering them (see test_oauth2_mock_server_reported_scope_is_used).
+    """
+    return {
+        "preset": "oauth2",
+        "display_name": "oauth2-mock-server",
+        "discovery_url": f"{issuer}/.well-known/openid-configuration",
+        "client_id": MOCK_CLIENT_ID,
+        "scopes": list(scopes),
+        "account_field": "sub",
+        "label_field": "sub",
+    }

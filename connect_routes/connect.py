@@ -17,6 +17,8 @@ import logging
 import re
 import secrets
 import time
+from dataclasses import replace
+from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
@@ -27,7 +29,8 @@ from connect_routes.browser_session import BrowserUser, browser_user, csrf_ok, c
 from connect_routes.headers import HEADERS
 from connect_routes.login import Login
 from connect_routes.pages import message, page
-from service.provider_api import ProviderApiError, fetch_userinfo
+from service.audit import audit
+from service.provider_api import ProviderApiError, fetch_userinfo, field_at
 from service.provider_oauth import TokenExchangeError, authorization_url, exchange_code
 from service.providers import ProviderConfig
 from service.runtime import Runtime
@@ -38,6 +41,7 @@ from token_store import (
     OAuthState,
     PendingElicitation,
     StoreUnavailable,
+    TokenSet,
     UserRef,
 )
 
@@ -47,6 +51,8 @@ OPAQUE_ID = re.compile(
     r"[A-Za-z0-9_-]{16,128}"
 )  # used with fullmatch  # ids and states we mint: token_urlsafe(32)
 MAX_PARAM = 2048
+MAX_API_KEY = 4096
+API_KEY = re.compile(r"[\x21-\x7e]{8,4096}")  # printable, no spaces: what keys look like
 
 
 def same_user(browser: BrowserUser, user: UserRef) -> bool:
@@ -65,6 +71,7 @@ class ConnectRoutes:
             Route("/connect", self.confirm, methods=["GET"]),
             Route("/connect", self.connect, methods=["POST"]),
             Route("/callback/{provider}", self.callback, methods=["GET"]),
+            Route("/connect/api-key", self.api_key, methods=["POST"]),
         ]
 
     async def confirm(self, request: Request) -> Response:
@@ -82,6 +89,8 @@ class ConnectRoutes:
         if isinstance(checked, Response):
             return checked
         elicitation, provider = checked
+        if provider.kind == "api_key":
+            return self._api_key_form(request, browser, elicitation, provider)
         response = page(
             request,
             "confirm.html",
@@ -113,6 +122,71 @@ class ConnectRoutes:
             if isinstance(checked, Response):
                 return checked
             return await self._redirect_to_provider(request, browser, *checked)
+        except StoreUnavailable:
+            return _unavailable(request)
+
+    def _api_key_form(
+        self,
+        request: Request,
+        browser: BrowserUser,
+        elicitation: PendingElicitation,
+        provider: ProviderConfig,
+        error: str = "",
+        status_code: int = 200,
+    ) -> Response:
+        # client-elicitation.mdx: secrets such as API keys go through a URL-mode page of the
+        # server, never through form-mode elicitation (the client and the model would see them).
+        return page(
+            request,
+            "api_key.html",
+            status_code,
+            provider=provider.display_name,
+            account=browser.user.sub,
+            elicitation_id=elicitation.id,
+            csrf=csrf_token(request),
+            error=error,
+        )
+
+    async def api_key(self, request: Request) -> Response:
+        """POST from the API-key page: check the key with the provider, then store it encrypted."""
+        browser = browser_user(request, self._settings)
+        if browser is None:
+            return message(request, "Not signed in", "Open the link from your MCP client again.", 401)
+        form = await request.form(max_files=0, max_fields=4, max_part_size=MAX_API_KEY + 64)
+        elicitation_id, key = form.get("elicitationId"), form.get("api_key")
+        if not csrf_ok(request, form.get("csrf")) or not isinstance(elicitation_id, str):
+            return message(request, "Not allowed", "The form was stale. Open the link again.", 403)
+        if not OPAQUE_ID.fullmatch(elicitation_id):
+            return message(request, "Invalid link", "This connect link is malformed.", 400)
+        try:
+            checked = await self._checked(request, browser, elicitation_id)
+            if isinstance(checked, Response):
+                return checked
+            elicitation, provider = checked
+            if provider.kind != "api_key":
+                return message(request, "Invalid request", "This service does not use API keys.", 400)
+            key = key.strip() if isinstance(key, str) else ""
+            if not API_KEY.fullmatch(key):
+                return self._api_key_form(
+                    request, browser, elicitation, provider, "That does not look like a key.", 400
+                )
+            profile: dict[str, Any] = {provider.account_field: "default"}
+            if provider.userinfo_url:
+                try:
+                    profile = await fetch_userinfo(self._runtime.http, provider, key)
+                except ProviderApiError as exc:
+                    return self._api_key_form(request, browser, elicitation, provider, f"{exc}.", 400)
+            opened = await self._runtime.store.transition_elicitation(
+                elicitation.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED
+            )
+            if opened is None:
+                return message(
+                    request,
+                    "Link already used",
+                    "This link was already used. Ask again from your MCP client.",
+                    409,
+                )
+            return await self._complete(request, opened, provider, TokenSet(access_token=key), profile)
         except StoreUnavailable:
             return _unavailable(request)
 
@@ -183,7 +257,15 @@ class ConnectRoutes:
                 "This link was already used. Ask again from your MCP client.",
                 409,
             )
-        url = authorization_url(provider, state.redirect_uri, opened.scopes, state.state, state.code_verifier)
+        held = await store.get_connection(elicitation.user, provider.name)
+        url = authorization_url(
+            provider,
+            state.redirect_uri,
+            opened.scopes,
+            state.state,
+            state.code_verifier,
+            need_refresh_token=held is None or held.tokens.refresh_token is None,
+        )
         return RedirectResponse(url, status_code=303)
 
     async def callback(self, request: Request) -> Response:
@@ -270,21 +352,37 @@ class ConnectRoutes:
             await self._fail(elicitation)
             logger.warning("callback: provider %s: %s", provider.name, exc)
             return message(request, "Connection failed", f"{provider.display_name}: {exc}.", 502)
-        account = profile.get(provider.account_field)
+        return await self._complete(request, elicitation, provider, tokens, profile)
+
+    async def _complete(
+        self,
+        request: Request,
+        elicitation: PendingElicitation,
+        provider: ProviderConfig,
+        tokens: TokenSet,
+        profile: dict[str, Any],
+    ) -> Response:
+        """Store the connection bound to the elicitation's user, then complete the elicitation."""
+        account = field_at(profile, provider.account_field)
         if account is None or isinstance(account, (dict, list)):
             await self._fail(elicitation)
             return message(
                 request, "Connection failed", f"{provider.display_name} did not name the account.", 502
             )
+        key = ConnectionKey(elicitation.user, provider.name, str(account))
+        store = self._runtime.store
+        previous = await store.get_connection(key.user, key.provider, key.account)
+        if tokens.refresh_token is None and previous is not None and previous.tokens.refresh_token:
+            # Google omits the refresh token on re-consent: the one we hold stays valid.
+            tokens = replace(tokens, refresh_token=previous.tokens.refresh_token)
         now = time.time()
         connection = Connection(
-            key=ConnectionKey(elicitation.user, provider.name, str(account)),
+            key=key,
             tokens=tokens,
-            account_label=str(profile.get(provider.label_field, account))[:128],
-            connected_at=now,
+            account_label=str(field_at(profile, provider.label_field) or account)[:128],
+            connected_at=previous.connected_at if previous else now,
             updated_at=now,
         )
-        store = self._runtime.store
         await store.put_connection(connection)  # the token set first, then the completion
         completed = await store.transition_elicitation(
             elicitation.id, ElicitationStatus.OPENED, ElicitationStatus.COMPLETE
@@ -295,7 +393,7 @@ class ConnectRoutes:
             except StoreUnavailable:
                 # The token is stored: the client's retry finds it even without the notification.
                 logger.warning("callback: completion not published (store unavailable)")
-        logger.info("connected provider=%s account=%s", provider.name, connection.key.account)
+        audit("connect", key, scopes=" ".join(tokens.scopes))
         return page(
             request, "connected.html", 200, provider=provider.display_name, account=connection.account_label
         )

@@ -9,6 +9,7 @@ from starlette.routing import Route
 from connect_routes.browser_session import browser_user, csrf_ok, csrf_token
 from connect_routes.login import Login
 from connect_routes.pages import message, page
+from service.disconnect import disconnect_one
 from service.runtime import Runtime
 from token_store import ConnectionKey, StoreUnavailable
 
@@ -57,7 +58,12 @@ class ConnectionsPage:
             return message(request, "Invalid request", "The form is incomplete.", 400)
         try:
             # The key is built from the session user: a form cannot name another user's record.
-            await self._runtime.store.delete_connection(ConnectionKey(browser.user, provider, account))
+            await disconnect_one(
+                self._runtime.store,
+                self._runtime.settings.providers.get(provider),
+                ConnectionKey(browser.user, provider, account),
+                timeout_seconds=self._runtime.settings.http_timeout,
+            )
         except StoreUnavailable:
             return message(request, "Temporarily unavailable", "Try again shortly.", 503)
         return RedirectResponse("/connections", status_code=303)

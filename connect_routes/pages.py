@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,15 @@ from starlette.responses import HTMLResponse
 from starlette.templating import Jinja2Templates
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+
+
+def _timestamp(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return datetime.fromtimestamp(value, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+TEMPLATES.env.filters["timestamp"] = _timestamp
 
 
 def page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:

@@ -39,7 +39,7 @@ class ConsentSettings:
 
 
 class ConsentFlow:
-    """``GET``/``POST`` handler of a provider's ``/authorize``.
+    """``GET``/``POST`` handler (:meth:`handle`) of a provider's ``/authorize``.
 
     ``account`` maps the submitted login to the account authlib binds to the
     code, or ``None`` when the login is not acceptable; ``scope_groups`` lists
@@ -63,7 +63,7 @@ class ConsentFlow:
         self.account = account
         self.scope_groups = scope_groups
 
-    async def __call__(self, request: Request) -> Response:
+    async def handle(self, request: Request) -> Response:
         server = self.server
         try:
             oauth_request = await read_oauth2_request(request, self.origin, dict(self.settings.defaults))

@@ -66,7 +66,7 @@ class MockGoogleRoutes:
         return [
             Route(DISCOVERY_PATH, allow_cors(self.discovery), methods=["GET", "OPTIONS"]),
             Route(PREFIX + "/jwks.json", allow_cors(self.jwks), methods=["GET", "OPTIONS"]),
-            Route(PREFIX + "/authorize", self.consent, methods=["GET", "POST"]),
+            Route(PREFIX + "/authorize", self.consent.handle, methods=["GET", "POST"]),
             Route(PREFIX + "/token", allow_cors(self.token), methods=["POST", "OPTIONS"]),
             Route(PREFIX + "/userinfo", allow_cors(self.userinfo), methods=["GET", "POST", "OPTIONS"]),
             Route(PREFIX + "/revoke", allow_cors(self.revoke), methods=["GET", "POST", "OPTIONS"]),

@@ -100,7 +100,7 @@ class MockSlackRoutes:
 
     def routes(self) -> list[Route]:
         return [
-            Route(PREFIX + "/authorize", self.consent, methods=["GET", "POST"]),
+            Route(PREFIX + "/authorize", self.consent.handle, methods=["GET", "POST"]),
             Route(PREFIX + "/oauth.v2.access", self.access, methods=["POST"]),
             Route(PREFIX + "/auth.test", self.auth_test, methods=["GET", "POST"]),
             Route(PREFIX + "/auth.revoke", self.auth_revoke, methods=["GET", "POST"]),

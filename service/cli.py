@@ -6,13 +6,16 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
+import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
+from service.providers import ProviderError, resolve_discovery
 from service.redaction import configure_logging
-from service.settings import SettingsError, load_settings
+from service.settings import Settings, SettingsError, load_settings
 
 DEFAULT_DATA_DIR = Path(".mcp-url-connect")
 
@@ -47,12 +50,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+async def resolve_providers(settings: Settings) -> Settings:
+    """Fill providers' endpoints from their discovery metadata; refuse to start if it fails."""
+    async with httpx.AsyncClient(timeout=settings.http_timeout, follow_redirects=False) as http:
+        providers = {name: await resolve_discovery(p, http) for name, p in settings.providers.items()}
+    return replace(settings, providers=providers)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from service.app import create_app
 
     try:
-        settings = load_settings(config_file=args.config).validate()
-    except SettingsError as exc:
+        settings = asyncio.run(resolve_providers(load_settings(config_file=args.config).validate()))
+    except (SettingsError, ProviderError) as exc:
         print(f"mcp-url-connect: configuration error: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)

@@ -19,6 +19,22 @@ class ProviderApiError(Exception):
         self.unauthorized = unauthorized
 
 
+def auth_headers(provider: ProviderConfig, secret: str) -> dict[str, str]:
+    """How the user's token (or API key) is presented to `provider`."""
+    if provider.kind == "api_key":
+        return {provider.api_key_header: provider.api_key_format.format(key=secret)}
+    return {"Authorization": f"Bearer {secret}"}
+
+
+def field_at(data: Any, dotted: str) -> Any:
+    """`data["a"]["b"]` for "a.b" (Slack nests the user under `authed_user`); None when absent."""
+    for part in dotted.split("."):
+        if not isinstance(data, dict):
+            return None
+        data = data.get(part)
+    return data
+
+
 async def fetch_userinfo(
     http: httpx.AsyncClient, provider: ProviderConfig, access_token: str
 ) -> dict[str, Any]:
@@ -26,7 +42,7 @@ async def fetch_userinfo(
     try:
         response = await http.get(
             provider.userinfo_url,
-            headers={"Authorization": f"Bearer {access_token}", "Accept": "application/json"},
+            headers={**auth_headers(provider, access_token), "Accept": "application/json"},
         )
     except httpx.HTTPError as exc:
         raise ProviderApiError(f"{provider.display_name} did not answer ({type(exc).__name__})") from None

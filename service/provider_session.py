@@ -23,7 +23,7 @@ import httpx
 from service.answers import connected
 from service.audit import audit
 from service.lifecycle import NeedsReauthorization, TokenLifecycle
-from service.provider_api import MAX_PROFILE_BYTES, ProviderApiError
+from service.provider_api import MAX_PROFILE_BYTES, ProviderApiError, auth_headers
 from service.providers import ProviderConfig
 from token_store import Connection
 
@@ -83,13 +83,7 @@ class ProviderSession:
 
     async def _send(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
         tokens = self._connection.tokens
-        headers = dict(kwargs.pop("headers", None) or {})
-        if self.provider.kind == "api_key":
-            headers[self.provider.api_key_header] = self.provider.api_key_format.format(
-                key=tokens.access_token
-            )
-        else:
-            headers["Authorization"] = f"Bearer {tokens.access_token}"
+        headers = {**(kwargs.pop("headers", None) or {}), **auth_headers(self.provider, tokens.access_token)}
         audit("token.use", self._connection.key, tool=self._tool)
         try:
             return await self._http.request(method, url, headers=headers, **kwargs)

@@ -9,7 +9,7 @@ import pytest
 from tests.e2e.browser import Browser
 from tests.e2e.harness import free_port
 from tests.integration.node_servers import NodeServer, need_node
-from tests.integration.stack import OIDC_CLIENT_ID, Stack, discovered, mock_server_spec
+from tests.integration.stack import OIDC_CLIENT_ID, Stack, discovered, mock_server_spec, oidc_provider_spec
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -60,19 +60,7 @@ def oauth2_mock_server(tmp_path: Path) -> Iterator[NodeServer]:
 @pytest.fixture
 async def oidc_stack(stack: Stack, oidc_provider: NodeServer, client_secret: str) -> Stack:
     """Our servers with `idp` = the oidc-provider instance, endpoints and issuer from discovery."""
-    provider = await discovered(
-        {
-            "preset": "oidc",
-            "display_name": "oidc-provider",
-            "discovery_url": f"{oidc_provider.issuer}/.well-known/openid-configuration",
-            "client_id": OIDC_CLIENT_ID,
-            "scopes": ["openid"],
-            "account_field": "sub",
-            "label_field": "sub",
-        },
-        client_secret,
-    )
-    return stack.start(provider)
+    return stack.start(await discovered(oidc_provider_spec(oidc_provider.issuer), client_secret))
 
 
 @pytest.fixture

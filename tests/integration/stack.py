@@ -68,9 +68,23 @@ class Stack:
 
 
 async def discovered(spec: dict[str, object], client_secret: str) -> ProviderConfig:
+    """`build_provider` then `resolve_discovery`, as the server does at start-up."""
     provider = build_provider(PROVIDER, spec, {SECRET_ENV: client_secret})
     async with httpx.AsyncClient(timeout=10) as http:
         return await resolve_discovery(provider, http)
+
+
+def oidc_provider_spec(issuer: str) -> dict[str, object]:
+    """oidc-provider as a generic OpenID Connect provider: endpoints and issuer from discovery."""
+    return {
+        "preset": "oidc",
+        "display_name": "oidc-provider",
+        "discovery_url": f"{issuer}/.well-known/openid-configuration",
+        "client_id": OIDC_CLIENT_ID,
+        "scopes": ["openid"],
+        "account_field": "sub",
+        "label_field": "sub",
+    }
 
 
 def mock_server_spec(issuer: str, scopes: tuple[str, ...] = ()) -> dict[str, object]:

@@ -22,9 +22,8 @@ from mcp_types import URL_ELICITATION_REQUIRED
 
 from tests.e2e.browser import Browser
 from tests.e2e.mcp_client import mcp_client
-from tests.integration.conftest import OIDC_CLIENT_ID
 from tests.integration.node_servers import NodeServer
-from tests.integration.stack import PROVIDER, Stack
+from tests.integration.stack import OIDC_CLIENT_ID, PROVIDER, Stack, discovered, mock_server_spec
 
 pytestmark = pytest.mark.integration
 
@@ -227,7 +226,7 @@ async def test_oidc_disconnect_revokes_the_token(
                 "disconnect's result has no `revoked` list yet (RFC 7009 revocation is not in this "
                 "build): the connection was deleted; revocation at oidc-provider was not checked"
             )
-        assert isinstance(outcome["revoked"], list)
+        assert outcome["revoked"] == [IDP_LOGIN]
         assert oidc_provider.events_of("revocation"), "no request reached oidc-provider's revocation endpoint"
         assert (await introspect())["active"] is False
         assert await userinfo_status() == 401
@@ -277,3 +276,26 @@ async def test_oauth2_mock_server_legacy_full_flow(
     assert token["grant_type"] == "authorization_code"
     assert token["has_code_verifier"] is True
     assert token["status"] == 200
+
+
+async def test_oauth2_mock_server_reported_scope_is_used(
+    stack: Stack, oauth2_mock_server: NodeServer, browser: Browser, client_secret: str
+) -> None:
+    """RFC 6749 §5.1: the token response's `scope` is what was granted. oauth2-mock-server reports
+    "dummy" when the token request names no scope (ours never does), so a connection made while
+    asking for `openid` does not count as an `openid` grant: the retry asks to connect again."""
+    stack.start(await discovered(mock_server_spec(oauth2_mock_server.issuer, ("openid",)), client_secret))
+    async with mcp_client(stack, USER, "legacy", on_url=_never) as (client, _):
+        first = await legacy_elicitation(client)
+        page = await browser.complete_connect(first.elicitations[0].url, username=USER)
+        assert page.status_code == 200, page.text
+        [authorize] = oauth2_mock_server.events_of("authorize")
+        assert authorize["has_code_challenge"]
+        [token] = oauth2_mock_server.events_of("token")
+        assert token["status"] == 200 and token["scope"] == "dummy"
+
+        listed = await client.call_tool("list_connections", {})
+        assert not listed.is_error
+        assert "dummy" in json.dumps(listed.structured_content)
+        again = await legacy_elicitation(client)
+        assert again.elicitations[0].elicitation_id != first.elicitations[0].elicitation_id

@@ -35,7 +35,7 @@ INSTRUCTIONS = (
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def build_mcp_server(settings: Settings, runtime: Runtime) -> MCPServer[Any]:
+def build_mcp_server(settings: Settings, runtime: Runtime) -> tuple[MCPServer[Any], ConnectionBroker]:
     verifier = JwtTokenVerifier(
         issuer=settings.auth_issuer,
         audience=settings.audience,
@@ -57,7 +57,7 @@ def build_mcp_server(settings: Settings, runtime: Runtime) -> MCPServer[Any]:
     )
     broker = ConnectionBroker(settings, lambda: runtime.store, runtime.hub, runtime.lifecycle, runtime.http)
     register_tools(server, broker, runtime)
-    return server
+    return server, broker
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
@@ -72,7 +72,7 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
 
 def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
     runtime = runtime or Runtime(settings)
-    server = build_mcp_server(settings, runtime)
+    server, broker = build_mcp_server(settings, runtime)
     mcp_app = server.streamable_http_app(
         streamable_http_path="/mcp", transport_security=transport_security(settings)
     )
@@ -117,5 +117,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
         lifespan=lifespan,
     )
     app.state.runtime = runtime
-    app.state.mcp_server = server  # for embedding and benchmarks: add tools before serving
+    # For embedding, tests and benchmarks: add tools (with `uses(app.state.broker.session, ...)`).
+    app.state.mcp_server = server
+    app.state.broker = broker
     return app

@@ -146,7 +146,7 @@ class ConnectionBroker:
             with store_errors_as_mcp_errors():
                 if is_stateless_revision(ctx) and ctx.request_state is not None:
                     return await self._resume(ctx, caller, config, needed)
-                stored = await self._store().get_connection(caller.user, config.name, account)
+                stored = await self._find(caller, config, account)
                 connection = await self._usable(stored, config, needed)
                 if connection is not None:
                     return connection
@@ -162,6 +162,20 @@ class ConnectionBroker:
                     "finish one in the browser or wait a few minutes"
                 ),
             ) from None
+
+    async def _find(self, caller: Caller, config: ProviderConfig, account: str | None) -> Connection | None:
+        """The named account (by the provider's id or by its label, e.g. a login), else the
+        most recently updated one."""
+        store = self._store()
+        found = await store.get_connection(caller.user, config.name, account)
+        if found is None and account is not None:
+            matches = [
+                c
+                for c in await store.list_connections(caller.user)
+                if c.key.provider == config.name and c.account_label == account
+            ]
+            found = max(matches, key=lambda c: c.updated_at, default=None)
+        return found
 
     async def _usable(
         self, connection: Connection | None, config: ProviderConfig, needed: tuple[str, ...]

@@ -336,7 +336,7 @@ async def test_hub_api_modes(client: httpx.AsyncClient, hub: MockHub, mode: str)
 async def test_hang_ends_when_the_client_goes_away_under_uvicorn(tmp_path: Path) -> None:
     app = create_mock_providers_app(make_config(tmp_path / "data"))
     hub: MockHub = app.state.mockhub
-    hub.api_mode = "hang"
+    hub.api_mode = hub.token_endpoint_mode = "hang"
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
@@ -347,12 +347,18 @@ async def test_hang_ends_when_the_client_goes_away_under_uvicorn(tmp_path: Path)
         async with httpx.AsyncClient(timeout=0.5) as http:
             with pytest.raises(httpx.ReadTimeout):
                 await http.get(f"http://127.0.0.1:{port}/mockhub/user")
+            with pytest.raises(httpx.ReadTimeout):  # a POST whose body was read first
+                await http.post(
+                    f"http://127.0.0.1:{port}/mockhub/token",
+                    data={"grant_type": "refresh_token", "refresh_token": "mhrt_x"},
+                    auth=(HUB_CLIENT_ID, HUB_SECRET),
+                )
     finally:
         server.should_exit = True
         # Shutdown waits for running requests: the hang must have ended with the connection.
         await asyncio.wait_for(serving, timeout=5)
         listener.close()
-    assert hub.user_requests == 1
+    assert hub.user_requests == 1 and hub.refresh_requests == 1
 
 
 # -- mockgoogle -----------------------------------------------------------------------------
@@ -677,13 +683,20 @@ async def test_slack_only_user_or_only_bot_scopes(client: httpx.AsyncClient, sla
 async def test_slack_errors_are_ok_false(client: httpx.AsyncClient, slack: MockSlack) -> None:
     verifier, challenge = pkce_pair()
     callback = await consent(client, "/mockslack/authorize", slack_params(challenge), login="grace")
-    form = {"code": callback["code"], "code_verifier": verifier, "client_id": SLACK_CLIENT_ID}
+    form = {
+        "code": callback["code"],
+        "redirect_uri": SLACK_CALLBACK,
+        "code_verifier": verifier,
+        "client_id": SLACK_CLIENT_ID,
+    }
     cases = [
         ({**form, "client_secret": "wrong"}, "bad_client_secret"),
         ({**form, "client_id": "nope", "client_secret": SLACK_SECRET}, "invalid_client_id"),
         ({**form, "client_secret": SLACK_SECRET, "redirect_uri": SLACK_CALLBACK + "/x"}, "bad_redirect_uri"),
         ({**form, "client_secret": SLACK_SECRET, "code": "bogus"}, "invalid_code"),
         ({**form, "client_secret": SLACK_SECRET, "grant_type": "password"}, "invalid_grant_type"),
+        ({**form, "client_secret": SLACK_SECRET, "code_verifier": ""}, "invalid_code_verifier"),
+        ({**form, "client_secret": SLACK_SECRET, "code_verifier": pkce_pair()[0]}, "invalid_code"),
     ]
     for data, error in cases:
         response = await client.post("/mockslack/oauth.v2.access", data=data)

@@ -401,12 +401,10 @@ class MockHub:
             self._revoke_where(lambda token: token.grant_id == grant_id)
 
     def _revoke_where(self, predicate: Callable[[MockHubToken], bool]) -> int:
-        revoked = 0
-        for token in list(self.tokens.values()):
-            if predicate(token):
-                revoked += 0 if token.revoked else 1
-                self.revoke(token)
-        return revoked
+        live = {token.access_token for token in self.tokens.values() if not token.revoked}
+        for token in [token for token in self.tokens.values() if predicate(token)]:
+            self.revoke(token)  # may also revoke the token now holding its refresh token
+        return sum(1 for access_token in live if self.tokens[access_token].revoked)
 
     # -- storage ---------------------------------------------------------------
 

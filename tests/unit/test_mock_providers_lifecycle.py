@@ -201,13 +201,17 @@ async def test_hub_without_rotation_the_refresh_token_stays(client: httpx.AsyncC
     for body in (first, *refreshed):
         assert await hub_user_status(client, body["access_token"]) == 200
 
-    # Revoking the refresh token revokes whichever access token holds it and the first one.
+    # Revoking the refresh token revokes whichever access token holds it now.
     revoked = await client.post(
         "/mockhub/revoke", data={"token": first["refresh_token"]}, auth=(HUB_CLIENT_ID, HUB_SECRET)
     )
     assert revoked.status_code == 200
     assert (await hub_refresh(client, first["refresh_token"])).status_code == 400
     assert await hub_user_status(client, refreshed[1]["access_token"]) == 401
+    # The rest of the grant goes with revoke_grant; each access token counts once.
+    assert hub.revoke_grant("octocat") == 2
+    for body in (first, refreshed[0]):
+        assert await hub_user_status(client, body["access_token"]) == 401
 
 
 async def test_hub_refresh_token_lifetime(client: httpx.AsyncClient, hub: MockHub) -> None:

@@ -37,6 +37,7 @@ from service.runtime import Runtime
 from token_store import (
     Connection,
     ConnectionKey,
+    ConnectionStatus,
     ElicitationStatus,
     OAuthState,
     PendingElicitation,
@@ -264,7 +265,10 @@ class ConnectRoutes:
             opened.scopes,
             state.state,
             state.code_verifier,
-            need_refresh_token=held is None or held.tokens.refresh_token is None,
+            # A held refresh token counts only while the grant is healthy.
+            need_refresh_token=held is None
+            or held.tokens.refresh_token is None
+            or held.status is not ConnectionStatus.OK,
         )
         return RedirectResponse(url, status_code=303)
 
@@ -372,8 +376,14 @@ class ConnectRoutes:
         key = ConnectionKey(elicitation.user, provider.name, str(account))
         store = self._runtime.store
         previous = await store.get_connection(key.user, key.provider, key.account)
-        if tokens.refresh_token is None and previous is not None and previous.tokens.refresh_token:
-            # Google omits the refresh token on re-consent: the one we hold stays valid.
+        if (
+            tokens.refresh_token is None
+            and previous is not None
+            and previous.tokens.refresh_token
+            and previous.status is ConnectionStatus.OK
+        ):
+            # Google omits the refresh token on re-consent: the one we hold stays valid
+            # (unless the provider already refused it).
             tokens = replace(tokens, refresh_token=previous.tokens.refresh_token)
         now = time.time()
         connection = Connection(

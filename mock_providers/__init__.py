@@ -5,7 +5,8 @@ One Starlette app (:func:`create_mock_providers_app`) serves, on one origin:
 * the development MCP authorization server (issuer = ``base_url``),
 * MockHub, a GitHub-like third-party OAuth provider (issuer = ``base_url + "/mockhub"``),
 * optionally MockGoogle, a Google-like OpenID provider (issuer = ``base_url + "/mockgoogle"``),
-* optionally MockSlack, a Slack-like OAuth v2 provider (under ``base_url + "/mockslack"``).
+* optionally MockSlack, a Slack-like OAuth v2 provider (under ``base_url + "/mockslack"``),
+* MockKeys, an API-key service (under ``base_url + "/mockkeys"``).
 
 Their knobs and counters (on ``app.state``) are described in docs/mock-providers.md.
 
@@ -20,6 +21,7 @@ from .dev_tokens import mint_access_token
 from .faults import EndpointMode
 from .mockgoogle import MockGoogle
 from .mockhub import MockHub, TokenRequestRecord
+from .mockkeys import MockKeys
 from .mockslack import MockSlack
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "EndpointMode",
     "MockGoogle",
     "MockHub",
+    "MockKeys",
     "MockProvidersConfig",
     "MockSlack",
     "NoDevKeys",

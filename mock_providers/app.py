@@ -1,5 +1,5 @@
-"""The Starlette app serving the dev AS (at the root), MockHub (under /mockhub) and,
-when configured, MockGoogle (under /mockgoogle) and MockSlack (under /mockslack)."""
+"""The Starlette app serving the dev AS (at the root), MockHub (under /mockhub), MockKeys (under
+/mockkeys) and, when configured, MockGoogle (under /mockgoogle) and MockSlack (under /mockslack)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from .mockgoogle import MockGoogle
 from .mockgoogle_routes import MockGoogleRoutes
 from .mockhub import MockHub
 from .mockhub_routes import MockHubRoutes
+from .mockkeys import MockKeys, MockKeysRoutes
 from .mockslack import MockSlack
 from .mockslack_routes import MockSlackRoutes
 from .pages import Pages
@@ -30,7 +31,9 @@ def create_mock_providers_app(config: MockProvidersConfig) -> Starlette:
     ``app.state.mockgoogle`` / ``app.state.mockslack`` the
     :class:`~mock_providers.mockgoogle.MockGoogle` /
     :class:`~mock_providers.mockslack.MockSlack` (``None`` when their client is
-    not configured), ``app.state.config`` the config.
+    not configured), ``app.state.mockkeys`` the
+    :class:`~mock_providers.mockkeys.MockKeys` API-key service (always served),
+    ``app.state.config`` the config.
 
     ``base_url`` must be https or loopback http (``localhost``, ``127.0.0.1``,
     ``[::1]``): authlib refuses OAuth over other plain-http origins unless
@@ -49,9 +52,11 @@ def create_mock_providers_app(config: MockProvidersConfig) -> Starlette:
         config.mockhub_client,
         access_token_ttl=config.mockhub_access_token_ttl,
     )
+    keys_service = MockKeys()
     routes = [
         *DevAuthorizationRoutes(dev_as, pages).routes(),
         *MockHubRoutes(hub, pages, config.issuer).routes(),
+        *MockKeysRoutes(keys_service).routes(),
     ]
     google = None
     if config.mockgoogle_client is not None:
@@ -76,4 +81,5 @@ def create_mock_providers_app(config: MockProvidersConfig) -> Starlette:
     app.state.mockhub = hub
     app.state.mockgoogle = google
     app.state.mockslack = slack
+    app.state.mockkeys = keys_service
     return app

@@ -57,3 +57,8 @@ class MockProvidersConfig:
     @property
     def mockslack_url(self) -> str:
         return self.issuer + "/mockslack"
+
+    @property
+    def mockkeys_url(self) -> str:
+        """Base of the MockKeys API-key service (always served): ``GET <this>/me``."""
+        return self.issuer + "/mockkeys"

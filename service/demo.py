@@ -80,6 +80,7 @@ def build_dev_setup(public_url: str, providers_url: str, data_dir: Path, **overr
         authorize_url=f"{providers_url}/mockhub/authorize",
         token_url=f"{providers_url}/mockhub/token",
         userinfo_url=f"{providers_url}/mockhub/user",
+        revocation_url=f"{providers_url}/mockhub/revoke",
         client_id=MOCKHUB_CLIENT_ID,
         client_secret=values["mockhub_client_secret"],
         scopes=("read:user",),
@@ -118,7 +119,15 @@ def write_serve_env(demo: Demo) -> Path:
     a providers TOML under the data dir, mode 0600 (they hold secrets; nothing is printed)."""
     s, mockhub = demo.settings, demo.settings.providers["mockhub"]
     toml_path = s.data_dir / "providers.toml"
-    fields = ("display_name", "authorize_url", "token_url", "userinfo_url", "client_id", "issuer")
+    fields = (
+        "display_name",
+        "authorize_url",
+        "token_url",
+        "userinfo_url",
+        "revocation_url",
+        "client_id",
+        "issuer",
+    )
     lines = ["[providers.mockhub]", *(f'{f} = "{getattr(mockhub, f)}"' for f in fields)]
     lines += ['scopes = ["read:user"]', 'account_field = "id"', 'label_field = "login"']
     if not mockhub.token_url.startswith("https:"):

@@ -17,11 +17,15 @@ import anyio
 
 from service.audit import audit
 from service.provider_api import ProviderApiError
-from service.provider_oauth import TokenExchangeError, refresh
+from service.provider_oauth import TokenExchangeError, refresh, revoke
 from service.providers import ProviderConfig
 from token_store import Connection, ConnectionStatus, Store
 
 WAIT_INTERVAL = 0.1  # how often a waiter re-reads the record while another replica refreshes
+# After a failed refresh, callers fail fast this long instead of calling the provider again: long
+# enough for every waiter (polling every WAIT_INTERVAL) to share the failure, short enough that
+# the user's next attempt goes through.
+FAILURE_COOLDOWN = 1.0
 
 
 class NeedsReauthorization(Exception):
@@ -69,6 +73,12 @@ class TokenLifecycle:
         name = f"refresh:{seen.key.associated_data().decode()}"
         deadline = self._clock() + self.lock_ttl + 1
         while True:
+            if await self._failed_recently(name):
+                # One failed call answers everyone waiting (and the next few seconds of callers):
+                # a failing provider sees one refresh, not one per caller.
+                raise ProviderApiError(
+                    f"{provider.display_name} could not refresh the token; try again shortly"
+                )
             owner = await store.acquire_lock(name, self.lock_ttl)
             if owner is not None:
                 try:
@@ -105,6 +115,9 @@ class TokenLifecycle:
                 audit("refresh.invalid_grant", current.key)
                 raise NeedsReauthorization("invalid_grant") from None
             audit("refresh.failed", current.key, reason=exc.error or "unavailable")
+            await store.acquire_lock(
+                f"refresh:{seen.key.associated_data().decode()}:failed", FAILURE_COOLDOWN
+            )
             raise ProviderApiError(f"{provider.display_name}: {exc}") from None
         now = self._clock()
         renewed = replace(
@@ -114,10 +127,16 @@ class TokenLifecycle:
             # Replaced meanwhile (a reconnect): theirs is newer than ours.
             latest = await store.get_connection(seen.key.user, seen.key.provider, seen.key.account)
             if latest is None:
+                # Disconnected while we refreshed: the grant we just received must not stay live.
+                await revoke(provider, tokens, timeout_seconds=self._timeout)
                 raise NeedsReauthorization("disconnected")
             return latest
         audit("refresh", renewed.key, expires_at=tokens.expires_at)
         return renewed
+
+    async def _failed_recently(self, name: str) -> bool:
+        """Is the failure marker set? (A lock with a TTL doubles as a flag shared by replicas.)"""
+        return await self._store().lock_held(f"{name}:failed")
 
     def _expired(self, connection: Connection) -> bool:
         expires_at = connection.tokens.expires_at

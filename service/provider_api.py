@@ -47,7 +47,7 @@ async def fetch_userinfo(
     except httpx.HTTPError as exc:
         raise ProviderApiError(f"{provider.display_name} did not answer ({type(exc).__name__})") from None
     if response.status_code == 401:
-        raise ProviderApiError(f"{provider.display_name} rejected the stored token", unauthorized=True)
+        raise ProviderApiError(f"{provider.display_name} rejected the token", unauthorized=True)
     if response.status_code != 200 or len(response.content) > MAX_PROFILE_BYTES:
         raise ProviderApiError(f"{provider.display_name} answered HTTP {response.status_code}")
     try:

@@ -81,6 +81,10 @@ class Store(Protocol):
         """Release the lock if `owner` still holds it (never someone else's after a TTL expiry)."""
         ...
 
+    async def lock_held(self, name: str) -> bool:
+        """Is the named lock held (unexpired)? Read-only: a lock doubles as a flag with a TTL."""
+        ...
+
     # --- pending elicitations -------------------------------------------------------------
     async def create_elicitation(self, elicitation: PendingElicitation, max_live_per_user: int) -> None:
         """Store a new pending elicitation (TTL until `expires_at`).

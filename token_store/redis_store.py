@@ -367,6 +367,10 @@ class RedisStore:
             released = await self._release_lock(keys=[self._keys.lock(_digest(name))], args=[owner])
         return bool(released)
 
+    async def lock_held(self, name: str) -> bool:
+        async with self._guard("lock_held") as client:
+            return bool(await client.exists(self._keys.lock(_digest(name))))
+
     # --- pending elicitations -------------------------------------------------------------
     async def create_elicitation(self, elicitation: PendingElicitation, max_live_per_user: int) -> None:
         e = elicitation

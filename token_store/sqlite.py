@@ -270,6 +270,17 @@ class SQLiteStore:
         rows = await self._run("release_lock", release, write=True)
         return bool(rows) and rows[0][0] > now
 
+    async def lock_held(self, name: str) -> bool:
+        now = self._clock()
+
+        def held(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(
+                "SELECT 1 FROM locks WHERE name_hash = ? AND expires_at > ?", (_digest(name), now)
+            ).fetchone()
+            return row is not None
+
+        return await self._run("lock_held", held)
+
     # --- pending elicitations -------------------------------------------------------------
     async def create_elicitation(self, elicitation: PendingElicitation, max_live_per_user: int) -> None:
         e = elicitation

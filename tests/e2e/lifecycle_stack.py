@@ -1,0 +1,403 @@
+"""Shared setup for the token-lifecycle tests and benchmark: two MCP app instances sharing Redis.
+
+- one mock-providers app (dev AS, MockHub, MockGoogle, MockSlack, MockKeys) on its own port;
+- two `create_app` instances on their own ports, with the same `public_url` (as behind a proxy:
+  the public URL is instance 0's origin, so browsers land there), the same Redis `redis_prefix`
+  and distinct `replica_id`s. Tests talk to each instance directly (`stack.instances[i]` has
+  `.data_dir` and `.mcp_url`, what `tests.e2e.mcp_client.mcp_client` needs).
+
+Providers: `mockhub` (from the demo, plus its RFC 7009 endpoint), `github` (preset pointed at
+MockHub), `google` (preset pointed at MockGoogle), `slack` (preset pointed at MockSlack, also
+installing a bot so that the response carries a bot token next to the user's), `keys` (API key,
+checked at MockKeys). Client secrets reach `build_provider` through its `environ` argument.
+
+The servers run in a background thread with their own event loop; test code opens its own
+store on the same Redis prefix (`async with stack.store() as store`), in its own loop.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import secrets
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import redis
+from mcp import Client
+from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
+from mcp_types import URL_ELICITATION_REQUIRED
+from starlette.applications import Starlette
+
+from mock_providers import ClientSpec, create_mock_providers_app
+from service.app import create_app
+from service.demo import MOCKHUB_CLIENT_ID, Demo, build_dev_setup
+from service.providers import ProviderConfig, build_provider
+from service.settings import Settings
+from tests.e2e.browser import Browser, forms_in
+from tests.e2e.harness import HOST, ThreadedServers, free_port
+from tests.e2e.mcp_client import Recorder, mcp_client
+from tests.needs import REDIS_HOST, REDIS_PORT, REDIS_URL, delete_prefix
+from token_store import Connection, KeyRing, Store, UserRef, open_store
+
+GOOGLE_CLIENT_ID = "mcp-url-connect.apps.mockgoogle.test"
+SLACK_CLIENT_ID = "1234567890.0987654321"
+SLACK_BOT_SCOPES = "commands"  # a Slack app that also installs a bot: the response has both tokens
+PROVIDER_PATHS = ("/mockhub", "/mockgoogle", "/mockslack", "/mockkeys")
+POLL, WAIT_SECONDS = 0.02, 10.0  # waiting for what the server thread does
+
+# Hooks that add test-only tools: called with each MCP app before the servers start.
+ToolHook = Callable[[Starlette], None]
+
+
+@dataclass
+class Instance:
+    """One MCP app instance (a "replica"), reachable directly on its own port."""
+
+    name: str
+    app: Starlette
+    port: int
+    data_dir: Path
+
+    @property
+    def origin(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.origin}/mcp"
+
+    @property
+    def settings(self) -> Settings:
+        settings: Settings = self.app.state.runtime.settings
+        return settings
+
+
+@dataclass
+class LifecycleStack:
+    root: Path
+    http_timeout: float = 2.0
+    tools: Sequence[ToolHook] = ()
+    redis_url: str = REDIS_URL
+    prefix: str = field(default_factory=lambda: f"test-{uuid.uuid4().hex}:")
+    ports: tuple[int, int] = field(default_factory=lambda: (free_port(), free_port()))
+    providers_port: int = field(default_factory=free_port)
+    instances: list[Instance] = field(init=False, default_factory=list)
+    demo: Demo = field(init=False)
+    providers_app: Starlette = field(init=False)
+    _threaded: ThreadedServers | None = field(init=False, default=None)
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def public_url(self) -> str:
+        return f"http://{HOST}:{self.ports[0]}"
+
+    @property
+    def providers_url(self) -> str:
+        return f"http://{HOST}:{self.providers_port}"
+
+    @property
+    def settings(self) -> Settings:
+        return self.instances[0].settings
+
+    @property
+    def mockhub(self) -> Any:
+        return self.providers_app.state.mockhub
+
+    @property
+    def mockgoogle(self) -> Any:
+        return self.providers_app.state.mockgoogle
+
+    @property
+    def mockslack(self) -> Any:
+        return self.providers_app.state.mockslack
+
+    @property
+    def mockkeys(self) -> Any:
+        return self.providers_app.state.mockkeys
+
+    def user(self, sub: str) -> UserRef:
+        """The MCP user a dev-AS token for `sub` stands for."""
+        return UserRef(self.demo.settings.auth_issuer, sub)
+
+    # --- start / stop --------------------------------------------------------------------------
+
+    def start(self) -> LifecycleStack:
+        demo = build_dev_setup(
+            self.public_url, self.providers_url, self.data_dir, http_timeout=self.http_timeout
+        )
+        self.demo = demo
+        google_secret, slack_secret = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+        base = demo.settings
+        providers_config = replace(
+            demo.providers,
+            mockhub_client=ClientSpec(
+                MOCKHUB_CLIENT_ID,
+                demo.providers.mockhub_client.client_secret,
+                (base.callback_url("mockhub"), base.callback_url("github")),
+            ),
+            mockgoogle_client=ClientSpec(GOOGLE_CLIENT_ID, google_secret, (base.callback_url("google"),)),
+            mockslack_client=ClientSpec(SLACK_CLIENT_ID, slack_secret, (base.callback_url("slack"),)),
+        )
+        self.providers_app = create_mock_providers_app(providers_config)
+        hub_secret = base.providers["mockhub"].client_secret
+        providers = build_providers(
+            self.providers_url,
+            environ={
+                "MCPUC_PROVIDER_GITHUB_CLIENT_SECRET": hub_secret,
+                "MCPUC_PROVIDER_GOOGLE_CLIENT_SECRET": google_secret,
+                "MCPUC_PROVIDER_SLACK_CLIENT_SECRET": slack_secret,
+            },
+        )
+        mockhub = replace(base.providers["mockhub"], revocation_url=f"{self.providers_url}/mockhub/revoke")
+        apps: list[tuple[Any, int]] = [(self.providers_app, self.providers_port)]
+        for i, port in enumerate(self.ports):
+            settings = replace(
+                base,
+                providers={"mockhub": mockhub, **providers},
+                store_url=self.redis_url,
+                redis_prefix=self.prefix,
+                replica_id=f"mcp-{i + 1}",
+                port=port,
+            ).validate()
+            app = create_app(settings)
+            for hook in self.tools:
+                hook(app)
+            self.instances.append(Instance(settings.replica_id, app, port, self.data_dir))
+            apps.append((app, port))
+        self._threaded = ThreadedServers(apps)
+        self._threaded.start()
+        self._wait_subscribed()
+        return self
+
+    def _wait_subscribed(self) -> None:
+        """Both instances listen for completions on Redis before any flow starts."""
+        deadline = time.monotonic() + 10
+        for instance in self.instances:
+            bus = instance.app.state.runtime.completions
+            while not bus.subscribed.is_set():
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{instance.name} did not subscribe to completions")
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        try:
+            if self._threaded is not None:
+                self._threaded.stop()
+        finally:
+            delete_prefix(self.prefix)
+
+    # --- direct access for tests ---------------------------------------------------------------
+
+    @asynccontextmanager
+    async def store(self) -> AsyncIterator[Store]:
+        """A store on the instances' Redis prefix and keys, opened in the caller's event loop."""
+        opened = await open_store(
+            self.redis_url, KeyRing.parse(self.settings.encryption_keys), prefix=self.prefix
+        )
+        try:
+            yield opened
+        finally:
+            await opened.close()
+
+    def raw_values(self) -> list[bytes]:
+        """Every key under the prefix: its name, its DUMP and its plain contents (by type)."""
+        client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, socket_timeout=5)
+        values: list[bytes] = []
+        try:
+            for name in client.scan_iter(match=_glob_escape(self.prefix) + "*", count=500):
+                values.append(name)
+                values.append(client.dump(name) or b"")
+                kind = client.type(name).decode()
+                if kind == "string":
+                    values.append(client.get(name) or b"")
+                elif kind == "hash":
+                    for field_name, value in client.hgetall(name).items():
+                        values += [field_name, value]
+                elif kind == "set":
+                    values += list(client.smembers(name))
+                elif kind == "zset":
+                    values += [member for member, _ in client.zrange(name, 0, -1, withscores=True)]
+                elif kind == "list":
+                    values += list(client.lrange(name, 0, -1))
+        finally:
+            client.close()
+        return values
+
+
+def build_providers(providers_url: str, environ: dict[str, str]) -> dict[str, ProviderConfig]:
+    """`github`, `google`, `slack` (presets) and `keys` (API key), pointed at the mock providers."""
+    p = providers_url
+    specs: dict[str, dict[str, Any]] = {
+        "github": {
+            "preset": "github",
+            "authorize_url": f"{p}/mockhub/authorize",
+            "token_url": f"{p}/mockhub/token",
+            "userinfo_url": f"{p}/mockhub/user",
+            "api_base_url": f"{p}/mockhub",
+            "issuer": f"{p}/mockhub",
+            "client_id": MOCKHUB_CLIENT_ID,
+        },
+        "google": {
+            "preset": "google",
+            "authorize_url": f"{p}/mockgoogle/authorize",
+            "token_url": f"{p}/mockgoogle/token",
+            "userinfo_url": f"{p}/mockgoogle/userinfo",
+            "revocation_url": f"{p}/mockgoogle/revoke",
+            "api_base_url": f"{p}/mockgoogle",
+            "issuer": f"{p}/mockgoogle",
+            "client_id": GOOGLE_CLIENT_ID,
+        },
+        "slack": {
+            "preset": "slack",
+            "authorize_url": f"{p}/mockslack/authorize",
+            "token_url": f"{p}/mockslack/oauth.v2.access",
+            "userinfo_url": f"{p}/mockslack/auth.test",
+            "api_base_url": f"{p}/mockslack",
+            "client_id": SLACK_CLIENT_ID,
+            "authorize_params": {"scope": SLACK_BOT_SCOPES},
+        },
+        "keys": {
+            "kind": "api_key",
+            "display_name": "MockKeys",
+            "userinfo_url": f"{p}/mockkeys/me",
+            "api_key_header": "X-API-Key",
+            "api_key_format": "{key}",
+        },
+    }
+    return {name: build_provider(name, spec, environ) for name, spec in specs.items()}
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+# --- flows ---------------------------------------------------------------------------------------
+
+
+async def accept(params: Any) -> str:
+    """Declares URL-mode support; never called on the legacy (-32042) path."""
+    return "accept"
+
+
+@asynccontextmanager
+async def legacy_client(instance: Instance, user: str) -> AsyncIterator[tuple[Client, Recorder]]:
+    async with mcp_client(instance, user, "legacy", on_url=accept) as opened:
+        yield opened
+
+
+async def elicitation_of(
+    client: Client, tool: str = "whoami", args: dict[str, Any] | None = None
+) -> UrlElicitationRequiredError:
+    """Call `tool` expecting the legacy -32042 answer; return it."""
+    with pytest.raises(MCPError) as raised:
+        await client.call_tool(tool, args or {})
+    assert raised.value.error.code == URL_ELICITATION_REQUIRED, raised.value.error
+    return UrlElicitationRequiredError.from_error(raised.value.error)
+
+
+async def complete_flow(
+    client: Client,
+    recorder: Recorder,
+    browser: Browser,
+    user: str,
+    *,
+    login: str = "octocat",
+    tool: str = "whoami",
+    args: dict[str, Any] | None = None,
+) -> Any:
+    """-32042, the browser walks login + confirmation + consent, the completion arrives, retry.
+    Returns the retried tool result (asserted not to be an error)."""
+    error = await elicitation_of(client, tool, args)
+    [elicitation] = error.elicitations
+    page = await browser.complete_connect(elicitation.url, username=user, login=login)
+    assert page.status_code == 200, page.text
+    await wait_completed(recorder, elicitation.elicitation_id)
+    result = await client.call_tool(tool, args or {})
+    assert not result.is_error, result
+    return result
+
+
+async def wait_until(predicate: Callable[[], bool], what: str) -> None:
+    """Poll `predicate` (state another thread changes) until true; fail after WAIT_SECONDS."""
+    for _ in range(math.ceil(WAIT_SECONDS / POLL)):
+        if predicate():
+            return
+        await anyio.sleep(POLL)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def wait_completed(recorder: Recorder, elicitation_id: str | None) -> None:
+    """Until the client received notifications/elicitation/complete for `elicitation_id`."""
+    await wait_until(lambda: elicitation_id in recorder.completed_ids(), f"completion of {elicitation_id}")
+
+
+async def connect(
+    instance: Instance,
+    user: str,
+    *,
+    login: str = "octocat",
+    tool: str = "whoami",
+    args: dict[str, Any] | None = None,
+) -> Any:
+    """A whole legacy connect flow for `user` on `instance` with its own client and browser."""
+    browser = Browser()
+    try:
+        async with legacy_client(instance, user) as (client, recorder):
+            return await complete_flow(client, recorder, browser, user, login=login, tool=tool, args=args)
+    finally:
+        await browser.aclose()
+
+
+async def sign_in(browser: Browser, url: str, user: str) -> Any:
+    """Open `url`, passing the dev AS login as `user` if asked; the page after that."""
+    page = await browser.get(url)
+    for _ in range(3):
+        login_form = next((f for f in forms_in(page.text) if "username" in f.fields), None)
+        if login_form is None:
+            return page
+        page = await browser.submit(page, login_form, username=user)
+    return page
+
+
+async def expire_stored(store: Store, user: UserRef, provider: str, account: str | None = None) -> Connection:
+    """Rewrite the stored token set as expired (compare-and-set on `updated_at`); the new record."""
+    current = await store.get_connection(user, provider, account)
+    assert current is not None, f"no {provider} connection for {user.sub}"
+    expired = replace(current, tokens=replace(current.tokens, expires_at=time.time() - 30))
+    assert await store.replace_connection(expired, expected_updated_at=current.updated_at)
+    return expired
+
+
+def refreshes_since(records: Sequence[Any], mark: int) -> int:
+    """Refresh requests among a provider's `token_requests` after index `mark`."""
+    return sum(1 for r in records[mark:] if r.grant_type == "refresh_token")
+
+
+def encodings(secret: str) -> list[bytes]:
+    """`secret` as it could sit in storage: plain, and base64 / base64url at any alignment."""
+    raw = secret.encode()
+    forms = [raw]
+    for pad in range(3):
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            encoded = encode(b"\0" * pad + raw).rstrip(b"=")
+            # Drop the characters mixing in the padding bytes (start) and the tail (end).
+            start = (pad * 4 + 2) // 3
+            forms.append(encoded[start : len(encoded) - 2])
+    return forms
+
+
+def leaks(secrets_: Iterable[str], blobs: Iterable[bytes | str]) -> list[str]:
+    """The secrets found (in any of `encodings`) in any of `blobs`."""
+    data = [b if isinstance(b, bytes) else b.encode() for b in blobs]
+    return [s for s in secrets_ if any(form in blob for form in encodings(s) for blob in data)]

@@ -375,6 +375,17 @@ async def test_lock_acquire_and_release(store: Store) -> None:
     assert await store.release_lock("refresh:alice:github:2", other) is True
 
 
+async def test_lock_held_reads_without_taking(store: Store, harness: Harness) -> None:
+    assert await store.lock_held("refresh:x:failed") is False
+    owner = await store.acquire_lock("refresh:x:failed", harness.short_lock_ttl)
+    assert owner is not None
+    # Many concurrent readers all see it, and none of them takes or frees it.
+    assert all(await asyncio.gather(*(store.lock_held("refresh:x:failed") for _ in range(10))))
+    assert await store.acquire_lock("refresh:x:failed", ttl_seconds=60) is None
+    await harness.outlive_lock(harness.short_lock_ttl)
+    assert await store.lock_held("refresh:x:failed") is False
+
+
 async def test_concurrent_acquires_exactly_one_owner(store: Store) -> None:
     results = await asyncio.gather(*(store.acquire_lock("refresh:x", ttl_seconds=30) for _ in range(10)))
     owners = [r for r in results if r is not None]

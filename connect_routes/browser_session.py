@@ -90,6 +90,9 @@ def csrf_token(request: Request) -> str:
 def csrf_ok(request: Request, submitted: object) -> bool:
     """Synchronizer-token check for state-changing POSTs (OWASP CSRF cheat sheet)."""
     expected = request.session.get("csrf")
+    # Compare bytes: compare_digest refuses non-ASCII str, which must be a 403, not a 500.
     return (
-        isinstance(expected, str) and isinstance(submitted, str) and hmac.compare_digest(expected, submitted)
+        isinstance(expected, str)
+        and isinstance(submitted, str)
+        and hmac.compare_digest(expected.encode(), submitted.encode(errors="surrogatepass"))
     )

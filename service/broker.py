@@ -107,7 +107,7 @@ class ConnectionBroker:
         except KeyError:
             known = ", ".join(sorted(self._settings.providers)) or "none"
             raise MCPError(
-                code=INVALID_PARAMS, message=f"Unknown provider {name!r} (known: {known})"
+                code=INVALID_PARAMS, message=f"Unknown provider {name[:64]!r} (known: {known})"
             ) from None
 
     def connect_url(self, elicitation_id: str) -> str:
@@ -140,6 +140,7 @@ class ConnectionBroker:
         or `ConnectionNeeded`. With several accounts and none named, the most recently used."""
         config = self.provider(provider)
         caller = current_caller(ctx)
+        _check_account(account)
         needed = tuple(sorted(set(scopes or config.scopes)))
         try:
             # A URL is handed out only after its binding was saved: a store failure ends here.
@@ -295,6 +296,18 @@ class ConnectionBroker:
                 InputRequiredResult(request_state=await self._new_request_state(elicitation))
             )
         raise ConnectionNeeded(await self._ask(ctx, caller, config, needed))
+
+
+def _check_account(account: str | None) -> None:
+    """A tool argument that becomes part of a store key: short, and valid UTF-8."""
+    if account is None:
+        return
+    try:
+        account.encode()
+    except UnicodeEncodeError:
+        raise MCPError(code=INVALID_PARAMS, message="account is not valid text") from None
+    if not account or len(account) > 256:
+        raise MCPError(code=INVALID_PARAMS, message="account must be 1 to 256 characters")
 
 
 def _tool_error(text: str) -> CallToolResult:

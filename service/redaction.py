@@ -16,7 +16,7 @@ REDACTED = "[redacted]"
 # inside a URL) and cookie names in header dumps such as httpcore's `(b'set-cookie', b'…')`.
 _SENSITIVE_FIELDS = (  # names of secrets, not a secret
     r"code|state|access_token|refresh_token|id_token|code_verifier|client_secret|password|token"
-    r"|requestState|request_state|elicitationId|elicitation_id|assertion|(?:__Host-)?[A-Za-z]*_?session"
+    r"|requestState|request_state|elicitationId|elicitation_id|assertion|nonce|(?:__Host-)?[A-Za-z]*_?session"
 )
 _NAME = rf"(?:(?<=%[0-9A-Fa-f]{{2}})|(?<![A-Za-z0-9_]))['\"]?(?:{_SENSITIVE_FIELDS})['\"]?"
 # Each pattern's group "v" is the secret; only that span is replaced.

@@ -1,0 +1,181 @@
+"""Abuse: floods and oversized inputs are bounded before they cost storage, memory or outbound
+calls (DESIGN invariant 9; 2026-07-28 security-best-practices.mdx "State Handle Hijacking",
+expiring and bounded handles; RFC 8725 §3.10 for key fetching)."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import mcp_types
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from service.bearer import JWKS_REFETCH_INTERVAL
+from tests.e2e.browser import Browser
+from tests.e2e.mcp_client import mcp_client
+from tests.security.attack import MODES, Servers, attack, elicitation_status, elicitations_of, running, unique
+from tests.security.flows import bearer, elicit, manual, query_of, until_callback, with_query
+from tests.security.rpc import RawMcp, messages
+from tests.security.tokens import dev_signed
+
+pytestmark = pytest.mark.security
+
+SDK_BODY_LIMIT = 4 * 1024 * 1024  # mcp.server.transport_security.DEFAULT_MAX_REQUEST_BODY_SIZE
+MAX_BEARER = 8192  # service.bearer.MAX_TOKEN_LENGTH
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_flood_of_tool_calls_is_bounded_by_max_pending_per_user(servers: Servers, mode: str) -> None:
+    """Pending-flow flood: 12 concurrent calls give max_pending_per_user links, then -32600 (invariant 9)."""
+    limit = servers.demo.settings.max_pending_per_user
+    flooder = unique("flooder")
+    async with (
+        mcp_client(servers, flooder, mode, on_url=manual) as (client, recorder),
+        attack(servers, recorders=[recorder]) as a,
+    ):
+        answers = await asyncio.gather(
+            *(client.session.call_tool("whoami", {}, allow_input_required=True) for _ in range(12)),
+            return_exceptions=True,
+        )
+        refused = [
+            x for x in answers if isinstance(x, MCPError) and x.error.code == mcp_types.INVALID_REQUEST
+        ]
+        asked = len(answers) - len(refused)
+        a.check(asked == limit, f"{asked} elicitations handed out, the limit is {limit}: {answers}")
+        for error in refused:
+            a.rpc_error(error, mcp_types.INVALID_REQUEST, "Too many pending connection requests")
+        stored = sorted(elicitations_of(servers, flooder))
+        a.check(stored == ["pending"] * limit, f"exactly the limit stored: {stored}")
+    # Another user is not affected by the flooder.
+    async with elicit(servers, unique("bystander"), mode) as e:
+        assert elicitation_status(servers, e.elicitation_id) == "pending"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_unencodable_tool_argument_gets_a_clear_error(servers: Servers, mode: str) -> None:
+    """A tool argument no store can encode (a lone surrogate): a clear -32602/-32700, no crash."""
+    async with httpx.AsyncClient() as http, attack(servers) as a:
+        raw = RawMcp(servers, http, mode, bearer(servers, unique("odd")))
+        if mode == "legacy":
+            await raw.open()
+        answer = await raw.send("tools/call", {"name": "whoami", "arguments": {"account": "\ud800"}})
+        a.status(answer, 200, 400)
+        [reply] = [m for m in messages(answer) if "id" in m]
+        code = reply.get("error", {}).get("code")
+        a.check(code in (mcp_types.INVALID_PARAMS, -32700), f"a clear JSON-RPC error, got {reply}")
+
+
+async def _chunks(total: int) -> AsyncIterator[bytes]:
+    yield b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"whoami","arguments":{"x":"'
+    sent = 0
+    while sent < total:
+        yield b"a" * 65536
+        sent += 65536
+    yield b'"}}}'
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_oversized_body_to_mcp_is_413_before_any_store_work(servers: Servers, mode: str) -> None:
+    """Oversized body to /mcp (declared or streamed): 413 before any store work (basic-transports)."""
+    user = unique("bulky")
+    async with httpx.AsyncClient(timeout=30) as http:
+        raw = RawMcp(servers, http, mode, bearer(servers, user))
+        if mode == "legacy":
+            await raw.open()
+        headers = raw._headers("tools/call", "whoami")
+        async with attack(servers) as a:
+            body = b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"whoami","arguments":'
+            body += b'{"x":"' + b"a" * SDK_BODY_LIMIT + b'"}}}'
+            a.status(await http.post(servers.mcp_url, content=body, headers=headers), 413)
+            streamed = await http.post(servers.mcp_url, content=_chunks(SDK_BODY_LIMIT), headers=headers)
+            a.status(streamed, 413)
+            a.check(elicitations_of(servers, user) == [], "no store work for an oversized request")
+
+
+async def test_oversized_headers_and_parameters_at_connect_and_callback_get_4xx(
+    servers: Servers, browser: Browser
+) -> None:
+    """Oversized params, cookies, headers at /connect and /callback: 4xx, never 5xx (RFC 6819 §4.4.1.6)."""
+    base = servers.public_url
+    unknown_state = secrets.token_urlsafe(32)
+    big = "A" * 10_000
+    async with attack(servers, browsers=[browser]) as a, httpx.AsyncClient() as http:
+        a.status(await http.get(f"{base}/connect", params={"elicitationId": big}), 400)
+        a.status(await http.get(f"{base}/callback/mockhub", params={"state": big, "code": "c"}), 400)
+        a.status(
+            await http.get(f"{base}/callback/mockhub", params={"state": unknown_state, "code": big}), 400
+        )
+        padded = {"state": unknown_state, "code": "c", "junk": big}
+        a.status(await http.get(f"{base}/callback/mockhub", params=padded), 400)
+        many = {f"p{i}": "x" for i in range(2000)} | {"state": unknown_state}
+        a.status(await http.get(f"{base}/callback/mockhub", params=many), 400)
+        cookie = {"Cookie": "mcpuc_session=" + "B" * 30_000}
+        a.status(await http.get(f"{base}/connect", params={"elicitationId": "bad*"}, headers=cookie), 400)
+        a.status(
+            await http.get(f"{base}/callback/mockhub", params={"state": unknown_state}, headers=cookie), 400
+        )
+        headers = {f"X-Junk-{i}": "j" * 100 for i in range(300)}
+        a.status(await http.get(f"{base}/callback/mockhub", params={"state": "x"}, headers=headers), 400)
+        a.status(await http.get(f"{base}/connect", headers={"X-Huge": "h" * 200_000}), range(400, 500))
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_oversized_callback_parameter_does_not_burn_the_state(
+    servers: Servers, browser: Browser, mode: str
+) -> None:
+    """Oversized callback parameter: 400 before the state is consumed (invariant 3, no DoS by padding)."""
+    alice = unique("alice")
+    async with elicit(servers, alice, mode) as e:
+        callback = await until_callback(browser, servers, e.url, alice)
+        async with attack(servers, browsers=[browser], recorders=[e.recorder]) as a:
+            a.status(
+                await browser.get(with_query(callback, code=query_of(callback)["code"] + "x" * 2100)), 400
+            )
+            a.status(await browser.get(with_query(callback, padding="p" * 2100)), 400)
+            a.check(elicitation_status(servers, e.elicitation_id) == "opened", "the flow is still open")
+        assert (await browser.get(callback)).status_code == 200  # control: the state survived
+
+
+@pytest.fixture(scope="module")
+def cold(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    """A demo that has never verified a bearer: its JWKS cache is empty, so any key lookup fetches."""
+    yield from running(tmp_path_factory, "cold-jwks")
+
+
+def jwks_fetches(servers: Servers, since: int = 0) -> int:
+    paths = ("/jwks.json", "/.well-known/oauth-authorization-server", "/.well-known/openid-configuration")
+    return sum(1 for x in servers.exchanges("providers", since=since) if x.path in paths)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_oversized_bearer_is_refused_before_any_jwks_fetch(cold: Servers, mode: str) -> None:
+    """Oversized bearer (> 8 KB), even validly signed: 401 with no JWKS fetch (RFC 8725 §3.10)."""
+    padded = dev_signed(cold, sub=unique("big"), pad="p" * MAX_BEARER)
+    unknown_kid = dev_signed(cold, head={"kid": "k" * 40}, pad="p" * MAX_BEARER)
+    assert len(padded) > MAX_BEARER
+    async with httpx.AsyncClient() as http, attack(cold) as a:
+        a.secret(padded, unknown_kid)
+        for token in (padded, unknown_kid):
+            a.status(await RawMcp(cold, http, mode, token).open(), 401)
+        a.check(jwks_fetches(cold) == 0, "no outbound fetch for an oversized token")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_unknown_kid_flood_refetches_jwks_at_most_once(servers: Servers, mode: str) -> None:
+    """Unknown-kid flood: 401 each, the AS's JWKS is refetched at most once (RFC 8725 §3.10)."""
+    async with httpx.AsyncClient() as http:
+        assert (await RawMcp(servers, http, mode, bearer(servers, unique("warm"))).open()).status_code == 200
+        # As if the last fetch were older than the refetch interval: the next unknown kid may refetch.
+        jwks = servers.apps["mcp"].state.mcp_server._token_verifier._jwks
+        jwks._fetched_at -= JWKS_REFETCH_INTERVAL + 1
+        async with attack(servers) as a:
+            mark = servers.wire.mark()
+            tokens = [dev_signed(servers, head={"kid": secrets.token_urlsafe(12)}) for _ in range(30)]
+            answers = await asyncio.gather(*(RawMcp(servers, http, mode, t).open() for t in tokens))
+            for answer in answers:
+                a.status(answer, 401)
+            fetched = sum(1 for x in servers.exchanges("providers", since=mark) if x.path == "/jwks.json")
+            a.check(fetched == 1, f"{fetched} JWKS fetches for 30 unknown kids, expected exactly one")

@@ -4,12 +4,14 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test mutation bench clean
 
-$(STAMP): pyproject.toml
+# Exact, hashed versions from the lock (docs/supply-chain.md), then the project itself.
+$(STAMP): pyproject.toml requirements-dev.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -r requirements-dev.lock
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -20,6 +22,10 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/pytest -q
+
+# Disables each security check in turn; fails if any is not caught by a test.
+mutation: $(STAMP)
+	$(BIN)/python scripts/mutation_check.py --copy
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.tool_call

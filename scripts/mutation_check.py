@@ -1,0 +1,908 @@
+#!/usr/bin/env python3
+"""Mutation check for the security invariants (DESIGN "Security invariants", docs/threat-model.md).
+
+DESIGN asks for "a test that fails if [each mitigation is] removed". This script removes each
+security check in turn by an exact textual patch (`old` -> `new`, each `old` found exactly once in
+one file), runs the tests selected for that check (`pytest -x -q -p no:cacheprovider`, env
+`CI=true`), records which test failed, restores the file and prints a table:
+
+    check -> file -> the test that failed (or NOT CAUGHT)
+
+Before mutating anything it runs every selected test once unmutated (the baseline; skip with
+--no-baseline): a test that already fails would otherwise count as a catch. It exits non-zero
+when any check is not caught. The table lives in MUTATIONS below; a patch whose
+`old` text is missing or ambiguous stops the run before anything is touched, so the table cannot
+silently rot when the code changes: update the snippet, keep the check.
+
+Safety: a mutated file never stays behind. Each file is restored in a `finally` (also on Ctrl-C,
+SIGTERM or SIGHUP) and its SHA-256 is compared with the original; a mismatch is reported loudly
+(exit 3). The run refuses to start when a file it would mutate has uncommitted changes (read with
+`git status`, which changes nothing), unless --force. With --copy, the mutations are applied to a
+throwaway copy of the work tree in a temporary directory and the work tree is never written, which
+is the mode to use while other people run tests in the same checkout.
+
+    .venv/bin/python scripts/mutation_check.py            # all checks (about 3 minutes on 2 cores)
+    .venv/bin/python scripts/mutation_check.py --list
+    .venv/bin/python scripts/mutation_check.py --only bearer.typ_at_jwt --only connect.same_user
+    .venv/bin/python scripts/mutation_check.py --copy     # never writes the work tree
+
+Exit codes: 0 every check caught; 1 some check not caught (or its run errored or timed out);
+2 refused or invalid table (nothing was mutated); 3 a file could not be restored to its original.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# --------------------------------------------------------------------------------------------------
+# The table. One entry per check: the smallest test selection that catches its removal (fast unit
+# tests where they exist; end-to-end tests only where nothing else covers the check).
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutation:
+    name: str
+    file: str
+    patches: tuple[tuple[str, str], ...]  # (old, new); every `old` occurs exactly once in `file`
+    tests: tuple[str, ...]  # pytest node ids or files
+    removes: str  # what the patch disables, in a few words
+    # Runs of the selection while mutated; more than 1 only where the catching test is a race that
+    # notices the mutant with some probability per run. Caught as soon as one run fails.
+    attempts: int = 1
+
+
+def m(
+    name: str, file: str, old: str, new: str, tests: Sequence[str], removes: str, attempts: int = 1
+) -> Mutation:
+    return Mutation(name, file, ((old, new),), tuple(tests), removes, attempts)
+
+
+E2E_FLOW = "tests/e2e/test_connect_flow.py"
+E2E_HARD = "tests/e2e/test_connect_hardening.py"
+E2E_CHROMIUM = "tests/e2e/test_chromium.py"
+E2E_STATE = "tests/e2e/test_request_state.py"
+SEC_BROWSER = "tests/security/test_browser.py"
+BEARER = "tests/unit/test_bearer.py"
+CONTRACT = "tests/unit/test_store_contract.py"
+
+MUTATIONS: tuple[Mutation, ...] = (
+    # ---- connect_routes/connect.py ----------------------------------------------------------------
+    m(
+        "connect.same_user",
+        "connect_routes/connect.py",
+        "    return browser.user == user\n",
+        "    return True\n",
+        [f"{E2E_FLOW}::test_another_user_gets_403_and_nothing_is_stored"],
+        "browser user == elicitation user (GET/POST /connect and the callback)",
+    ),
+    m(
+        "connect.callback_browser_binding",
+        "connect_routes/connect.py",
+        "            or browser.binding != state.browser_binding\n",
+        "",
+        [f"{E2E_FLOW}::test_callback_in_another_browser_of_the_same_user_is_refused"],
+        "callback only in the browser that passed POST /connect",
+    ),
+    m(
+        "connect.callback_provider_path",
+        "connect_routes/connect.py",
+        'if provider is None or request.path_params.get("provider") != provider.name:',
+        "if provider is None:",
+        [f"{E2E_HARD}::test_callback_on_another_providers_redirect_uri_is_a_mixup"],
+        "one redirect URI per provider (mix-up without iss)",
+    ),
+    m(
+        "connect.rfc9207_iss",
+        "connect_routes/connect.py",
+        'if state.expected_issuer is not None and params.get("iss") != state.expected_issuer:',
+        "if False:",
+        [f"{E2E_FLOW}::test_rfc9207_issuer_mismatch_refuses_the_code"],
+        "RFC 9207 iss compared before the code is redeemed",
+    ),
+    m(
+        "connect.csrf_post_connect",
+        "connect_routes/connect.py",
+        '        elicitation_id = form.get("elicitationId")\n'
+        '        if not csrf_ok(request, form.get("csrf")) or not isinstance(elicitation_id, str):',
+        '        elicitation_id = form.get("elicitationId")\n        if not isinstance(elicitation_id, str):',
+        [f"{E2E_HARD}::test_confirmation_post_without_csrf_leaves_the_link_pending"],
+        "CSRF token on POST /connect",
+    ),
+    m(
+        "connect.csrf_api_key",
+        "connect_routes/connect.py",
+        '        elicitation_id, key = form.get("elicitationId"), form.get("api_key")\n'
+        '        if not csrf_ok(request, form.get("csrf")) or not isinstance(elicitation_id, str):',
+        '        elicitation_id, key = form.get("elicitationId"), form.get("api_key")\n'
+        "        if not isinstance(elicitation_id, str):",
+        [f"{SEC_BROWSER}::test_csrf_on_api_key_entry"],
+        "CSRF token on POST /connect/api-key",
+    ),
+    m(
+        "connect.single_use_opened",
+        "connect_routes/connect.py",
+        "        if opened is None:  # single use: another visit won the race\n",
+        "        opened = opened or elicitation  # MUTANT: the lost race proceeds\n"
+        "        if opened is None:  # single use: another visit won the race\n",
+        ["tests/security/test_ids_and_states.py::test_parallel_confirmations_open_the_link_once"],
+        "POST /connect: PENDING->OPENED compare-and-set result honoured (racing POSTs)",
+        # The only test is a race of four POSTs: about half of its runs let two of them pass the
+        # status pre-check, which is when this mutant shows.
+        attempts=5,
+    ),
+    m(
+        "connect.state_consumed_first",
+        "connect_routes/connect.py",
+        "            state = await self._runtime.store.take_oauth_state(state_value)\n",
+        "            state = await self._runtime.store.take_oauth_state(state_value)\n"
+        "            if state is not None:  # MUTANT: a non-consuming read\n"
+        "                await self._runtime.store.put_oauth_state(state)\n",
+        [f"{E2E_FLOW}::test_replayed_callback_is_rejected"],
+        "callback consumes the OAuth state (single use) before any other check",
+    ),
+    m(
+        "connect.opaque_id",
+        "connect_routes/connect.py",
+        '    r"[A-Za-z0-9_-]{16,128}"\n',
+        '    r".*"\n',
+        [f"{E2E_CHROMIUM}::test_pages_send_security_headers"],
+        "elicitation ids and states must fullmatch OPAQUE_ID",
+    ),
+    # ---- connect_routes/login.py ------------------------------------------------------------------
+    m(
+        "login.safe_next",
+        "connect_routes/login.py",
+        'return value if isinstance(value, str) and SAFE_NEXT.fullmatch(value) else "/connections"',
+        'return value if isinstance(value, str) else "/connections"',
+        [f"{SEC_BROWSER}::test_login_next_cannot_leave_the_site"],
+        "post-login redirect only to our own paths (open redirect)",
+    ),
+    m(
+        "login.id_token_issuer",
+        "connect_routes/login.py",
+        "if iss != self._settings.auth_issuer or not isinstance(sub, str) or not sub:",
+        "if not isinstance(iss, str) or not isinstance(sub, str) or not sub:",
+        ["tests/unit/test_login_and_resume_checks.py::test_login_refuses_an_id_token_from_another_issuer"],
+        "browser login only with an ID token from auth_issuer",
+    ),
+    # ---- connect_routes/browser_session.py -------------------------------------------------------
+    m(
+        "session.rotation_on_login",
+        "connect_routes/browser_session.py",
+        "    request.session.clear()\n    request.session.update(\n",
+        "    request.session.update(\n",
+        [f"{SEC_BROWSER}::test_login_rotates_a_planted_session"],
+        "start_session clears everything from before the login",
+    ),
+    m(
+        "session.absolute_lifetime",
+        "connect_routes/browser_session.py",
+        "if now - login_at > settings.session_max_age:",
+        "if False:",
+        [f"{SEC_BROWSER}::test_session_past_its_absolute_lifetime_is_signed_out"],
+        "absolute session lifetime from login_at",
+    ),
+    m(
+        "session.samesite_lax",
+        "connect_routes/browser_session.py",
+        'same_site="lax",',
+        'same_site="none",',
+        [f"{SEC_BROWSER}::test_session_cookie_attributes_on_loopback_http"],
+        "SameSite=Lax on the session cookie",
+    ),
+    m(
+        "session.host_prefix",
+        "connect_routes/browser_session.py",
+        'return "__Host-mcpuc_session" if settings.secure_cookies else "mcpuc_session"',
+        'return "mcpuc_session"',
+        [f"{SEC_BROWSER}::test_session_cookie_is_host_prefixed_and_secure_under_https"],
+        "__Host- cookie name under https",
+    ),
+    m(
+        "session.secure_flag",
+        "connect_routes/browser_session.py",
+        "https_only=settings.secure_cookies,",
+        "https_only=False,",
+        [f"{SEC_BROWSER}::test_session_cookie_is_host_prefixed_and_secure_under_https"],
+        "Secure on the session cookie under https",
+    ),
+    m(
+        "session.csrf_compare",
+        "connect_routes/browser_session.py",
+        "        and isinstance(submitted, str)\n"
+        '        and hmac.compare_digest(expected.encode(), submitted.encode(errors="surrogatepass"))\n',
+        "",
+        [f"{E2E_HARD}::test_confirmation_post_without_csrf_leaves_the_link_pending"],
+        "csrf_ok compares the submitted token",
+    ),
+    # ---- connect_routes/connections_page.py, headers.py -------------------------------------------
+    m(
+        "connections.csrf_disconnect",
+        "connect_routes/connections_page.py",
+        '        if not csrf_ok(request, form.get("csrf")):\n',
+        "        if False:\n",
+        [f"{SEC_BROWSER}::test_csrf_on_disconnect"],
+        "CSRF token on POST /connections/disconnect",
+    ),
+    m(
+        "headers.security_headers",
+        "connect_routes/headers.py",
+        "                for name, value in HEADERS.items():\n",
+        "                for name, value in ():\n",
+        [f"{E2E_CHROMIUM}::test_pages_send_security_headers"],
+        "CSP, frame-ancestors, no-referrer, no-store, nosniff on every response",
+    ),
+    # ---- service/bearer.py ------------------------------------------------------------------------
+    m(
+        "bearer.algorithm_allow_list",
+        "service/bearer.py",
+        'if header.get("alg") not in self._algorithms:',
+        "if False:",
+        [f"{BEARER}::test_disallowed_algorithm_is_refused_before_any_fetch"],
+        "alg from the allow-list before any key work",
+    ),
+    m(
+        "bearer.forbidden_headers",
+        "service/bearer.py",
+        'FORBIDDEN_HEADERS = ("jku", "jwk", "x5u", "x5c")',
+        "FORBIDDEN_HEADERS: tuple[str, ...] = ()",
+        [f"{BEARER}::test_key_carrying_headers_are_rejected_without_fetching"],
+        "jku/jwk/x5u/x5c refused",
+    ),
+    m(
+        "bearer.typ_at_jwt",
+        "service/bearer.py",
+        'if self._require_at_jwt and str(header.get("typ", "")).lower() not in ACCESS_TOKEN_TYPES:',
+        "if False:",
+        [f"{BEARER}::test_invalid_tokens_are_rejected"],
+        "typ at+jwt (RFC 9068)",
+    ),
+    m(
+        "bearer.audience",
+        "service/bearer.py",
+        'options={"require": ["exp", "iss", "aud", "sub"], "verify_nbf": True},',
+        'options={"require": ["exp", "iss", "aud", "sub"], "verify_nbf": True, "verify_aud": False},',
+        [f"{BEARER}::test_invalid_tokens_are_rejected"],
+        "aud = <public_url>/mcp",
+    ),
+    m(
+        "bearer.issuer",
+        "service/bearer.py",
+        'options={"require": ["exp", "iss", "aud", "sub"], "verify_nbf": True},',
+        'options={"require": ["exp", "iss", "aud", "sub"], "verify_nbf": True, "verify_iss": False},',
+        [f"{BEARER}::test_invalid_tokens_are_rejected"],
+        "iss = auth_issuer",
+    ),
+    m(
+        "bearer.max_token_length",
+        "service/bearer.py",
+        "if len(token) > MAX_TOKEN_LENGTH:",
+        "if False:",
+        [
+            f"{BEARER}::test_oversized_token_is_refused_before_any_fetch",
+            f"{BEARER}::test_garbage_longer_than_the_limit_is_refused_before_any_fetch",
+        ],
+        "MAX_TOKEN_LENGTH before any JOSE work",
+    ),
+    m(
+        "bearer.sub",
+        "service/bearer.py",
+        'if not isinstance(claims.get("sub"), str) or not claims["sub"] or len(claims["sub"]) > 255:',
+        "if False:",
+        [f"{BEARER}::test_invalid_tokens_are_rejected"],
+        "sub a non-empty string of at most 255 characters",
+    ),
+    # ---- service/broker.py, answers.py, revision.py, completion.py, provider_session.py ----------
+    m(
+        "broker.request_state_nonce",
+        "service/broker.py",
+        "if not await self._store().take_nonce(state.nonce):",
+        "if False:",
+        [f"{E2E_STATE}::test_request_state_is_single_use"],
+        "requestState nonce taken once",
+    ),
+    m(
+        "broker.request_state_provider",
+        "service/broker.py",
+        "        if state.provider != config.name:\n",
+        "        if False:\n",
+        [
+            "tests/unit/test_login_and_resume_checks.py"
+            "::test_request_state_for_another_provider_is_refused_before_its_nonce_is_used"
+        ],
+        "requestState names the provider of this require()",
+    ),
+    m(
+        "answers.store_failure_is_an_error",
+        "service/answers.py",
+        "    except StoreUnavailable:\n"
+        "        raise MCPError(code=INTERNAL_ERROR, message=STORE_DOWN) from None\n",
+        "    except StoreUnavailable:\n        pass  # MUTANT: the store failure is swallowed\n",
+        ["tests/e2e/test_store_faults.py::test_redis_down_fails_closed_and_recovers"],
+        "store failure -> JSON-RPC -32603 (fail closed)",
+    ),
+    m(
+        "revision.url_capability",
+        "service/revision.py",
+        "    return elicitation is not None and elicitation.url is not None\n",
+        "    return True\n",
+        [f"{E2E_FLOW}::test_client_without_url_mode_gets_a_fallback_result"],
+        "URL mode only for clients that declared elicitation.url",
+    ),
+    m(
+        "completion.session_match",
+        "service/completion.py",
+        "if entry.mcp_session_id != elicitation.mcp_session_id:",
+        "if False:",
+        ["tests/unit/test_completion.py::test_a_record_naming_another_session_is_not_delivered"],
+        "completion only to the MCP session named by the record",
+    ),
+    m(
+        "provider_session.own_url",
+        "service/provider_session.py",
+        "        if _origin(url) not in allowed:\n",
+        "        if False:\n",
+        ["tests/unit/test_provider_session.py::test_the_token_never_goes_to_another_host"],
+        "a provider token goes only to that provider's own hosts",
+    ),
+    # ---- service/settings.py, providers.py, redaction.py, provider_oauth.py ----------------------
+    m(
+        "settings.https_outside_loopback",
+        "service/settings.py",
+        'if url.scheme == "http" and url.hostname not in ("127.0.0.1", "localhost", "::1"):',
+        "if False:",
+        ["tests/unit/test_settings.py::test_plain_http_is_refused_outside_loopback"],
+        "public_url https unless loopback",
+    ),
+    m(
+        "settings.no_hs_or_none",
+        "service/settings.py",
+        'if algorithm.lower() == "none" or algorithm.upper().startswith("HS"):',
+        "if False:",
+        ["tests/unit/test_settings.py::test_validate_rejects"],
+        "auth_algorithms never none or HS*",
+    ),
+    m(
+        "providers.https_endpoints",
+        "service/providers.py",
+        "if url and not _acceptable_url(url, provider.insecure_http):",
+        "if False:",
+        ["tests/unit/test_providers.py::test_plain_http_only_on_loopback_unless_explicitly_allowed"],
+        "provider endpoints https unless loopback or insecure_http",
+    ),
+    m(
+        "providers.discovery_s256",
+        "service/providers.py",
+        'if isinstance(methods, list) and "S256" not in methods:',
+        "if False:",
+        ["tests/unit/test_providers.py::test_discovery_refuses_a_provider_without_s256"],
+        "discovery refuses a provider without PKCE S256",
+    ),
+    m(
+        "redaction.redact",
+        "service/redaction.py",
+        "def redact(text: str) -> str:\n",
+        "def redact(text: str) -> str:\n    return text  # MUTANT: nothing is redacted\n",
+        ["tests/unit/test_redaction.py::test_redact_removes_secrets"],
+        "secrets redacted from every log line",
+    ),
+    m(
+        "provider_oauth.pkce_s256",
+        "service/provider_oauth.py",
+        'code_challenge_method="S256",',
+        'code_challenge_method="plain",',
+        [f"{E2E_FLOW}::test_legacy_full_flow"],
+        "PKCE S256 toward providers",
+    ),
+    # ---- token_store ------------------------------------------------------------------------------
+    Mutation(
+        "crypto.associated_data",
+        "token_store/crypto.py",
+        (
+            (
+                "self._aeads[self._primary].encrypt(nonce, plaintext, associated_data)",
+                'self._aeads[self._primary].encrypt(nonce, plaintext, b"")',
+            ),
+            (
+                "aead.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], associated_data)",
+                'aead.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], b"")',
+            ),
+        ),
+        ("tests/unit/test_crypto.py::test_wrong_associated_data_fails",),
+        "AEAD seals and opens with the record's associated data",
+    ),
+    m(
+        "store.connection_binding",
+        "token_store/models.py",
+        '            ["conn", self.user.iss, self.user.sub, self.provider, self.account], '
+        'separators=(",", ":")\n',
+        '            ["conn"], separators=(",", ":")\n',
+        [f"{CONTRACT}::test_record_moved_under_another_key_reads_as_absent"],
+        "associated data = (iss, sub, provider, account) of the record",
+    ),
+    m(
+        "sqlite.take_oauth_state",
+        "token_store/sqlite.py",
+        '"DELETE FROM oauth_states WHERE key = ? RETURNING blob, expires_at", (key,)',
+        '"SELECT blob, expires_at FROM oauth_states WHERE key = ?", (key,)',
+        [f"{CONTRACT}::test_oauth_state_single_use[sqlite]"],
+        "OAuth state taken once (DELETE ... RETURNING)",
+    ),
+    m(
+        "sqlite.take_nonce",
+        "token_store/sqlite.py",
+        '"DELETE FROM nonces WHERE key = ? RETURNING expires_at", (key,)',
+        '"SELECT expires_at FROM nonces WHERE key = ?", (key,)',
+        [f"{CONTRACT}::test_nonce_single_use_and_expiry[sqlite]"],
+        "requestState nonce taken once",
+    ),
+    m(
+        "sqlite.pending_limit",
+        "token_store/sqlite.py",
+        "            if live >= max_live_per_user:\n",
+        "            if False:\n",
+        [f"{CONTRACT}::test_too_many_pending_at_the_limit[sqlite]"],
+        "TooManyPending at max_pending_per_user",
+    ),
+    m(
+        "sqlite.transition_cas",
+        "token_store/sqlite.py",
+        '"WHERE id = :id AND status = :expected AND expires_at > :now RETURNING record",',
+        '"WHERE id = :id AND expires_at > :now RETURNING record",',
+        [f"{CONTRACT}::test_concurrent_transitions_exactly_one_wins[sqlite]"],
+        "transition is a compare-and-set on the status",
+    ),
+    m(
+        "sqlite.release_lock_owner",
+        "token_store/sqlite.py",
+        '"DELETE FROM locks WHERE name_hash = ? AND owner = ? RETURNING expires_at",\n'
+        "                (_digest(name), owner),",
+        '"DELETE FROM locks WHERE name_hash = ? RETURNING expires_at",\n                (_digest(name),),',
+        [f"{CONTRACT}::test_expired_lock_is_taken_over_and_the_stale_owner_cannot_release_it[sqlite]"],
+        "a lock is released only by its owner",
+    ),
+    m(
+        "redis.take_oauth_state",
+        "token_store/redis_store.py",
+        "blob = await client.getdel(self._keys.state(digest))",
+        "blob = await client.get(self._keys.state(digest))",
+        [f"{CONTRACT}::test_oauth_state_single_use[redis]"],
+        "OAuth state taken once (GETDEL)",
+    ),
+    m(
+        "redis.take_nonce",
+        "token_store/redis_store.py",
+        "expires_at = await client.getdel(self._keys.nonce(_digest(nonce)))",
+        "expires_at = await client.get(self._keys.nonce(_digest(nonce)))",
+        [f"{CONTRACT}::test_nonce_single_use_and_expiry[redis]"],
+        "requestState nonce taken once (GETDEL)",
+    ),
+    m(
+        "redis.pending_limit",
+        "token_store/redis_store.py",
+        "if live >= tonumber(ARGV[2]) then return {0, live} end\n",
+        "",
+        [f"{CONTRACT}::test_too_many_pending_at_the_limit[redis]"],
+        "TooManyPending at max_pending_per_user (Lua)",
+    ),
+    m(
+        "redis.transition_cas",
+        "token_store/redis_store.py",
+        "if cur[1] ~= ARGV[1] or not cur[2] or tonumber(cur[2]) <= tonumber(ARGV[3]) then return false end",
+        "if not cur[2] or tonumber(cur[2]) <= tonumber(ARGV[3]) then return false end",
+        [f"{CONTRACT}::test_concurrent_transitions_exactly_one_wins[redis]"],
+        "transition is a compare-and-set on the status (Lua)",
+    ),
+    m(
+        "redis.release_lock_owner",
+        "token_store/redis_store.py",
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n  redis.call('DEL', KEYS[1])",
+        "if true then\n  redis.call('DEL', KEYS[1])",
+        [f"{CONTRACT}::test_expired_lock_is_taken_over_and_the_stale_owner_cannot_release_it[redis]"],
+        "a lock is released only by its owner (Lua)",
+    ),
+)
+
+# --------------------------------------------------------------------------------------------------
+# Machinery
+# --------------------------------------------------------------------------------------------------
+
+
+class TableError(Exception):
+    """The table does not match the code (an `old` snippet missing, ambiguous or not compiling)."""
+
+
+class RestoreError(Exception):
+    """A mutated file could not be put back exactly as it was."""
+
+
+class Interrupted(Exception):
+    """SIGTERM or SIGHUP: unwind through every `finally` so the file is restored."""
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def mutated_source(root: Path, mutation: Mutation) -> tuple[bytes, bytes]:
+    """(original, mutated) bytes of the mutation's file; TableError when a patch does not apply."""
+    path = root / mutation.file
+    try:
+        original = path.read_bytes()
+    except OSError as exc:
+        raise TableError(f"{mutation.name}: cannot read {mutation.file} ({exc.strerror})") from None
+    text = original.decode("utf-8")
+    for number, (old, new) in enumerate(mutation.patches, start=1):
+        found = text.count(old)
+        if found != 1:
+            where = "not found" if found == 0 else f"found {found} times"
+            raise TableError(
+                f"{mutation.name}: patch {number} `old` text {where} in {mutation.file}:\n"
+                + "\n".join("    | " + line for line in old.splitlines())
+            )
+        if old == new:
+            raise TableError(f"{mutation.name}: patch {number} changes nothing")
+        text = text.replace(old, new, 1)
+    try:
+        compile(text, str(path), "exec")
+    except SyntaxError as exc:
+        raise TableError(f"{mutation.name}: the mutated {mutation.file} does not compile ({exc})") from None
+    return original, text.encode("utf-8")
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` in one rename, keeping its mode: a reader sees the old or the new file, whole."""
+    mode = path.stat().st_mode
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".mutation-tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def mutated(root: Path, mutation: Mutation) -> Iterator[None]:
+    """Apply the mutation; always restore the original bytes and check them by SHA-256."""
+    path = root / mutation.file
+    original, mutant = mutated_source(root, mutation)
+    original_hash, mutant_hash = sha256(original), sha256(mutant)
+    write_atomically(path, mutant)
+    try:
+        yield
+    finally:
+        current = path.read_bytes() if path.exists() else b""
+        if sha256(current) not in (mutant_hash, original_hash):
+            # Someone else wrote the file meanwhile: do not overwrite their version.
+            backup = Path(tempfile.mkdtemp(prefix="mutation-original-")) / path.name
+            backup.write_bytes(original)
+            raise RestoreError(
+                f"{mutation.file} changed during the run (not by this script); it was NOT restored. "
+                f"The original is saved at {backup}; compare it with the file and with `git diff`."
+            )
+        if sha256(current) == mutant_hash:
+            write_atomically(path, original)
+            # A .pyc of the mutant (if anything wrote one) must not match the restored file.
+            if path.stat().st_mtime_ns // 10**9 == int(time.time()):
+                stamp = time.time() + 1
+                os.utime(path, (stamp, stamp))
+        restored = sha256(path.read_bytes())
+        if restored != original_hash:
+            raise RestoreError(
+                f"{mutation.file}: restored content hash {restored} != original {original_hash}"
+            )
+
+
+@dataclasses.dataclass
+class Outcome:
+    mutation: Mutation
+    status: str  # CAUGHT, NOT CAUGHT, ERROR, TIMEOUT
+    failed: list[str]
+    seconds: float
+    detail: str = ""
+
+
+def junit_failures(report: Path) -> list[str]:
+    """Node ids of failed or errored tests in a JUnit XML report."""
+    if not report.exists():
+        return []
+    failed = []
+    # The report is the one our own pytest run just wrote into a private temporary directory.
+    for case in ET.parse(report).getroot().iter("testcase"):  # noqa: S314
+        if case.find("failure") is None and case.find("error") is None:
+            continue
+        module, name = case.get("classname", ""), case.get("name", "")
+        parts = module.split(".")
+        # classname is "tests.unit.test_x" or "tests.unit.test_x.TestClass"
+        for cut in range(len(parts), 0, -1):
+            candidate = "/".join(parts[:cut]) + ".py"
+            if (ROOT / candidate).exists() or cut == 1:
+                node = "::".join([candidate, *parts[cut:], name])
+                break
+        failed.append(node)
+    return failed
+
+
+def pytest_env(root: Path, copy: bool) -> dict[str, str]:
+    env = dict(os.environ)
+    env["CI"] = "true"  # tests whose service is missing fail instead of skipping
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # never cache a mutant's bytecode
+    if copy:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH", "")]))
+    return env
+
+
+def run_pytest(
+    python: str, root: Path, tests: Sequence[str], timeout: float, copy: bool
+) -> tuple[int | None, list[str], str]:
+    """(exit code or None on timeout, failed node ids, output tail)."""
+    with tempfile.TemporaryDirectory(prefix="mutation-junit-") as tmp:
+        report = Path(tmp) / "report.xml"
+        command = [
+            python,
+            "-m",
+            "pytest",
+            "-x",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--tb=native",  # pytest's own traceback rendering can crash on some failures (exit 3)
+            f"--junitxml={report}",
+            *tests,
+        ]
+        process = subprocess.Popen(  # noqa: S603 - our interpreter, pytest, and the table's test ids
+            command,
+            cwd=root,
+            env=pytest_env(root, copy),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: a timeout ends servers it started too
+        )
+        try:
+            output, _ = process.communicate(timeout=timeout)
+            code: int | None = process.returncode
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                output, _ = process.communicate()
+        text = output.decode("utf-8", "replace")
+        return code, junit_failures(report), "\n".join(text.strip().splitlines()[-25:])
+
+
+def uncommitted(root: Path, files: Sequence[str]) -> list[str] | None:
+    """Files among `files` with uncommitted changes, or None when git cannot tell."""
+    git = shutil.which("git")
+    if git is None:
+        return None
+    result = subprocess.run(  # noqa: S603 - git status, read only
+        [git, "--no-optional-locks", "status", "--porcelain", "--untracked-files=all", "--", *files],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        return None
+    return [line[3:] for line in result.stdout.splitlines() if line.strip()]
+
+
+IGNORED_IN_COPY = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    "__pycache__",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+    ".mcp-url-connect",
+    "node_modules",
+    "*.egg-info",
+)
+
+
+def make_copy(root: Path, into: Path) -> Path:
+    copy = into / root.name
+    shutil.copytree(root, copy, ignore=IGNORED_IN_COPY, symlinks=True)
+    modules = root / "tests" / "integration" / "node" / "node_modules"
+    if modules.is_dir():
+        (copy / "tests" / "integration" / "node" / "node_modules").symlink_to(modules)
+    return copy
+
+
+def default_python() -> str:
+    venv = ROOT / ".venv" / "bin" / "python"
+    return str(venv) if venv.exists() else sys.executable
+
+
+def print_table(outcomes: Sequence[Outcome]) -> None:
+    rows = [("check", "file", "result", "s")]
+    for o in outcomes:
+        if o.status == "CAUGHT":
+            result = ", ".join(o.failed) if o.failed else "caught (no test id reported)"
+        else:
+            result = o.status + (f": {o.detail}" if o.detail else "")
+        rows.append((o.mutation.name, o.mutation.file, result, f"{o.seconds:.1f}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for number, row in enumerate(rows):
+        print(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[3]:>5}  {row[2]}")
+        if number == 0:
+            print(f"{'-' * widths[0]}  {'-' * widths[1]}  {'-' * 5}  {'-' * min(widths[2], 60)}")
+
+
+def select(names: Sequence[str] | None) -> list[Mutation]:
+    if not names:
+        return list(MUTATIONS)
+    wanted = [n.strip() for name in names for n in name.split(",") if n.strip()]
+    known = {mutation.name: mutation for mutation in MUTATIONS}
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        print(f"unknown check(s): {', '.join(unknown)} (see --list)", file=sys.stderr)
+        raise SystemExit(2)
+    return [known[n] for n in dict.fromkeys(wanted)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", action="append", metavar="NAME", help="run only this check (repeatable)")
+    parser.add_argument("--list", action="store_true", help="list the checks and their tests, then exit")
+    parser.add_argument("--timeout", type=float, default=180.0, help="seconds per pytest run (default 180)")
+    parser.add_argument(
+        "--force", action="store_true", help="run even if target files have uncommitted changes"
+    )
+    parser.add_argument(
+        "--copy", action="store_true", help="mutate a temporary copy of the work tree, never the work tree"
+    )
+    parser.add_argument(
+        "--no-baseline", action="store_true", help="skip the unmutated run of all selected tests"
+    )
+    parser.add_argument("--python", default=default_python(), help="interpreter with pytest (default .venv)")
+    args = parser.parse_args(argv)
+
+    mutations = select(args.only)
+    if args.list:
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `--list | head` ends quietly
+        for mutation in mutations:
+            print(f"{mutation.name:<36} {mutation.file:<34} {mutation.removes}")
+            for test in mutation.tests:
+                print(f"{'':<36}   {test}")
+        return 0
+
+    # Every patch must apply to the code as it is now, before anything is touched.
+    problems = []
+    for mutation in mutations:
+        try:
+            mutated_source(ROOT, mutation)
+        except TableError as exc:
+            problems.append(str(exc))
+    if problems:
+        print("The mutation table no longer matches the code (nothing was mutated):", file=sys.stderr)
+        print("\n".join(problems), file=sys.stderr)
+        return 2
+
+    files = sorted({mutation.file for mutation in mutations})
+    if not args.copy:
+        dirty = uncommitted(ROOT, files)
+        if dirty is None and not args.force:
+            print(
+                "Cannot tell from git whether the files to mutate are committed; use --force.",
+                file=sys.stderr,
+            )
+            return 2
+        if dirty and not args.force:
+            print(
+                "Refusing to mutate files with uncommitted changes "
+                "(commit them, or use --force or --copy):\n  " + "\n  ".join(dirty),
+                file=sys.stderr,
+            )
+            return 2
+
+    def on_signal(signum: int, frame: object) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, on_signal)
+
+    started = time.monotonic()
+    outcomes: list[Outcome] = []
+    with contextlib.ExitStack() as stack:
+        root = ROOT
+        if args.copy:
+            root = make_copy(ROOT, Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mutation-"))))
+            print(f"working in a copy: {root}", flush=True)
+        original_hashes = {f: sha256((root / f).read_bytes()) for f in files}
+
+        if not args.no_baseline:
+            union = list(dict.fromkeys(t for mutation in mutations for t in mutation.tests))
+            print(f"baseline: {len(union)} selections, unmutated ...", flush=True)
+            t0 = time.monotonic()
+            code, failed, tail = run_pytest(args.python, root, union, args.timeout * 2, args.copy)
+            print(f"baseline: exit {code} in {time.monotonic() - t0:.1f}s", flush=True)
+            if code != 0:
+                print("The selected tests do not pass without mutations; fix that first:", file=sys.stderr)
+                print("\n".join(failed) or tail, file=sys.stderr)
+                return 2
+
+        try:
+            for number, mutation in enumerate(mutations, start=1):
+                print(f"[{number}/{len(mutations)}] {mutation.name} ...", end=" ", flush=True)
+                t0 = time.monotonic()
+                runs = 0
+                with mutated(root, mutation):
+                    while True:
+                        runs += 1
+                        code, failed, tail = run_pytest(
+                            args.python, root, mutation.tests, args.timeout, args.copy
+                        )
+                        if code != 0 or runs >= mutation.attempts:
+                            break
+                seconds = time.monotonic() - t0
+                if code == 1 and failed:
+                    if mutation.attempts > 1:
+                        failed = [f"{failed[0]} (run {runs} of up to {mutation.attempts})", *failed[1:]]
+                    outcome = Outcome(mutation, "CAUGHT", failed, seconds)
+                elif code == 0:
+                    detail = f"in {runs} runs" if runs > 1 else ""
+                    outcome = Outcome(mutation, "NOT CAUGHT", [], seconds, detail)
+                elif code is None:
+                    outcome = Outcome(mutation, "TIMEOUT", failed, seconds, f"after {args.timeout:.0f}s")
+                else:
+                    outcome = Outcome(mutation, "ERROR", failed, seconds, f"pytest exit {code}")
+                    print(f"\n{tail}", file=sys.stderr)
+                outcomes.append(outcome)
+                print(f"{outcome.status} ({seconds:.1f}s)", flush=True)
+        except (KeyboardInterrupt, Interrupted) as exc:
+            print(
+                f"\ninterrupted ({type(exc).__name__} {exc}); the mutated file was restored", file=sys.stderr
+            )
+            return 130
+        except RestoreError as exc:
+            print(f"\nRESTORE FAILED: {exc}", file=sys.stderr)
+            return 3
+        finally:
+            for name, digest in original_hashes.items():
+                if sha256((root / name).read_bytes()) != digest:
+                    print(
+                        f"CHECK: {name} differs from its content when the run started "
+                        "(not restored, or changed by someone else meanwhile); see `git diff`",
+                        file=sys.stderr,
+                    )
+
+    elapsed = time.monotonic() - started
+    print()
+    print_table(outcomes)
+    missed = [o for o in outcomes if o.status != "CAUGHT"]
+    print(
+        f"\n{len(outcomes) - len(missed)}/{len(outcomes)} checks caught in {elapsed:.0f}s"
+        + (" (mutations applied to a temporary copy)" if args.copy else "")
+    )
+    if missed:
+        print("not caught: " + ", ".join(o.mutation.name for o in missed))
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
@@ -109,15 +110,10 @@ class ConnectRoutes:
 
     async def connect(self, request: Request) -> Response:
         """POST from the confirmation page: one-time state, then the provider's authorize endpoint."""
-        browser = browser_user(request, self._settings)
-        if browser is None:
-            return message(request, "Not signed in", "Open the link from your MCP client again.", 401)
-        form = await request.form(max_files=0, max_fields=4, max_part_size=1024)
-        elicitation_id = form.get("elicitationId")
-        if not csrf_ok(request, form.get("csrf")) or not isinstance(elicitation_id, str):
-            return message(request, "Not allowed", "The form was stale. Open the link again.", 403)
-        if not OPAQUE_ID.fullmatch(elicitation_id):
-            return message(request, "Invalid link", "This connect link is malformed.", 400)
+        posted = await self._posted(request, max_part_size=1024)
+        if isinstance(posted, Response):
+            return posted
+        browser, _form, elicitation_id = posted
         try:
             checked = await self._checked(request, browser, elicitation_id)
             if isinstance(checked, Response):
@@ -125,6 +121,23 @@ class ConnectRoutes:
             return await self._redirect_to_provider(request, browser, *checked)
         except StoreUnavailable:
             return _unavailable(request)
+
+    async def _posted(
+        self, request: Request, *, max_part_size: int
+    ) -> tuple[BrowserUser, FormData, str] | Response:
+        """The checks every POST of the connect pages makes first, in one place: a signed-in
+        browser, a bounded form, the session's CSRF token (OWASP synchronizer token), an id of
+        the shape we mint."""
+        browser = browser_user(request, self._settings)
+        if browser is None:
+            return message(request, "Not signed in", "Open the link from your MCP client again.", 401)
+        form = await request.form(max_files=0, max_fields=4, max_part_size=max_part_size)
+        elicitation_id = form.get("elicitationId")
+        if not csrf_ok(request, form.get("csrf")) or not isinstance(elicitation_id, str):
+            return message(request, "Not allowed", "The form was stale. Open the link again.", 403)
+        if not OPAQUE_ID.fullmatch(elicitation_id):
+            return message(request, "Invalid link", "This connect link is malformed.", 400)
+        return browser, form, elicitation_id
 
     def _api_key_form(
         self,
@@ -150,15 +163,11 @@ class ConnectRoutes:
 
     async def api_key(self, request: Request) -> Response:
         """POST from the API-key page: check the key with the provider, then store it encrypted."""
-        browser = browser_user(request, self._settings)
-        if browser is None:
-            return message(request, "Not signed in", "Open the link from your MCP client again.", 401)
-        form = await request.form(max_files=0, max_fields=4, max_part_size=MAX_API_KEY + 64)
-        elicitation_id, key = form.get("elicitationId"), form.get("api_key")
-        if not csrf_ok(request, form.get("csrf")) or not isinstance(elicitation_id, str):
-            return message(request, "Not allowed", "The form was stale. Open the link again.", 403)
-        if not OPAQUE_ID.fullmatch(elicitation_id):
-            return message(request, "Invalid link", "This connect link is malformed.", 400)
+        posted = await self._posted(request, max_part_size=MAX_API_KEY + 64)
+        if isinstance(posted, Response):
+            return posted
+        browser, form, elicitation_id = posted
+        key = form.get("api_key")
         try:
             checked = await self._checked(request, browser, elicitation_id)
             if isinstance(checked, Response):

@@ -116,23 +116,16 @@ MUTATIONS: tuple[Mutation, ...] = (
         "RFC 9207 iss compared before the code is redeemed",
     ),
     m(
-        "connect.csrf_post_connect",
+        "connect.csrf_posts",
         "connect_routes/connect.py",
         '        elicitation_id = form.get("elicitationId")\n'
         '        if not csrf_ok(request, form.get("csrf")) or not isinstance(elicitation_id, str):',
         '        elicitation_id = form.get("elicitationId")\n        if not isinstance(elicitation_id, str):',
-        [f"{E2E_HARD}::test_confirmation_post_without_csrf_leaves_the_link_pending"],
-        "CSRF token on POST /connect",
-    ),
-    m(
-        "connect.csrf_api_key",
-        "connect_routes/connect.py",
-        '        elicitation_id, key = form.get("elicitationId"), form.get("api_key")\n'
-        '        if not csrf_ok(request, form.get("csrf")) or not isinstance(elicitation_id, str):',
-        '        elicitation_id, key = form.get("elicitationId"), form.get("api_key")\n'
-        "        if not isinstance(elicitation_id, str):",
-        [f"{SEC_BROWSER}::test_csrf_on_api_key_entry"],
-        "CSRF token on POST /connect/api-key",
+        [
+            f"{E2E_HARD}::test_confirmation_post_without_csrf_leaves_the_link_pending",
+            f"{SEC_BROWSER}::test_csrf_on_api_key_entry",
+        ],
+        "CSRF token on POST /connect and POST /connect/api-key (ConnectRoutes._posted)",
     ),
     m(
         "connect.single_use_opened",

@@ -5,7 +5,8 @@ Built by the app factory and opened in the app lifespan; no module-level state.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import httpx
@@ -18,8 +19,11 @@ from token_store import KeyRing, Store, open_store
 
 
 class Runtime:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
+        # Every TTL, expiry and timestamp in the process reads this clock, so tests can move
+        # time instead of sleeping.
+        self.clock = clock
         self.keyring = KeyRing.parse(settings.encryption_keys)
         self.hub = CompletionHub()
         self.completions: CompletionBus = (
@@ -30,7 +34,9 @@ class Runtime:
         # No redirects: a provider or issuer must not bounce our requests (and tokens) elsewhere.
         self.http = httpx.AsyncClient(timeout=settings.http_timeout, follow_redirects=False)
         self._store: Store | None = None
-        self.lifecycle = TokenLifecycle(lambda: self.store, timeout_seconds=settings.http_timeout)
+        self.lifecycle = TokenLifecycle(
+            lambda: self.store, timeout_seconds=settings.http_timeout, clock=clock
+        )
 
     @property
     def store(self) -> Store:

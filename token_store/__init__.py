@@ -6,6 +6,8 @@ interface only.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -13,6 +15,7 @@ from token_store import models
 from token_store.base import Store, StoreError, StoreUnavailable, TooManyPending
 from token_store.crypto import DecryptError, KeyRing
 from token_store.models import (
+    LIVE_STATUSES,
     Connection,
     ConnectionKey,
     ConnectionStatus,
@@ -22,10 +25,13 @@ from token_store.models import (
     TokenSet,
     UserRef,
 )
+from token_store.redis_store import DEFAULT_PREFIX as DEFAULT_REDIS_PREFIX
 from token_store.redis_store import RedisStore
 from token_store.sqlite import SQLiteStore
 
 __all__ = [
+    "DEFAULT_REDIS_PREFIX",
+    "LIVE_STATUSES",
     "Connection",
     "ConnectionKey",
     "ConnectionStatus",
@@ -47,20 +53,25 @@ __all__ = [
 ]
 
 
-async def open_store(url: str, keyring: KeyRing, *, prefix: str | None = None) -> Store:
+async def open_store(
+    url: str,
+    keyring: KeyRing,
+    *,
+    prefix: str = DEFAULT_REDIS_PREFIX,
+    clock: Callable[[], float] = time.time,
+) -> Store:
     """Open the backend `url` names.
 
     Supported: `sqlite:///absolute/path.db`, `sqlite:///./relative.db`, and
     `redis://[[user]:password@]host[:port][/db]` or `rediss://...` (TLS; see docs/redis.md).
-    `prefix` namespaces the Redis keys (default `mcpuc:`); SQLite ignores it.
+    `prefix` namespaces the Redis keys (`DEFAULT_REDIS_PREFIX` unless given); SQLite ignores it.
+    `clock` judges every TTL of both backends (Redis locks excepted: they expire by the server's clock).
     """
     scheme = urlsplit(url).scheme.lower()
     if scheme == "sqlite":
-        return await SQLiteStore.open(_sqlite_path(url), keyring)
+        return await SQLiteStore.open(_sqlite_path(url), keyring, clock=clock)
     if scheme in ("redis", "rediss"):
-        if prefix is None:
-            return await RedisStore.open(url, keyring)
-        return await RedisStore.open(url, keyring, prefix=prefix)
+        return await RedisStore.open(url, keyring, prefix=prefix, clock=clock)
     # Name only the scheme: a store URL may carry a password.
     raise ValueError(f"unsupported store URL scheme {scheme!r} (supported: 'sqlite', 'redis', 'rediss')")
 

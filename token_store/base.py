@@ -6,7 +6,7 @@ Backends hold three kinds of records:
 - one-time records (OAuth states, request-state nonces): single use, TTL, atomic consume.
 
 Every method is atomic on its own. A backend failure raises `StoreUnavailable`; callers fail
-closed on it (DESIGN invariant 8).
+closed on it (docs/threat-model.md, "Failure is closed").
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ class StoreUnavailable(StoreError):
 
 
 class TooManyPending(StoreError):
-    """The user already has the maximum number of live pending elicitations (invariant 9)."""
+    """The user already has the maximum number of live pending elicitations
+    (docs/threat-model.md, "per-user limit on pending elicitations")."""
 
 
 class Store(Protocol):
@@ -89,8 +90,8 @@ class Store(Protocol):
     async def create_elicitation(self, elicitation: PendingElicitation, max_live_per_user: int) -> None:
         """Store a new pending elicitation (TTL until `expires_at`).
 
-        Raises `TooManyPending` when the user already has `max_live_per_user` live (pending or
-        opened, unexpired) elicitations. Check and insert are one atomic step.
+        Raises `TooManyPending` when the user already has `max_live_per_user` live (status in
+        `LIVE_STATUSES`, unexpired) elicitations. Check and insert are one atomic step.
         """
         ...
 
@@ -103,6 +104,39 @@ class Store(Protocol):
     ) -> PendingElicitation | None:
         """Atomic compare-and-set of the status. Returns the updated record, or None when the
         elicitation is unknown, expired, or not in `expected` (so each transition happens once)."""
+        ...
+
+    async def open_elicitation(self, state: OAuthState) -> PendingElicitation | None:
+        """Start the provider authorization of `state.elicitation`, in one atomic step: move the
+        stored elicitation (looked up by `state.elicitation.id`) from PENDING to OPENED and store
+        `state` as `put_oauth_state` would (sealed, under a hash of `state.state`, until
+        `state.expires_at`; `take_oauth_state` takes it).
+
+        Returns the opened elicitation as stored (status OPENED). Returns None, and stores
+        nothing, when the elicitation is unknown, expired or not PENDING: a connect link opens
+        once, and a losing concurrent visit leaves no usable state behind. A state that already
+        exists raises `StoreUnavailable` and changes nothing.
+
+        Replaces `put_oauth_state` + `transition_elicitation(id, PENDING, OPENED)` (+ the
+        `take_oauth_state` clean-up when the transition lost): one transaction or Lua script.
+        """
+        ...
+
+    async def complete_elicitation(
+        self, connection: Connection, elicitation_id: str
+    ) -> PendingElicitation | None:
+        """Store the token set of a finished authorization and complete its elicitation, in one
+        atomic step: insert or replace `connection` exactly as `put_connection` would, then move
+        the elicitation `elicitation_id` from OPENED to COMPLETE.
+
+        The connection is stored whatever the elicitation's status (the user did authorize; a
+        connection is never lost to a concurrently failed or expired elicitation). Returns the
+        completed elicitation as stored (status COMPLETE), to be published to the waiting client;
+        None when it was unknown, expired or not OPENED (then there is nothing to publish). The
+        caller binds the two: `connection.key.user` must be the elicitation's user.
+
+        Replaces `put_connection` + `transition_elicitation(id, OPENED, COMPLETE)`.
+        """
         ...
 
     # --- one-time records -----------------------------------------------------------------

@@ -82,6 +82,17 @@ class KeyRing:
         return self._primary
 
     @property
+    def primary_prefix(self) -> bytes:
+        """The bytes every blob sealed under the primary key starts with (lets a backend find stale
+        blobs with a prefix match, without parsing each one)."""
+        return _VERSION + b"." + self._primary.encode("ascii") + b"."
+
+    def is_stale(self, blob: bytes) -> bool:
+        """Is `blob` a well-formed blob sealed under a key other than the primary (due for re-sealing)?"""
+        kid = self.kid_of(blob)
+        return kid is not None and kid != self._primary
+
+    @property
     def kids(self) -> tuple[str, ...]:
         return tuple(self._aeads)
 

@@ -99,6 +99,17 @@ class ElicitationStatus(enum.StrEnum):
     COMPLETE = "complete"  # /callback stored the token set
     FAILED = "failed"  # the provider answered an error or the exchange failed
 
+    @property
+    def is_live(self) -> bool:
+        """Still in progress: counts against the per-user limit and may still complete."""
+        return self in LIVE_STATUSES
+
+
+# The statuses of an elicitation still in progress (the rest are final). Backends count these
+# against `max_pending_per_user` (docs/threat-model.md, "per-user limit on pending elicitations");
+# a 2026-07-28 retry waits only while its elicitation is live.
+LIVE_STATUSES: frozenset[ElicitationStatus] = frozenset({ElicitationStatus.PENDING, ElicitationStatus.OPENED})
+
 
 @dataclass(frozen=True)
 class PendingElicitation:

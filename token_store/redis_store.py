@@ -11,7 +11,9 @@ Key layout (docs/redis.md has the full table); `u` is `user_tag(user)`, a hash o
 - `{prefix}lock:{sha256(name)}`: string, the owner token of a held lock, TTL = the lock's TTL.
 
 Multi-key steps are atomic: a Lua script or MULTI/EXEC. Redis TTLs only bound how long records
-linger; whether a record is still valid is decided against the store's clock, as in SQLite.
+linger; whether a record is still valid is decided against the store's clock (`clock=`), as in
+SQLite. One exception: a lock expires by its key's TTL, the Redis server's clock, which every
+replica shares (the store's clock plays no part in locks).
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
+from token_store import codec
 from token_store.base import StoreUnavailable, TooManyPending
-from token_store.crypto import DecryptError, KeyRing
+from token_store.crypto import KeyRing
 from token_store.models import (
     Connection,
     ConnectionKey,
@@ -44,15 +47,13 @@ from token_store.models import (
     ElicitationStatus,
     OAuthState,
     PendingElicitation,
-    TokenSet,
     UserRef,
 )
 
 _log = logging.getLogger(__name__)
 
 SCHEMES = ("redis", "rediss")
-DEFAULT_PREFIX = "mcpuc:"
-_LIVE = frozenset({ElicitationStatus.PENDING, ElicitationStatus.OPENED})
+DEFAULT_PREFIX = "mcpuc:"  # the one default of the key prefix; settings and open_store use it
 _SCAN_COUNT = 500
 _REENCRYPT_ATTEMPTS = 3  # per field, when a concurrent write changed it between read and write-back
 _USER_TAG_CHARS = 32  # 128 bits of sha256: collisions are out of reach, keys stay short
@@ -75,25 +76,55 @@ end
 return {1, live}
 """
 
-# KEYS: elicitation hash. ARGV: expected, new, now, "1" when `new` is live, live-set key prefix, id.
-# The live set's name comes from the record (the caller knows only the id), so this script touches a
-# key it does not declare: fine on a single primary (with or without Sentinel), not on Cluster.
-# Returns the stored record JSON, or nil when the record is missing, expired or not in `expected`.
-_TRANSITION_ELICITATION = """
-local cur = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'user', 'record')
-if cur[1] ~= ARGV[1] or not cur[2] or tonumber(cur[2]) <= tonumber(ARGV[3]) then return false end
-redis.call('HSET', KEYS[1], 'status', ARGV[2])
-local live_set = ARGV[5] .. cur[3]
-if ARGV[4] == '1' then
-  redis.call('ZADD', live_set, cur[2], ARGV[6])
-  local ttl = redis.call('PTTL', KEYS[1])
-  local set_ttl = redis.call('PTTL', live_set)
-  if ttl > 0 and set_ttl < ttl then redis.call('PEXPIRE', live_set, ttl) end
-else
-  redis.call('ZREM', live_set, ARGV[6])
+# The status compare-and-set, a Lua function the three scripts below share. KEYS[1]: elicitation
+# hash. ARGV[1..6]: expected, new, now, "1" when `new` is live, live-set key prefix, id.
+# The live set's name comes from the record (the caller knows only the id), so the scripts touch a
+# key they do not declare: fine on a single primary (with or without Sentinel), not on Cluster.
+# Returns the stored record JSON, or false when the record is missing, expired or not in `expected`.
+_TRANSITION_FUNCTION = """
+local function transition()
+  local cur = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'user', 'record')
+  if cur[1] ~= ARGV[1] or not cur[2] or tonumber(cur[2]) <= tonumber(ARGV[3]) then return false end
+  redis.call('HSET', KEYS[1], 'status', ARGV[2])
+  local live_set = ARGV[5] .. cur[3]
+  if ARGV[4] == '1' then
+    redis.call('ZADD', live_set, cur[2], ARGV[6])
+    local ttl = redis.call('PTTL', KEYS[1])
+    local set_ttl = redis.call('PTTL', live_set)
+    if ttl > 0 and set_ttl < ttl then redis.call('PEXPIRE', live_set, ttl) end
+  else
+    redis.call('ZREM', live_set, ARGV[6])
+  end
+  return cur[4]
 end
-return cur[4]
 """
+
+_TRANSITION_ELICITATION = _TRANSITION_FUNCTION + "return transition()\n"
+
+# KEYS[2]: state key. ARGV[7]: sealed state, ARGV[8]: its TTL in ms. The state is checked first
+# (a script is not rolled back), stored only when this call opened the elicitation.
+# Returns {1, record} when opened, {0} when the elicitation was not pending, {-1} when the state exists.
+_OPEN_ELICITATION = (
+    _TRANSITION_FUNCTION
+    + """
+if redis.call('EXISTS', KEYS[2]) == 1 then return {-1} end
+local record = transition()
+if not record then return {0} end
+redis.call('SET', KEYS[2], ARGV[7], 'PX', ARGV[8])
+return {1, record}
+"""
+)
+
+# KEYS[2]: connection hash, KEYS[3]: the user's provider index. ARGV[7]: account, ARGV[8]:
+# provider, ARGV[9]: connection value. The connection is stored whatever the elicitation's status.
+_COMPLETE_ELICITATION = (
+    _TRANSITION_FUNCTION
+    + """
+redis.call('HSET', KEYS[2], ARGV[7], ARGV[9])
+redis.call('SADD', KEYS[3], ARGV[8])
+return transition()
+"""
+)
 
 # KEYS: connection hash, the user's provider index. ARGV: account, provider.
 _DELETE_CONNECTION = """
@@ -221,6 +252,8 @@ class RedisStore:
         # Scripts are sent by SHA; redis-py loads them again when a restarted server has forgotten them.
         self._create_elicitation = client.register_script(_CREATE_ELICITATION)
         self._transition_elicitation = client.register_script(_TRANSITION_ELICITATION)
+        self._open_elicitation = client.register_script(_OPEN_ELICITATION)
+        self._complete_elicitation = client.register_script(_COMPLETE_ELICITATION)
         self._delete_connection = client.register_script(_DELETE_CONNECTION)
         self._cas_field = client.register_script(_CAS_FIELD)
         self._cas_string = client.register_script(_CAS_STRING)
@@ -238,7 +271,11 @@ class RedisStore:
         clock: Callable[[], float] = time.time,
         socket_timeout: float = 2.0,
     ) -> RedisStore:
-        """Connect to `url` (redis:// or rediss://) and check it answers; `StoreUnavailable` otherwise."""
+        """Connect to `url` (redis:// or rediss://) and check it answers; `StoreUnavailable` otherwise.
+
+        `clock` judges whether a record is still valid; Redis's own TTLs only bound how long a
+        record lingers, except for locks, which expire by the Redis server's clock.
+        """
         scheme = urlsplit(url).scheme.lower()
         if scheme not in SCHEMES:
             raise ValueError(f"not a redis URL (scheme {scheme!r})")
@@ -359,17 +396,17 @@ class RedisStore:
         async with self._guard("acquire_lock") as client:
             # NX: of concurrent acquirers exactly one sets the key; an expired key is gone, so the
             # next acquirer takes the lock over.
-            taken = await client.set(self._keys.lock(_digest(name)), owner, px=px, nx=True)
+            taken = await client.set(self._keys.lock(codec.lookup_key(name)), owner, px=px, nx=True)
         return owner if taken else None
 
     async def release_lock(self, name: str, owner: str) -> bool:
         async with self._guard("release_lock"):
-            released = await self._release_lock(keys=[self._keys.lock(_digest(name))], args=[owner])
+            released = await self._release_lock(keys=[self._keys.lock(codec.lookup_key(name))], args=[owner])
         return bool(released)
 
     async def lock_held(self, name: str) -> bool:
         async with self._guard("lock_held") as client:
-            return bool(await client.exists(self._keys.lock(_digest(name))))
+            return bool(await client.exists(self._keys.lock(codec.lookup_key(name))))
 
     # --- pending elicitations -------------------------------------------------------------
     async def create_elicitation(self, elicitation: PendingElicitation, max_live_per_user: int) -> None:
@@ -385,7 +422,7 @@ class RedisStore:
             e.status.value,
             e.to_json(),
             tag,
-            "1" if e.status in _LIVE else "0",
+            "1" if e.status.is_live else "0",
         ]
         async with self._guard("create_elicitation"):
             # Count and insert in one script: concurrent creates cannot both take the last slot.
@@ -411,25 +448,60 @@ class RedisStore:
     async def transition_elicitation(
         self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
     ) -> PendingElicitation | None:
-        args: list[str | int] = [
-            expected.value,
-            new.value,
-            _num(self._clock()),
-            "1" if new in _LIVE else "0",
-            self._keys.elic_user_prefix,
-            elicitation_id,
-        ]
+        args = self._transition_args(elicitation_id, expected, new)
         async with self._guard("transition_elicitation"):
             # Compare-and-set on the status inside one script: each transition happens once.
             record = await self._transition_elicitation(keys=[self._keys.elic(elicitation_id)], args=args)
+        return None if record is None else replace(PendingElicitation.from_json(record), status=new)
+
+    async def open_elicitation(self, state: OAuthState) -> PendingElicitation | None:
+        elicitation_id = state.elicitation.id
+        digest, blob = codec.seal_state(self._keyring, state)
+        args = self._transition_args(elicitation_id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
+        args += [blob, _ttl_ms(state.expires_at, self._clock())]
+        keys = [self._keys.elic(elicitation_id), self._keys.state(digest)]
+        async with self._guard("open_elicitation"):
+            reply = await self._open_elicitation(keys=keys, args=args)
+        if reply[0] == -1:
+            raise StoreUnavailable("redis store: open_elicitation failed (state already exists)")
+        if reply[0] != 1:
+            return None
+        return replace(PendingElicitation.from_json(reply[1]), status=ElicitationStatus.OPENED)
+
+    async def complete_elicitation(
+        self, connection: Connection, elicitation_id: str
+    ) -> PendingElicitation | None:
+        key = connection.key
+        tag = user_tag(key.user)
+        args = self._transition_args(elicitation_id, ElicitationStatus.OPENED, ElicitationStatus.COMPLETE)
+        args += [key.account, key.provider, self._connection_value(connection)]
+        keys = [
+            self._keys.elic(elicitation_id),
+            self._keys.conn(tag, key.provider),
+            self._keys.providers(tag),
+        ]
+        async with self._guard("complete_elicitation"):
+            record = await self._complete_elicitation(keys=keys, args=args)
         if record is None:
             return None
-        return replace(PendingElicitation.from_json(record), status=new)
+        return replace(PendingElicitation.from_json(record), status=ElicitationStatus.COMPLETE)
+
+    def _transition_args(
+        self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
+    ) -> list[str | int | bytes]:
+        """ARGV[1..6] of `_TRANSITION_FUNCTION`."""
+        return [
+            expected.value,
+            new.value,
+            _num(self._clock()),
+            "1" if new.is_live else "0",
+            self._keys.elic_user_prefix,
+            elicitation_id,
+        ]
 
     # --- one-time records -----------------------------------------------------------------
     async def put_oauth_state(self, state: OAuthState) -> None:
-        digest = _digest(state.state)
-        blob = self._keyring.seal(state.to_json(), _state_associated_data(digest))
+        digest, blob = codec.seal_state(self._keyring, state)
         px = _ttl_ms(state.expires_at, self._clock())
         async with self._guard("put_oauth_state") as client:
             # NX: a stored state is never replaced, only taken once (or left to expire).
@@ -438,32 +510,27 @@ class RedisStore:
             raise StoreUnavailable("redis store: put_oauth_state failed (state already exists)")
 
     async def take_oauth_state(self, state: str) -> OAuthState | None:
-        digest = _digest(state)
+        digest = codec.lookup_key(state)
         now = self._clock()
         async with self._guard("take_oauth_state") as client:
             # GETDEL: of two concurrent takes, exactly one gets the value.
             blob = await client.getdel(self._keys.state(digest))
-        if blob is None:
-            return None
-        try:
-            plaintext = self._keyring.open(_bytes(blob), _state_associated_data(digest))
-        except DecryptError:
-            _log.warning("stored OAuth state failed to decrypt; treating it as absent")
-            return None
-        taken = OAuthState.from_json(plaintext)
-        return taken if taken.expires_at > now else None
+        taken = None if blob is None else codec.open_state(self._keyring, digest, _bytes(blob))
+        return taken if taken is not None and taken.expires_at > now else None
 
     async def put_nonce(self, nonce: str, ttl_seconds: float) -> None:
         now = self._clock()
         expires_at = now + ttl_seconds
         async with self._guard("put_nonce") as client:
-            await client.set(self._keys.nonce(_digest(nonce)), _num(expires_at), px=_ttl_ms(expires_at, now))
+            await client.set(
+                self._keys.nonce(codec.lookup_key(nonce)), _num(expires_at), px=_ttl_ms(expires_at, now)
+            )
 
     async def take_nonce(self, nonce: str) -> bool:
         now = self._clock()
         async with self._guard("take_nonce") as client:
             # GETDEL rather than DEL: as atomic, and the stored expiry lets the store's clock decide.
-            expires_at = await client.getdel(self._keys.nonce(_digest(nonce)))
+            expires_at = await client.getdel(self._keys.nonce(codec.lookup_key(nonce)))
         if expires_at is None:
             return False
         try:
@@ -513,39 +580,23 @@ class RedisStore:
         """`raw` with its blob sealed again under the primary key; None when the value is current,
         malformed, moved from another user, or does not open."""
         stored = _StoredConnection.parse(raw)
-        if stored is None or not self._is_stale(stored.blob):
+        if stored is None or not self._keyring.is_stale(stored.blob):
             return None
         user = UserRef(stored.iss, stored.sub)
         if user_tag(user) != tag:  # moved here from another user's hash: leave it alone
             return None
-        key = ConnectionKey(user, provider, account)
-        try:
-            plaintext = self._keyring.open(stored.blob, key.associated_data())
-        except DecryptError:
-            _log.warning(
-                "stored connection failed to decrypt; not re-encrypting it (provider=%s account=%s)",
-                provider,
-                account,
-            )
-            return None
-        return replace(stored, blob=self._keyring.seal(plaintext, key.associated_data())).dump()
+        blob = codec.reseal_tokens(self._keyring, ConnectionKey(user, provider, account), stored.blob)
+        return None if blob is None else replace(stored, blob=blob).dump()
 
     async def _reencrypt_state(self, client: Redis, name: str) -> int:
         digest = name.removeprefix(self._keys.state(""))
         blob = await client.get(name)
-        if blob is None or not self._is_stale(_bytes(blob)):
+        if blob is None:
             return 0
-        try:
-            plaintext = self._keyring.open(_bytes(blob), _state_associated_data(digest))
-        except DecryptError:
-            _log.warning("stored OAuth state failed to decrypt; not re-encrypting it")
+        new = codec.reseal_state(self._keyring, digest, _bytes(blob))
+        if new is None:
             return 0
-        new = self._keyring.seal(plaintext, _state_associated_data(digest))
         return int(await self._cas_string(keys=[name], args=[blob, new]))
-
-    def _is_stale(self, blob: bytes) -> bool:
-        kid = KeyRing.kid_of(blob)
-        return kid is not None and kid != self._keyring.primary_kid
 
     def _parse_conn_name(self, name: str) -> tuple[str, str] | None:
         # `{prefix}conn:{tag}:{provider}`; the tag has a fixed length, so a provider may contain ':'.
@@ -584,7 +635,7 @@ class RedisStore:
         return _StoredConnection(
             iss=key.user.iss,
             sub=key.user.sub,
-            blob=self._keyring.seal(connection.tokens.to_json(), key.associated_data()),
+            blob=codec.seal_tokens(self._keyring, key, connection.tokens),
             label=connection.account_label,
             connected_at=connection.connected_at,
             updated_at=connection.updated_at,
@@ -613,15 +664,8 @@ class RedisStore:
         return connections
 
     def _open_connection(self, key: ConnectionKey, stored: _StoredConnection) -> Connection | None:
-        try:
-            tokens = TokenSet.from_json(self._keyring.open(stored.blob, key.associated_data()))
-        except DecryptError:
-            # Never log the blob or the user's tokens; provider and account locate the record.
-            _log.warning(
-                "stored connection failed to decrypt; treating it as absent (provider=%s account=%s)",
-                key.provider,
-                key.account,
-            )
+        tokens = codec.open_tokens(self._keyring, key, stored.blob)
+        if tokens is None:
             return None
         return Connection(
             key,
@@ -715,13 +759,3 @@ def _num(value: float) -> str:
 def _ttl_ms(expires_at: float, now: float) -> int:
     # Redis rejects a TTL <= 0; a record already expired by the clock gets 1 ms and reads as absent.
     return max(1, math.ceil((expires_at - now) * 1000))
-
-
-def _digest(secret: str) -> str:
-    # One-time values are looked up by hash so Redis never holds them verbatim.
-    return hashlib.sha256(secret.encode()).hexdigest()
-
-
-def _state_associated_data(key: str) -> bytes:
-    # Same construction as the SQLite backend: a state sealed for one hash opens under no other.
-    return json.dumps(["state", key], separators=(",", ":")).encode()

@@ -1,7 +1,12 @@
 """The embedded default backend: one SQLite file, for a single replica.
 
 One connection guarded by a lock; every call runs in a worker thread so the event loop never
-blocks on disk. Token sets and OAuth states are sealed with the `KeyRing` before they reach SQL.
+blocks on disk. Token sets and OAuth states are sealed (token_store.codec) before they reach SQL.
+
+A step of one write statement runs on its own: SQLite takes the write lock when such a statement
+starts, so it is atomic without BEGIN/COMMIT. A step of several statements runs in one
+`BEGIN IMMEDIATE` transaction. Expired non-token rows are invisible to every read; they are
+deleted by a purge that TTL writes run at most once every `_PURGE_INTERVAL` seconds.
 
 Schema versions (`PRAGMA user_version`): 1 the first release; 2 adds `connections.status` and
 `connections.refreshed_at` (metadata, not secret) and the `locks` table. Opening an older database
@@ -11,7 +16,6 @@ migrates it in place (one transaction); a newer one is refused.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import math
@@ -27,16 +31,17 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
+from token_store import codec
 from token_store.base import StoreUnavailable, TooManyPending
-from token_store.crypto import DecryptError, KeyRing
+from token_store.crypto import KeyRing
 from token_store.models import (
+    LIVE_STATUSES,
     Connection,
     ConnectionKey,
     ConnectionStatus,
     ElicitationStatus,
     OAuthState,
     PendingElicitation,
-    TokenSet,
     UserRef,
 )
 
@@ -45,7 +50,8 @@ _log = logging.getLogger(__name__)
 
 _MIN_SQLITE = (3, 35, 0)  # DELETE/UPDATE ... RETURNING
 _SCHEMA_VERSION = 2
-_LIVE = (ElicitationStatus.PENDING.value, ElicitationStatus.OPENED.value)
+_LIVE_JSON = json.dumps(sorted(s.value for s in LIVE_STATUSES))  # bound to `json_each` in SQL
+_PURGE_INTERVAL = 10.0  # seconds of the store's clock between purges of expired rows
 
 # The current schema, one statement each (they run inside the migration transaction, which
 # `executescript` would commit). A new database gets it whole; an older one gets the missing tables
@@ -113,12 +119,14 @@ class SQLiteStore:
         self._keyring = keyring
         self._clock = clock
         self._lock = threading.Lock()
+        self._purged_at = -math.inf  # store-clock time of the last purge
 
     @classmethod
     async def open(
         cls, path: Path, keyring: KeyRing, *, clock: Callable[[], float] = time.time
     ) -> SQLiteStore:
-        """Open (creating when missing) the database at `path`; dir 0700, file 0600."""
+        """Open (creating when missing) the database at `path`; dir 0700, file 0600. Every TTL is
+        judged by `clock` (injectable for tests)."""
         conn = await anyio.to_thread.run_sync(_connect, path)
         store = cls(conn, keyring, clock)
         try:
@@ -130,29 +138,8 @@ class SQLiteStore:
 
     # --- connections (tokens) -------------------------------------------------------------
     async def put_connection(self, connection: Connection) -> None:
-        key = connection.key
-        blob = self._keyring.seal(connection.tokens.to_json(), key.associated_data())
-        row = (
-            key.user.iss,
-            key.user.sub,
-            key.provider,
-            key.account,
-            connection.account_label,
-            blob,
-            connection.connected_at,
-            connection.updated_at,
-            connection.status.value,
-            connection.refreshed_at,
-        )
-
-        def put(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT OR REPLACE INTO connections (iss, sub, provider, account, account_label, blob, "
-                "connected_at, updated_at, status, refreshed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                row,
-            )
-
-        await self._run("put_connection", put, write=True)
+        row = self._connection_row(connection)
+        await self._run("put_connection", lambda conn: _put_connection(conn, row))
 
     async def get_connection(
         self, user: UserRef, provider: str, account: str | None = None
@@ -178,7 +165,7 @@ class SQLiteStore:
             )
             return cur.rowcount > 0
 
-        return await self._run("delete_connection", delete, write=True)
+        return await self._run("delete_connection", delete)
 
     async def delete_connections(self, user: UserRef, provider: str) -> list[Connection]:
         def delete(conn: sqlite3.Connection) -> list[Any]:
@@ -188,38 +175,25 @@ class SQLiteStore:
                 (user.iss, user.sub, provider),
             ).fetchall()
 
-        rows = await self._run("delete_connections", delete, write=True)
+        rows = await self._run("delete_connections", delete)
         rows.sort(key=lambda r: r[1])  # RETURNING order is unspecified
         return self._decrypt_rows(user, rows)
 
     async def replace_connection(self, connection: Connection, expected_updated_at: float) -> bool:
-        key = connection.key
-        blob = self._keyring.seal(connection.tokens.to_json(), key.associated_data())
-        args = (
-            connection.account_label,
-            blob,
-            connection.connected_at,
-            connection.updated_at,
-            connection.status.value,
-            connection.refreshed_at,
-            key.user.iss,
-            key.user.sub,
-            key.provider,
-            key.account,
-            expected_updated_at,
-        )
+        args = {**self._connection_row(connection), "expected": expected_updated_at}
 
         def replace(conn: sqlite3.Connection) -> bool:
             # One compare-and-set statement: only the version that was read is replaced.
             cur = conn.execute(
-                "UPDATE connections SET account_label = ?, blob = ?, connected_at = ?, updated_at = ?, "
-                "status = ?, refreshed_at = ? "
-                "WHERE iss = ? AND sub = ? AND provider = ? AND account = ? AND updated_at = ?",
+                "UPDATE connections SET account_label = :account_label, blob = :blob, "
+                "connected_at = :connected_at, updated_at = :updated_at, status = :status, "
+                "refreshed_at = :refreshed_at WHERE iss = :iss AND sub = :sub AND provider = :provider "
+                "AND account = :account AND updated_at = :expected",
                 args,
             )
             return cur.rowcount > 0
 
-        return await self._run("replace_connection", replace, write=True)
+        return await self._run("replace_connection", replace)
 
     async def set_connection_status(self, key: ConnectionKey, status: ConnectionStatus) -> bool:
         args = (ConnectionStatus(status).value, key.user.iss, key.user.sub, key.provider, key.account)
@@ -233,14 +207,14 @@ class SQLiteStore:
             )
             return cur.rowcount > 0
 
-        return await self._run("set_connection_status", set_status, write=True)
+        return await self._run("set_connection_status", set_status)
 
     # --- locks ----------------------------------------------------------------------------
     async def acquire_lock(self, name: str, ttl_seconds: float) -> str | None:
         _check_ttl(ttl_seconds)
         owner = secrets.token_urlsafe(24)
         now = self._clock()
-        args = {"name": _digest(name), "owner": owner, "expires_at": now + ttl_seconds, "now": now}
+        args = {"name": codec.lookup_key(name), "owner": owner, "expires_at": now + ttl_seconds, "now": now}
 
         def acquire(conn: sqlite3.Connection) -> bool:
             # One statement: insert, or take over a lock whose holder's time is up; a live lock is
@@ -254,7 +228,7 @@ class SQLiteStore:
                 ).fetchall()
             )
 
-        return owner if await self._run("acquire_lock", acquire, write=True) else None
+        return owner if await self._run("acquire_lock", acquire) else None
 
     async def release_lock(self, name: str, owner: str) -> bool:
         now = self._clock()
@@ -264,10 +238,10 @@ class SQLiteStore:
             # too, but does not count as released: the lock was no longer ours.
             return conn.execute(
                 "DELETE FROM locks WHERE name_hash = ? AND owner = ? RETURNING expires_at",
-                (_digest(name), owner),
+                (codec.lookup_key(name), owner),
             ).fetchall()
 
-        rows = await self._run("release_lock", release, write=True)
+        rows = await self._run("release_lock", release)
         return bool(rows) and rows[0][0] > now
 
     async def lock_held(self, name: str) -> bool:
@@ -275,7 +249,7 @@ class SQLiteStore:
 
         def held(conn: sqlite3.Connection) -> bool:
             row = conn.execute(
-                "SELECT 1 FROM locks WHERE name_hash = ? AND expires_at > ?", (_digest(name), now)
+                "SELECT 1 FROM locks WHERE name_hash = ? AND expires_at > ?", (codec.lookup_key(name), now)
             ).fetchone()
             return row is not None
 
@@ -285,23 +259,33 @@ class SQLiteStore:
     async def create_elicitation(self, elicitation: PendingElicitation, max_live_per_user: int) -> None:
         e = elicitation
         now = self._clock()
+        args = {
+            "id": e.id,
+            "iss": e.user.iss,
+            "sub": e.user.sub,
+            "provider": e.provider,
+            "status": e.status.value,
+            "expires_at": e.expires_at,
+            "record": e.to_json(),
+            "live": _LIVE_JSON,
+            "now": now,
+            "max_live": max_live_per_user,
+        }
 
-        def create(conn: sqlite3.Connection) -> None:
-            # Runs inside BEGIN IMMEDIATE: no other writer can insert between the count and the insert.
-            (live,) = conn.execute(
-                "SELECT count(*) FROM elicitations WHERE iss = ? AND sub = ? "
-                "AND status IN (?, ?) AND expires_at > ?",
-                (e.user.iss, e.user.sub, *_LIVE, now),
-            ).fetchone()
-            if live >= max_live_per_user:
-                raise TooManyPending(f"the user already has {live} live pending elicitations")
-            conn.execute(
-                "INSERT INTO elicitations VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (e.id, e.user.iss, e.user.sub, e.provider, e.status.value, e.expires_at, e.to_json()),
-            )
-            _purge(conn, now)
+        def create(conn: sqlite3.Connection) -> bool:
+            # Count and insert in one statement, which holds the write lock from its start: two
+            # concurrent creates cannot both take the last slot.
+            inserted = conn.execute(
+                "INSERT INTO elicitations (id, iss, sub, provider, status, expires_at, record) "
+                "SELECT :id, :iss, :sub, :provider, :status, :expires_at, :record "
+                "WHERE (SELECT count(*) FROM elicitations WHERE iss = :iss AND sub = :sub "
+                "AND status IN (SELECT value FROM json_each(:live)) AND expires_at > :now) < :max_live",
+                args,
+            ).rowcount
+            return inserted > 0
 
-        await self._run("create_elicitation", create, write=True)
+        if not await self._run_ttl_write("create_elicitation", create, now):
+            raise TooManyPending(f"the user already has {max_live_per_user} live pending elicitations")
 
     async def get_elicitation(self, elicitation_id: str) -> PendingElicitation | None:
         now = self._clock()
@@ -317,33 +301,51 @@ class SQLiteStore:
     async def transition_elicitation(
         self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
     ) -> PendingElicitation | None:
-        now = self._clock()
+        transition = partial(_transition, elicitation_id, expected, new, self._clock())
+        return await self._run("transition_elicitation", transition)
 
-        def transition(conn: sqlite3.Connection) -> Any:
-            # One compare-and-set statement: the status guard makes each transition happen once.
-            return conn.execute(
-                "UPDATE elicitations SET status = :new, record = json_set(record, '$.status', :new) "
-                "WHERE id = :id AND status = :expected AND expires_at > :now RETURNING record",
-                {"new": new.value, "id": elicitation_id, "expected": expected.value, "now": now},
-            ).fetchall()
+    async def open_elicitation(self, state: OAuthState) -> PendingElicitation | None:
+        key, blob = codec.seal_state(self._keyring, state)
+        transition = partial(
+            _transition,
+            state.elicitation.id,
+            ElicitationStatus.PENDING,
+            ElicitationStatus.OPENED,
+            self._clock(),
+        )
 
-        rows = await self._run("transition_elicitation", transition, write=True)
-        return PendingElicitation.from_json(rows[0][0]) if rows else None
+        def open_(conn: sqlite3.Connection) -> PendingElicitation | None:
+            # One transaction: the state is stored only when this call opened the elicitation.
+            opened = transition(conn)
+            if opened is not None:
+                _insert_state(conn, key, blob, state.expires_at)
+            return opened
+
+        return await self._run("open_elicitation", open_, transaction=True)
+
+    async def complete_elicitation(
+        self, connection: Connection, elicitation_id: str
+    ) -> PendingElicitation | None:
+        row = self._connection_row(connection)
+        transition = partial(
+            _transition, elicitation_id, ElicitationStatus.OPENED, ElicitationStatus.COMPLETE, self._clock()
+        )
+
+        def complete(conn: sqlite3.Connection) -> PendingElicitation | None:
+            _put_connection(conn, row)  # the token set first, whatever the elicitation's status
+            return transition(conn)
+
+        return await self._run("complete_elicitation", complete, transaction=True)
 
     # --- one-time records -----------------------------------------------------------------
     async def put_oauth_state(self, state: OAuthState) -> None:
-        key = _digest(state.state)
-        blob = self._keyring.seal(state.to_json(), _state_associated_data(key))
-        now = self._clock()
-
-        def put(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT INTO oauth_states VALUES (?, ?, ?)", (key, blob, state.expires_at))
-            _purge(conn, now)
-
-        await self._run("put_oauth_state", put, write=True)
+        key, blob = codec.seal_state(self._keyring, state)
+        await self._run_ttl_write(
+            "put_oauth_state", lambda conn: _insert_state(conn, key, blob, state.expires_at), self._clock()
+        )
 
     async def take_oauth_state(self, state: str) -> OAuthState | None:
-        key = _digest(state)
+        key = codec.lookup_key(state)
         now = self._clock()
 
         def take(conn: sqlite3.Connection) -> list[Any]:
@@ -352,41 +354,35 @@ class SQLiteStore:
                 "DELETE FROM oauth_states WHERE key = ? RETURNING blob, expires_at", (key,)
             ).fetchall()
 
-        rows = await self._run("take_oauth_state", take, write=True)
+        rows = await self._run("take_oauth_state", take)
         if not rows or rows[0][1] <= now:
             return None
-        try:
-            plaintext = self._keyring.open(rows[0][0], _state_associated_data(key))
-        except DecryptError:
-            _log.warning("stored OAuth state failed to decrypt; treating it as absent")
-            return None
-        return OAuthState.from_json(plaintext)
+        return codec.open_state(self._keyring, key, rows[0][0])
 
     async def put_nonce(self, nonce: str, ttl_seconds: float) -> None:
-        key = _digest(nonce)
+        key = codec.lookup_key(nonce)
         now = self._clock()
 
         def put(conn: sqlite3.Connection) -> None:
             conn.execute("INSERT OR REPLACE INTO nonces VALUES (?, ?)", (key, now + ttl_seconds))
-            _purge(conn, now)
 
-        await self._run("put_nonce", put, write=True)
+        await self._run_ttl_write("put_nonce", put, now)
 
     async def take_nonce(self, nonce: str) -> bool:
-        key = _digest(nonce)
+        key = codec.lookup_key(nonce)
         now = self._clock()
 
         def take(conn: sqlite3.Connection) -> list[Any]:
             return conn.execute("DELETE FROM nonces WHERE key = ? RETURNING expires_at", (key,)).fetchall()
 
-        rows = await self._run("take_nonce", take, write=True)
+        rows = await self._run("take_nonce", take)
         return bool(rows) and rows[0][0] > now
 
     # --- key rotation ---------------------------------------------------------------------
     async def reencrypt_all(self) -> int:
         # Reads and crypto run outside the write lock, a page at a time; each row is then replaced
         # only if it still holds the blob that was read, so a concurrent write is never overwritten.
-        fresh = b"v1." + self._keyring.primary_kid.encode("ascii") + b"."
+        fresh = self._keyring.primary_prefix
         rewritten = 0
         after = 0
         while True:
@@ -397,43 +393,31 @@ class SQLiteStore:
             updates = []
             for _, iss, sub, provider, account, blob in page:
                 key = ConnectionKey(UserRef(iss, sub), provider, account)
-                new = self._reseal(
-                    blob, key.associated_data(), f"connection (provider={provider} account={account})"
-                )
+                new = codec.reseal_tokens(self._keyring, key, blob)
                 if new is not None:
                     updates.append((new, iss, sub, provider, account, blob))
             rewritten += await self._run(
-                "reencrypt_all", partial(_update_each, _CAS_CONNECTION, updates), write=True
+                "reencrypt_all", partial(_update_each, _CAS_CONNECTION, updates), transaction=True
             )
 
         states = await self._run("reencrypt_all", partial(_stale_states, fresh=fresh, now=self._clock()))
         state_updates = []
         for key, blob in states:
-            new = self._reseal(blob, _state_associated_data(key), "OAuth state")
+            new = codec.reseal_state(self._keyring, key, blob)
             if new is not None:
                 state_updates.append((new, key, blob))
         rewritten += await self._run(
-            "reencrypt_all", partial(_update_each, _CAS_STATE, state_updates), write=True
+            "reencrypt_all", partial(_update_each, _CAS_STATE, state_updates), transaction=True
         )
         return rewritten
 
-    def _reseal(self, blob: bytes, associated_data: bytes, what: str) -> bytes | None:
-        """`blob` sealed again under the primary key; None when it is current or does not open."""
-        kid = KeyRing.kid_of(blob)
-        if kid is None or kid == self._keyring.primary_kid:
-            return None
-        try:
-            plaintext = self._keyring.open(blob, associated_data)
-        except DecryptError:
-            _log.warning("stored %s failed to decrypt; not re-encrypting it", what)
-            return None
-        return self._keyring.seal(plaintext, associated_data)
-
     # --- lifecycle ------------------------------------------------------------------------
     async def purge_expired(self) -> int:
-        """Delete every expired non-token row (also done on each TTL write); returns how many."""
+        """Delete every expired non-token row now; returns how many. TTL writes also purge, at most
+        once every `_PURGE_INTERVAL` seconds."""
         now = self._clock()
-        return await self._run("purge_expired", lambda conn: _purge(conn, now), write=True)
+        self._purged_at = now
+        return await self._run("purge_expired", lambda conn: _purge(conn, now), transaction=True)
 
     async def ping(self) -> None:
         await self._run("ping", lambda conn: conn.execute("SELECT 1").fetchone())
@@ -449,6 +433,22 @@ class SQLiteStore:
                 conn.close()
 
     # --- helpers --------------------------------------------------------------------------
+    def _connection_row(self, connection: Connection) -> dict[str, Any]:
+        """The `connections` row of `connection`, its token set sealed, as named parameters."""
+        key = connection.key
+        return {
+            "iss": key.user.iss,
+            "sub": key.user.sub,
+            "provider": key.provider,
+            "account": key.account,
+            "account_label": connection.account_label,
+            "blob": codec.seal_tokens(self._keyring, key, connection.tokens),
+            "connected_at": connection.connected_at,
+            "updated_at": connection.updated_at,
+            "status": connection.status.value,
+            "refreshed_at": connection.refreshed_at,
+        }
+
     async def _select_connections(
         self, op: str, user: UserRef, where_tail: str, args: Sequence[str]
     ) -> list[Any]:
@@ -470,36 +470,42 @@ class SQLiteStore:
             except ValueError:
                 # Only an edit underneath the store (or a newer writer) leaves an unknown status.
                 _log.warning(
-                    "stored connection has an unknown status; treating it as absent (provider=%s account=%s)",
-                    provider,
-                    account,
+                    "stored %s has an unknown status; treating it as absent", codec.describe_connection(key)
                 )
                 continue
-            try:
-                tokens = TokenSet.from_json(self._keyring.open(blob, key.associated_data()))
-            except DecryptError:
-                # Never log the blob or the user's tokens; provider and account locate the record.
-                _log.warning(
-                    "stored connection failed to decrypt; treating it as absent (provider=%s account=%s)",
-                    provider,
-                    account,
+            tokens = codec.open_tokens(self._keyring, key, blob)
+            if tokens is not None:
+                connections.append(
+                    Connection(key, tokens, label, connected_at, updated_at, parsed_status, refreshed_at)
                 )
-                continue
-            connections.append(
-                Connection(key, tokens, label, connected_at, updated_at, parsed_status, refreshed_at)
-            )
         return connections
 
-    async def _run(self, op: str, fn: Callable[[sqlite3.Connection], _T], *, write: bool = False) -> _T:
-        return await anyio.to_thread.run_sync(self._run_sync, op, fn, write)
+    async def _run_ttl_write(self, op: str, fn: Callable[[sqlite3.Connection], _T], now: float) -> _T:
+        """Run a write of a record with a TTL; when a purge is due, purge in the same transaction."""
+        if now - self._purged_at < _PURGE_INTERVAL:
+            return await self._run(op, fn)
+        self._purged_at = now
 
-    def _run_sync(self, op: str, fn: Callable[[sqlite3.Connection], _T], write: bool) -> _T:
+        def write_and_purge(conn: sqlite3.Connection) -> _T:
+            result = fn(conn)
+            _purge(conn, now)
+            return result
+
+        return await self._run(op, write_and_purge, transaction=True)
+
+    async def _run(self, op: str, fn: Callable[[sqlite3.Connection], _T], *, transaction: bool = False) -> _T:
+        """Run `fn` on the connection in a worker thread. `transaction`: `fn` runs several
+        statements that must apply together (or reads that must see one snapshot); without it,
+        `fn` must run a single statement, atomic on its own."""
+        return await anyio.to_thread.run_sync(self._run_sync, op, fn, transaction)
+
+    def _run_sync(self, op: str, fn: Callable[[sqlite3.Connection], _T], transaction: bool) -> _T:
         with self._lock:
             conn = self._conn
             if conn is None:
                 raise StoreUnavailable(f"sqlite store: {op} after close")
             try:
-                if not write:
+                if not transaction:
                     return fn(conn)
                 # IMMEDIATE takes the write lock up front, so read-then-write steps cannot interleave
                 # with another process using the same file.
@@ -599,7 +605,8 @@ def _create_private(path: Path) -> None:
 
 
 def _purge(conn: sqlite3.Connection, now: float) -> int:
-    # Every non-token row carries a TTL (DESIGN invariant 9); reads ignore expired rows anyway.
+    # Every non-token row carries a TTL (docs/threat-model.md, "Every non-token key has a TTL");
+    # reads ignore expired rows anyway, so the purge only bounds how long they linger.
     return sum(
         conn.execute(f"DELETE FROM {table} WHERE expires_at <= ?", (now,)).rowcount  # noqa: S608
         for table in _TTL_TABLES
@@ -634,13 +641,34 @@ def _update_each(sql: str, rows: Sequence[tuple[object, ...]], conn: sqlite3.Con
     return sum(conn.execute(sql, row).rowcount for row in rows)
 
 
-def _digest(secret: str) -> str:
-    # One-time values are looked up by hash so the database never holds them verbatim.
-    return hashlib.sha256(secret.encode()).hexdigest()
+def _put_connection(conn: sqlite3.Connection, row: dict[str, Any]) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO connections (iss, sub, provider, account, account_label, blob, "
+        "connected_at, updated_at, status, refreshed_at) VALUES (:iss, :sub, :provider, :account, "
+        ":account_label, :blob, :connected_at, :updated_at, :status, :refreshed_at)",
+        row,
+    )
 
 
-def _state_associated_data(key: str) -> bytes:
-    return json.dumps(["state", key], separators=(",", ":")).encode()
+def _insert_state(conn: sqlite3.Connection, key: str, blob: bytes, expires_at: float) -> None:
+    # A plain INSERT: a stored state is never replaced, only taken once (or left to expire).
+    conn.execute("INSERT INTO oauth_states VALUES (?, ?, ?)", (key, blob, expires_at))
+
+
+def _transition(
+    elicitation_id: str,
+    expected: ElicitationStatus,
+    new: ElicitationStatus,
+    now: float,
+    conn: sqlite3.Connection,
+) -> PendingElicitation | None:
+    # One compare-and-set statement: the status guard makes each transition happen once.
+    rows = conn.execute(
+        "UPDATE elicitations SET status = :new, record = json_set(record, '$.status', :new) "
+        "WHERE id = :id AND status = :expected AND expires_at > :now RETURNING record",
+        {"new": new.value, "id": elicitation_id, "expected": expected.value, "now": now},
+    ).fetchall()
+    return PendingElicitation.from_json(rows[0][0]) if rows else None
 
 
 def _error_name(exc: sqlite3.Error) -> str:

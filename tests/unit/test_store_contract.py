@@ -535,6 +535,102 @@ async def test_concurrent_transitions_exactly_one_wins(store: Store) -> None:
     assert await store.get_elicitation(e.id) == winners[0]
 
 
+# --- batched flow steps ---------------------------------------------------------------------
+
+
+async def test_open_elicitation_stores_the_state_and_opens_once(store: Store) -> None:
+    e = make_elicitation()
+    await store.create_elicitation(e, max_live_per_user=5)
+    state, late = replace(make_state(), elicitation=e), replace(make_state(), elicitation=e)
+    opened = await store.open_elicitation(state)
+    assert opened == replace(e, status=ElicitationStatus.OPENED)
+    assert await store.get_elicitation(e.id) == opened
+    # Single use: a second visit opens nothing and leaves no usable state behind.
+    assert await store.open_elicitation(late) is None
+    assert await store.take_oauth_state(late.state) is None
+    assert await store.take_oauth_state(state.state) == state
+    assert await store.get_elicitation(e.id) == opened
+
+
+async def test_open_elicitation_of_an_unknown_expired_or_finished_one_stores_nothing(
+    store: Store, harness: Harness
+) -> None:
+    unknown = replace(make_state(), elicitation=make_elicitation())
+    assert await store.open_elicitation(unknown) is None
+    assert await store.take_oauth_state(unknown.state) is None
+
+    failed, short = make_elicitation(), make_elicitation(ttl=10)
+    for e in (failed, short):
+        await store.create_elicitation(e, max_live_per_user=5)
+    await store.transition_elicitation(failed.id, ElicitationStatus.PENDING, ElicitationStatus.FAILED)
+    harness.clock.advance(10)
+    for e in (failed, short):
+        state = replace(make_state(), elicitation=e)
+        assert await store.open_elicitation(state) is None
+        assert await store.take_oauth_state(state.state) is None
+    assert await store.get_elicitation(failed.id) == replace(failed, status=ElicitationStatus.FAILED)
+
+
+async def test_open_elicitation_with_a_state_that_exists_changes_nothing(store: Store) -> None:
+    e = make_elicitation()
+    await store.create_elicitation(e, max_live_per_user=5)
+    state = replace(make_state(), elicitation=e)
+    await store.put_oauth_state(state)
+    with pytest.raises(StoreUnavailable, match="open_elicitation"):
+        await store.open_elicitation(state)
+    assert await store.get_elicitation(e.id) == e  # still pending
+    assert await store.take_oauth_state(state.state) == state
+
+
+async def test_concurrent_opens_exactly_one_wins_and_only_its_state_is_stored(store: Store) -> None:
+    e = make_elicitation()
+    await store.create_elicitation(e, max_live_per_user=5)
+    states = [replace(make_state(), elicitation=e) for _ in range(8)]
+    results = await asyncio.gather(*(store.open_elicitation(s) for s in states))
+    assert [r for r in results if r is not None] == [replace(e, status=ElicitationStatus.OPENED)]
+    taken = [await store.take_oauth_state(s.state) for s in states]
+    winner = next(s for s, r in zip(states, results, strict=True) if r is not None)
+    assert [t for t in taken if t is not None] == [winner]
+
+
+async def test_complete_elicitation_stores_the_connection_and_completes_once(store: Store) -> None:
+    e = make_elicitation()
+    await store.create_elicitation(e, max_live_per_user=1)
+    await store.open_elicitation(replace(make_state(), elicitation=e))
+    conn = make_connection()
+    completed = await store.complete_elicitation(conn, e.id)
+    assert completed == replace(e, status=ElicitationStatus.COMPLETE)
+    assert await store.get_elicitation(e.id) == completed
+    assert await store.get_connection(ALICE, "github", "1") == conn
+    assert await store.list_connections(ALICE) == [conn]  # indexed like put_connection
+    await store.create_elicitation(make_elicitation(), max_live_per_user=1)  # complete frees the slot
+    # Once: a second completion stores the newer token set but completes nothing.
+    newer = replace(conn, tokens=make_tokens(), updated_at=T0 + 1)
+    assert await store.complete_elicitation(newer, e.id) is None
+    assert await store.get_connection(ALICE, "github", "1") == newer
+
+
+async def test_complete_elicitation_stores_the_connection_even_when_not_opened(store: Store) -> None:
+    pending = make_elicitation()
+    await store.create_elicitation(pending, max_live_per_user=5)
+    conn = make_connection(provider="slack")
+    assert await store.complete_elicitation(conn, pending.id) is None
+    assert await store.get_elicitation(pending.id) == pending
+    other = make_connection()
+    assert await store.complete_elicitation(other, "unknown-id") is None
+    assert await store.list_connections(ALICE) == [other, conn]
+
+
+async def test_concurrent_completions_exactly_one_wins(store: Store) -> None:
+    e = make_elicitation()
+    await store.create_elicitation(e, max_live_per_user=5)
+    await store.transition_elicitation(e.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
+    conns = [make_connection(account=str(i)) for i in range(6)]
+    results = await asyncio.gather(*(store.complete_elicitation(c, e.id) for c in conns))
+    assert [r for r in results if r is not None] == [replace(e, status=ElicitationStatus.COMPLETE)]
+    assert len(await store.list_connections(ALICE)) == len(conns)
+
+
 # --- one-time records -----------------------------------------------------------------------
 
 

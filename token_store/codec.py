@@ -1,0 +1,88 @@
+"""How secret records look at rest, shared by every backend.
+
+One place for: the lookup key of a one-time value (a hash, never the value), the associated data
+each kind of sealed record is bound to, sealing and opening token sets and OAuth states, and the
+decrypt-or-skip rule (a record that does not open reads as absent, with one warning that names
+where it is and nothing it holds). The blob format itself belongs to `KeyRing` (crypto.py); the
+JSON of each record to its dataclass (models.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+
+from token_store.crypto import DecryptError, KeyRing
+from token_store.models import ConnectionKey, OAuthState, TokenSet
+
+_log = logging.getLogger(__name__)
+
+
+def lookup_key(secret: str) -> str:
+    """The name a one-time value (OAuth state, nonce, lock name) is stored under: its SHA-256, so
+    the backend never holds the value verbatim."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def state_associated_data(state_key: str) -> bytes:
+    """AEAD associated data of an OAuth state: its lookup key, so a state sealed for one key opens
+    under no other (a record moved to another key reads as absent)."""
+    return json.dumps(["state", state_key], separators=(",", ":")).encode()
+
+
+def open_or_skip(keyring: KeyRing, blob: bytes, associated_data: bytes, what: str) -> bytes | None:
+    """The plaintext of `blob`, or None when it does not open (tampered, moved, unknown key).
+
+    docs/threat-model.md, 'Failure is closed': such a record reads as absent. `what` locates the
+    record in the one warning logged; never pass it anything secret.
+    """
+    try:
+        return keyring.open(blob, associated_data)
+    except DecryptError:
+        _log.warning("stored %s failed to decrypt; treating it as absent", what)
+        return None
+
+
+def reseal(keyring: KeyRing, blob: bytes, associated_data: bytes, what: str) -> bytes | None:
+    """`blob` sealed again under the primary key; None when it already is, or does not open."""
+    if not keyring.is_stale(blob):
+        return None
+    plaintext = open_or_skip(keyring, blob, associated_data, what)
+    return None if plaintext is None else keyring.seal(plaintext, associated_data)
+
+
+def describe_connection(key: ConnectionKey) -> str:
+    """How a warning names a connection record: provider and account locate it; no user, no token."""
+    return f"connection (provider={key.provider} account={key.account})"
+
+
+STATE = "OAuth state"  # how a warning names an OAuth state: its hash would only be noise
+
+
+def seal_tokens(keyring: KeyRing, key: ConnectionKey, tokens: TokenSet) -> bytes:
+    return keyring.seal(tokens.to_json(), key.associated_data())
+
+
+def open_tokens(keyring: KeyRing, key: ConnectionKey, blob: bytes) -> TokenSet | None:
+    plaintext = open_or_skip(keyring, blob, key.associated_data(), describe_connection(key))
+    return None if plaintext is None else TokenSet.from_json(plaintext)
+
+
+def reseal_tokens(keyring: KeyRing, key: ConnectionKey, blob: bytes) -> bytes | None:
+    return reseal(keyring, blob, key.associated_data(), describe_connection(key))
+
+
+def seal_state(keyring: KeyRing, state: OAuthState) -> tuple[str, bytes]:
+    """(lookup key, sealed blob) of an OAuth state: it holds the PKCE verifier, so it is sealed."""
+    key = lookup_key(state.state)
+    return key, keyring.seal(state.to_json(), state_associated_data(key))
+
+
+def open_state(keyring: KeyRing, state_key: str, blob: bytes) -> OAuthState | None:
+    plaintext = open_or_skip(keyring, blob, state_associated_data(state_key), STATE)
+    return None if plaintext is None else OAuthState.from_json(plaintext)
+
+
+def reseal_state(keyring: KeyRing, state_key: str, blob: bytes) -> bytes | None:
+    return reseal(keyring, blob, state_associated_data(state_key), STATE)

@@ -142,18 +142,31 @@ end
 return 0
 """
 
+# A Lua function the two scripts below share. KEYS[1]: connection hash, ARGV[1]: account. Returns
+# the stored value and its decoded JSON object, or nothing when the field is missing or not an object.
+_STORED_VALUE_FUNCTION = """
+local function stored_value()
+  local cur = redis.call('HGET', KEYS[1], ARGV[1])
+  if not cur then return nil end
+  local ok, data = pcall(cjson.decode, cur)
+  if not ok or type(data) ~= 'table' then return nil end
+  return cur, data
+end
+"""
+
 # KEYS: connection hash. ARGV: account, expected updated_at, new value.
 # Compare-and-set on the version: replace the field only if its stored updated_at is the expected
 # one. cjson and tonumber both parse the repr-formatted numbers exactly, so equal floats compare equal.
-_REPLACE_CONNECTION = """
-local cur = redis.call('HGET', KEYS[1], ARGV[1])
-if not cur then return 0 end
-local ok, data = pcall(cjson.decode, cur)
-if not ok or type(data) ~= 'table' or type(data.updated_at) ~= 'number' then return 0 end
+_REPLACE_CONNECTION = (
+    _STORED_VALUE_FUNCTION
+    + """
+local _, data = stored_value()
+if not data or type(data.updated_at) ~= 'number' then return 0 end
 if data.updated_at ~= tonumber(ARGV[2]) then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 return 1
 """
+)
 
 # KEYS: connection hash. ARGV: account, new status (one of ConnectionStatus: [a-z_]).
 # Read-modify-write of the value's "status" member only. The value is edited as text, not
@@ -162,11 +175,11 @@ return 1
 # JSON every '"' inside a string is escaped, so '"status":' can only be the member name. A value
 # written before statuses existed has no member yet: it is appended. Returns 1 when set, 0 when
 # the field is missing or not a connection value.
-_SET_CONNECTION_STATUS = """
-local cur = redis.call('HGET', KEYS[1], ARGV[1])
-if not cur then return 0 end
-local ok, data = pcall(cjson.decode, cur)
-if not ok or type(data) ~= 'table' or type(data.blob) ~= 'string' then return 0 end
+_SET_CONNECTION_STATUS = (
+    _STORED_VALUE_FUNCTION
+    + """
+local cur, data = stored_value()
+if not data or type(data.blob) ~= 'string' then return 0 end
 local member = '"status":"' .. ARGV[2] .. '"'
 local new, n
 if data.status == nil then
@@ -180,6 +193,7 @@ if n ~= 1 then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], new)
 return 1
 """
+)
 
 # KEYS: lock key. ARGV: owner. Compare-and-delete: never someone else's lock after our TTL ran out.
 _RELEASE_LOCK = """

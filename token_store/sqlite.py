@@ -24,7 +24,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -158,14 +158,12 @@ class SQLiteStore:
         return self._decrypt_rows(user, rows)
 
     async def delete_connection(self, key: ConnectionKey) -> bool:
-        def delete(conn: sqlite3.Connection) -> bool:
-            cur = conn.execute(
-                "DELETE FROM connections WHERE iss = ? AND sub = ? AND provider = ? AND account = ?",
-                (key.user.iss, key.user.sub, key.provider, key.account),
-            )
-            return cur.rowcount > 0
-
-        return await self._run("delete_connection", delete)
+        delete = partial(
+            _changes,
+            "DELETE FROM connections WHERE iss = ? AND sub = ? AND provider = ? AND account = ?",
+            (key.user.iss, key.user.sub, key.provider, key.account),
+        )
+        return await self._run("delete_connection", delete) > 0
 
     async def delete_connections(self, user: UserRef, provider: str) -> list[Connection]:
         def delete(conn: sqlite3.Connection) -> list[Any]:
@@ -180,34 +178,25 @@ class SQLiteStore:
         return self._decrypt_rows(user, rows)
 
     async def replace_connection(self, connection: Connection, expected_updated_at: float) -> bool:
-        args = {**self._connection_row(connection), "expected": expected_updated_at}
-
-        def replace(conn: sqlite3.Connection) -> bool:
-            # One compare-and-set statement: only the version that was read is replaced.
-            cur = conn.execute(
-                "UPDATE connections SET account_label = :account_label, blob = :blob, "
-                "connected_at = :connected_at, updated_at = :updated_at, status = :status, "
-                "refreshed_at = :refreshed_at WHERE iss = :iss AND sub = :sub AND provider = :provider "
-                "AND account = :account AND updated_at = :expected",
-                args,
-            )
-            return cur.rowcount > 0
-
-        return await self._run("replace_connection", replace)
+        # One compare-and-set statement: only the version that was read is replaced.
+        replace = partial(
+            _changes,
+            "UPDATE connections SET account_label = :account_label, blob = :blob, "
+            "connected_at = :connected_at, updated_at = :updated_at, status = :status, "
+            "refreshed_at = :refreshed_at WHERE iss = :iss AND sub = :sub AND provider = :provider "
+            "AND account = :account AND updated_at = :expected",
+            {**self._connection_row(connection), "expected": expected_updated_at},
+        )
+        return await self._run("replace_connection", replace) > 0
 
     async def set_connection_status(self, key: ConnectionKey, status: ConnectionStatus) -> bool:
-        args = (ConnectionStatus(status).value, key.user.iss, key.user.sub, key.provider, key.account)
-
-        def set_status(conn: sqlite3.Connection) -> bool:
-            # The blob and updated_at stay as they are: a status change is not a new version.
-            cur = conn.execute(
-                "UPDATE connections SET status = ? "
-                "WHERE iss = ? AND sub = ? AND provider = ? AND account = ?",
-                args,
-            )
-            return cur.rowcount > 0
-
-        return await self._run("set_connection_status", set_status)
+        # The blob and updated_at stay as they are: a status change is not a new version.
+        set_status = partial(
+            _changes,
+            "UPDATE connections SET status = ? WHERE iss = ? AND sub = ? AND provider = ? AND account = ?",
+            (ConnectionStatus(status).value, key.user.iss, key.user.sub, key.provider, key.account),
+        )
+        return await self._run("set_connection_status", set_status) > 0
 
     # --- locks ----------------------------------------------------------------------------
     async def acquire_lock(self, name: str, ttl_seconds: float) -> str | None:
@@ -272,18 +261,16 @@ class SQLiteStore:
             "max_live": max_live_per_user,
         }
 
-        def create(conn: sqlite3.Connection) -> bool:
-            # Count and insert in one statement, which holds the write lock from its start: two
-            # concurrent creates cannot both take the last slot.
-            inserted = conn.execute(
-                "INSERT INTO elicitations (id, iss, sub, provider, status, expires_at, record) "
-                "SELECT :id, :iss, :sub, :provider, :status, :expires_at, :record "
-                "WHERE (SELECT count(*) FROM elicitations WHERE iss = :iss AND sub = :sub "
-                "AND status IN (SELECT value FROM json_each(:live)) AND expires_at > :now) < :max_live",
-                args,
-            ).rowcount
-            return inserted > 0
-
+        # Count and insert in one statement, which holds the write lock from its start: two
+        # concurrent creates cannot both take the last slot.
+        create = partial(
+            _changes,
+            "INSERT INTO elicitations (id, iss, sub, provider, status, expires_at, record) "
+            "SELECT :id, :iss, :sub, :provider, :status, :expires_at, :record "
+            "WHERE (SELECT count(*) FROM elicitations WHERE iss = :iss AND sub = :sub "
+            "AND status IN (SELECT value FROM json_each(:live)) AND expires_at > :now) < :max_live",
+            args,
+        )
         if not await self._run_ttl_write("create_elicitation", create, now):
             raise TooManyPending(f"the user already has {max_live_per_user} live pending elicitations")
 
@@ -638,7 +625,12 @@ def _stale_states(conn: sqlite3.Connection, *, fresh: bytes, now: float) -> list
 
 
 def _update_each(sql: str, rows: Sequence[tuple[object, ...]], conn: sqlite3.Connection) -> int:
-    return sum(conn.execute(sql, row).rowcount for row in rows)
+    return sum(_changes(sql, row, conn) for row in rows)
+
+
+def _changes(sql: str, args: Sequence[object] | Mapping[str, object], conn: sqlite3.Connection) -> int:
+    """Run one statement; how many rows it inserted, updated or deleted."""
+    return conn.execute(sql, args).rowcount
 
 
 def _put_connection(conn: sqlite3.Connection, row: dict[str, Any]) -> None:

@@ -99,6 +99,20 @@ class Store(Protocol):
         """The elicitation, or None when unknown or expired."""
         ...
 
+    async def get_elicitation_with_connection(
+        self, elicitation_id: str
+    ) -> tuple[PendingElicitation, Connection | None] | None:
+        """The elicitation as `get_elicitation` returns it, with the connection
+        `get_connection(elicitation.user, elicitation.provider)` would return (the most recently
+        updated one that decrypts, or None), read together in one round trip. None when the
+        elicitation is unknown or expired.
+
+        For /connect, which checks the elicitation and, before sending the browser to the provider,
+        whether a healthy refresh token is already held. Replaces `get_elicitation` +
+        `get_connection`; the two reads need not be one snapshot (the connection is only a hint).
+        """
+        ...
+
     async def transition_elicitation(
         self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
     ) -> PendingElicitation | None:

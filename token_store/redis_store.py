@@ -126,6 +126,16 @@ return transition()
 """
 )
 
+# KEYS: elicitation hash. ARGV: connection hash prefix (`{prefix}conn:`). Returns {status, record,
+# the flattened connection hash of the elicitation's user at its provider}, or false when the
+# elicitation is missing. Like the transition, it reads a key it does not declare (not for Cluster).
+_ELICITATION_WITH_CONNECTION = """
+local cur = redis.call('HMGET', KEYS[1], 'status', 'record', 'user')
+if not cur[1] or not cur[2] or not cur[3] then return false end
+local provider = cjson.decode(cur[2]).provider
+return {cur[1], cur[2], redis.call('HGETALL', ARGV[1] .. cur[3] .. ':' .. provider)}
+"""
+
 # KEYS: connection hash, the user's provider index. ARGV: account, provider.
 _DELETE_CONNECTION = """
 local deleted = redis.call('HDEL', KEYS[1], ARGV[1])
@@ -224,8 +234,12 @@ def user_tag(user: UserRef) -> str:
 class _Keys:
     prefix: str
 
+    @property
+    def conn_prefix(self) -> str:
+        return f"{self.prefix}conn:"
+
     def conn(self, tag: str, provider: str) -> str:
-        return f"{self.prefix}conn:{tag}:{provider}"
+        return f"{self.conn_prefix}{tag}:{provider}"
 
     def providers(self, tag: str) -> str:
         return f"{self.prefix}user:{tag}:providers"
@@ -267,6 +281,7 @@ class RedisStore:
         self._create_elicitation = client.register_script(_CREATE_ELICITATION)
         self._transition_elicitation = client.register_script(_TRANSITION_ELICITATION)
         self._open_elicitation = client.register_script(_OPEN_ELICITATION)
+        self._elicitation_with_connection = client.register_script(_ELICITATION_WITH_CONNECTION)
         self._complete_elicitation = client.register_script(_COMPLETE_ELICITATION)
         self._delete_connection = client.register_script(_DELETE_CONNECTION)
         self._cas_field = client.register_script(_CAS_FIELD)
@@ -340,13 +355,7 @@ class RedisStore:
             else:
                 raw = await client.hget(name, account)
                 fields = {} if raw is None else {account: raw}
-        ordered = sorted(self._parse_fields(fields), key=lambda item: (-item[1].updated_at, item[0]))
-        for field_account, stored in ordered:
-            # A record that fails to decrypt reads as absent; with no account, the next most recent answers.
-            connection = self._open_connection(ConnectionKey(user, provider, field_account), stored)
-            if connection is not None:
-                return connection
-        return None
+        return self._newest_connection(user, provider, fields)
 
     async def list_connections(self, user: UserRef) -> list[Connection]:
         tag = user_tag(user)
@@ -458,6 +467,25 @@ class RedisStore:
         if elicitation.expires_at <= now:
             return None
         return replace(elicitation, status=ElicitationStatus(_text(status)))
+
+    async def get_elicitation_with_connection(
+        self, elicitation_id: str
+    ) -> tuple[PendingElicitation, Connection | None] | None:
+        now = self._clock()
+        async with self._guard("get_elicitation_with_connection"):
+            reply = await self._elicitation_with_connection(
+                keys=[self._keys.elic(elicitation_id)], args=[self._keys.conn_prefix]
+            )
+        if reply is None:
+            return None
+        status, record, flat = reply
+        elicitation = PendingElicitation.from_json(record)
+        if elicitation.expires_at <= now:
+            return None
+        elicitation = replace(elicitation, status=ElicitationStatus(_text(status)))
+        fields = dict(zip(flat[::2], flat[1::2], strict=True))
+        held = self._newest_connection(elicitation.user, elicitation.provider, fields)
+        return elicitation, held
 
     async def transition_elicitation(
         self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
@@ -614,7 +642,7 @@ class RedisStore:
 
     def _parse_conn_name(self, name: str) -> tuple[str, str] | None:
         # `{prefix}conn:{tag}:{provider}`; the tag has a fixed length, so a provider may contain ':'.
-        rest = name.removeprefix(f"{self._keys.prefix}conn:")
+        rest = name.removeprefix(self._keys.conn_prefix)
         tag, provider = rest[:_USER_TAG_CHARS], rest[_USER_TAG_CHARS + 1 :]
         if len(tag) != _USER_TAG_CHARS or rest[_USER_TAG_CHARS : _USER_TAG_CHARS + 1] != ":" or not provider:
             return None
@@ -668,6 +696,18 @@ class RedisStore:
                 continue
             parsed.append((account, stored))
         return parsed
+
+    def _newest_connection(
+        self, user: UserRef, provider: str, fields: Mapping[Any, Any]
+    ) -> Connection | None:
+        """The most recently updated connection among the hash `fields` that opens."""
+        ordered = sorted(self._parse_fields(fields), key=lambda item: (-item[1].updated_at, item[0]))
+        for account, stored in ordered:
+            # A record that fails to decrypt reads as absent; the next most recent answers.
+            connection = self._open_connection(ConnectionKey(user, provider, account), stored)
+            if connection is not None:
+                return connection
+        return None
 
     def _open_hash(self, user: UserRef, provider: str, fields: Mapping[Any, Any]) -> list[Connection]:
         connections = []

@@ -285,6 +285,29 @@ class SQLiteStore:
         row = await self._run("get_elicitation", get)
         return None if row is None else PendingElicitation.from_json(row[0])
 
+    async def get_elicitation_with_connection(
+        self, elicitation_id: str
+    ) -> tuple[PendingElicitation, Connection | None] | None:
+        now = self._clock()
+
+        def get(conn: sqlite3.Connection) -> list[Any]:
+            # One statement: the elicitation, joined with each of its user's connections at its
+            # provider (none: one row of NULLs), most recently updated first.
+            return conn.execute(
+                "SELECT e.record, c.provider, c.account, c.account_label, c.blob, c.connected_at, "
+                "c.updated_at, c.status, c.refreshed_at FROM elicitations e LEFT JOIN connections c "
+                "ON c.iss = e.iss AND c.sub = e.sub AND c.provider = e.provider "
+                "WHERE e.id = ? AND e.expires_at > ? ORDER BY c.updated_at DESC, c.account",
+                (elicitation_id, now),
+            ).fetchall()
+
+        rows = await self._run("get_elicitation_with_connection", get)
+        if not rows:
+            return None
+        elicitation = PendingElicitation.from_json(rows[0][0])
+        held = self._decrypt_rows(elicitation.user, [row[1:] for row in rows if row[1] is not None])
+        return elicitation, held[0] if held else None
+
     async def transition_elicitation(
         self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
     ) -> PendingElicitation | None:

@@ -631,6 +631,28 @@ async def test_concurrent_completions_exactly_one_wins(store: Store) -> None:
     assert len(await store.list_connections(ALICE)) == len(conns)
 
 
+async def test_get_elicitation_with_connection_reads_both(store: Store, harness: Harness) -> None:
+    e = make_elicitation(ttl=60)
+    await store.create_elicitation(e, max_live_per_user=5)
+    assert await store.get_elicitation_with_connection(e.id) == (e, None)
+    # Only the elicitation's user at its provider counts.
+    await store.put_connection(make_connection(BOB))
+    await store.put_connection(make_connection(provider="slack"))
+    assert await store.get_elicitation_with_connection(e.id) == (e, None)
+    older, newer = make_connection(account="1"), make_connection(account="2", updated_at=T0 + 5)
+    for conn in (older, newer):
+        await store.put_connection(conn)
+    opened = await store.transition_elicitation(e.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
+    assert await store.get_elicitation_with_connection(e.id) == (opened, newer)
+    # As get_connection: the newest that fails to decrypt reads as absent; the next one answers.
+    harness.write_blob(newer.key, flip_ciphertext_byte(harness.read_blob(newer.key)))
+    assert await store.get_elicitation_with_connection(e.id) == (opened, older)
+    assert await store.get_connection(ALICE, "github") == older
+    assert await store.get_elicitation_with_connection("unknown") is None
+    harness.clock.advance(60)
+    assert await store.get_elicitation_with_connection(e.id) is None
+
+
 # --- one-time records -----------------------------------------------------------------------
 
 

@@ -15,11 +15,13 @@ import json
 import secrets
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import astuple
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import pytest
 import redis
+from redis.asyncio.connection import AbstractConnection
 
 from tests.needs import (  # noqa: F401 - re-exported for the store tests
     REDIS_HOST,
@@ -312,3 +314,38 @@ class RedisHarness:
         if keys:
             self.raw.unlink(*keys)
         self.raw.close()
+
+
+# --- what reaches the backend -------------------------------------------------------------------
+
+
+@dataclass
+class Wire:
+    """What the store sent to Redis: one entry per socket write, i.e. per round trip."""
+
+    writes: list[bytes] = field(default_factory=list)
+
+    def commands(self) -> list[list[bytes]]:
+        """Command names per write (a MULTI/EXEC pipeline is several commands in one write)."""
+        return [
+            [
+                parts[i + 2].upper()
+                for i, part in enumerate(parts)
+                if part.startswith(b"*") and i + 2 < len(parts)
+            ]
+            for parts in (write.split(b"\r\n") for write in self.writes)
+        ]
+
+
+def record_wire(monkeypatch: pytest.MonkeyPatch) -> Wire:
+    """Record every write any Redis connection sends, until `monkeypatch` is undone."""
+    recorded = Wire()
+    real = AbstractConnection.send_packed_command
+
+    async def recording(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
+        chunks = [command] if isinstance(command, bytes | str) else list(command)
+        recorded.writes.append(b"".join(c.encode() if isinstance(c, str) else bytes(c) for c in chunks))
+        await real(self, chunks, check_health)
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", recording)
+    return recorded

@@ -11,14 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
-from redis.asyncio.connection import AbstractConnection
 
 from tests.unit.test_store_contract_support import (
     ALICE,
@@ -26,12 +24,14 @@ from tests.unit.test_store_contract_support import (
     REDIS_URL,
     T0,
     RedisHarness,
+    Wire,
     encoded_forms,
     free_port,
     make_connection,
     make_elicitation,
     make_state,
     make_tokens,
+    record_wire,
     redis_prefix,
     redis_server,
     state_digest,
@@ -74,36 +74,9 @@ async def store(harness: RedisHarness, keyring: KeyRing) -> RedisStore:
     return opened  # closed by the harness fixture
 
 
-@dataclass
-class Wire:
-    """What the store sent to Redis: one entry per socket write, i.e. per round trip."""
-
-    writes: list[bytes] = field(default_factory=list)
-
-    def commands(self) -> list[list[bytes]]:
-        """Command names per write (a MULTI/EXEC pipeline is several commands in one write)."""
-        return [
-            [
-                parts[i + 2].upper()
-                for i, part in enumerate(parts)
-                if part.startswith(b"*") and i + 2 < len(parts)
-            ]
-            for parts in (write.split(b"\r\n") for write in self.writes)
-        ]
-
-
 @pytest.fixture
-def wire(monkeypatch: pytest.MonkeyPatch) -> Iterator[Wire]:
-    recorded = Wire()
-    real = AbstractConnection.send_packed_command
-
-    async def recording(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
-        chunks = [command] if isinstance(command, bytes | str) else list(command)
-        recorded.writes.append(b"".join(c.encode() if isinstance(c, str) else bytes(c) for c in chunks))
-        await real(self, chunks, check_health)
-
-    monkeypatch.setattr(AbstractConnection, "send_packed_command", recording)
-    yield recorded
+def wire(monkeypatch: pytest.MonkeyPatch) -> Wire:
+    return record_wire(monkeypatch)
 
 
 # --- key layout and TTLs --------------------------------------------------------------------

@@ -448,8 +448,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "sqlite.pending_limit",
         "token_store/sqlite.py",
-        "            if live >= max_live_per_user:\n",
-        "            if False:\n",
+        '"AND status IN (SELECT value FROM json_each(:live)) AND expires_at > :now) < :max_live",',
+        '"AND status IN (SELECT value FROM json_each(:live)) AND expires_at > :now) >= 0",',
         [f"{CONTRACT}::test_too_many_pending_at_the_limit[sqlite]"],
         "TooManyPending at max_pending_per_user",
     ),
@@ -465,10 +465,21 @@ MUTATIONS: tuple[Mutation, ...] = (
         "sqlite.release_lock_owner",
         "token_store/sqlite.py",
         '"DELETE FROM locks WHERE name_hash = ? AND owner = ? RETURNING expires_at",\n'
-        "                (_digest(name), owner),",
-        '"DELETE FROM locks WHERE name_hash = ? RETURNING expires_at",\n                (_digest(name),),',
+        "                (codec.lookup_key(name), owner),",
+        '"DELETE FROM locks WHERE name_hash = ? RETURNING expires_at",\n'
+        "                (codec.lookup_key(name),),",
         [f"{CONTRACT}::test_expired_lock_is_taken_over_and_the_stale_owner_cannot_release_it[sqlite]"],
         "a lock is released only by its owner",
+    ),
+    m(
+        "sqlite.open_elicitation_single_use",
+        "token_store/sqlite.py",
+        "            opened = transition(conn)\n            if opened is not None:\n"
+        "                _insert_state(conn, key, blob, state.expires_at)\n",
+        "            opened = transition(conn)\n"
+        "            _insert_state(conn, key, blob, state.expires_at)\n",
+        [f"{CONTRACT}::test_open_elicitation_stores_the_state_and_opens_once[sqlite]"],
+        "open_elicitation stores a state only when it opened the elicitation",
     ),
     m(
         "redis.take_oauth_state",
@@ -481,8 +492,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "redis.take_nonce",
         "token_store/redis_store.py",
-        "expires_at = await client.getdel(self._keys.nonce(_digest(nonce)))",
-        "expires_at = await client.get(self._keys.nonce(_digest(nonce)))",
+        "expires_at = await client.getdel(self._keys.nonce(codec.lookup_key(nonce)))",
+        "expires_at = await client.get(self._keys.nonce(codec.lookup_key(nonce)))",
         [f"{CONTRACT}::test_nonce_single_use_and_expiry[redis]"],
         "requestState nonce taken once (GETDEL)",
     ),
@@ -509,6 +520,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "if true then\n  redis.call('DEL', KEYS[1])",
         [f"{CONTRACT}::test_expired_lock_is_taken_over_and_the_stale_owner_cannot_release_it[redis]"],
         "a lock is released only by its owner (Lua)",
+    ),
+    m(
+        "redis.open_elicitation_single_use",
+        "token_store/redis_store.py",
+        "if not record then return {0} end\nredis.call('SET', KEYS[2], ARGV[7], 'PX', ARGV[8])\n",
+        "redis.call('SET', KEYS[2], ARGV[7], 'PX', ARGV[8])\nif not record then return {0} end\n",
+        [f"{CONTRACT}::test_open_elicitation_stores_the_state_and_opens_once[redis]"],
+        "open_elicitation stores a state only when it opened the elicitation (Lua)",
     ),
 )
 

@@ -12,6 +12,7 @@ import asyncio
 import signal
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,9 @@ def every_method(store: RedisStore) -> dict[str, Callable[[], Awaitable[object]]
         "transition_elicitation": lambda: store.transition_elicitation(
             e.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED
         ),
+        "open_elicitation": lambda: store.open_elicitation(replace(make_state(), elicitation=e)),
+        "get_elicitation_with_connection": lambda: store.get_elicitation_with_connection(e.id),
+        "complete_elicitation": lambda: store.complete_elicitation(conn, e.id),
         "put_oauth_state": lambda: store.put_oauth_state(state),
         "take_oauth_state": lambda: store.take_oauth_state(state.state),
         "put_nonce": lambda: store.put_nonce("n", ttl_seconds=60),

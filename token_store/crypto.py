@@ -30,7 +30,7 @@ class DecryptError(Exception):
 class KeyRing:
     """AES-256-GCM keys by id: the first key seals, every key opens."""
 
-    # DESIGN invariant 6: tokens are sealed with AEAD whose associated data binds the record to its key.
+    # docs/threat-model.md, "Tokens encrypted at rest": the associated data binds a record to its key.
 
     __slots__ = ("_aeads", "_primary")
 

@@ -10,7 +10,8 @@ from typing import Any
 
 @dataclass(frozen=True, order=True)
 class UserRef:
-    """The MCP user: `(iss, sub)` from a verified MCP access token (DESIGN invariant 1)."""
+    """The MCP user: `(iss, sub)` from a verified MCP access token (docs/threat-model.md, "The user
+    is `(iss, sub)` from a verified MCP access token")."""
 
     iss: str
     sub: str

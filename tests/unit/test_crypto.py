@@ -1,4 +1,4 @@
-"""KeyRing: AEAD with key ids (DESIGN invariant 6)."""
+"""KeyRing: AEAD with key ids (docs/threat-model.md, "Tokens encrypted at rest")."""
 
 from __future__ import annotations
 
@@ -130,6 +130,17 @@ def test_rotation_old_key_still_opens_new_key_seals(key: bytes) -> None:
     assert KeyRing.kid_of(old_blob) == "2024"
     with pytest.raises(DecryptError):
         old.open(new_blob, AD)
+
+
+def test_stale_blobs_are_those_of_another_known_format_kid(key: bytes) -> None:
+    old = KeyRing([("2024", key)])
+    rotated = KeyRing([("2025", KeyRing.generate_key()), ("2024", key)])
+    old_blob, new_blob = old.seal(b"x", AD), rotated.seal(b"x", AD)
+    assert rotated.is_stale(old_blob) and not rotated.is_stale(new_blob)
+    assert not rotated.is_stale(b"not a blob")  # malformed: nothing to re-seal
+    # The prefix a backend matches to find current blobs without parsing each one.
+    assert new_blob.startswith(rotated.primary_prefix) and not old_blob.startswith(rotated.primary_prefix)
+    assert rotated.primary_prefix == b"v1.2025."
 
 
 def test_kid_of_malformed_is_none() -> None:

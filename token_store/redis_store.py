@@ -53,7 +53,7 @@ from token_store.models import (
 _log = logging.getLogger(__name__)
 
 SCHEMES = ("redis", "rediss")
-DEFAULT_PREFIX = "mcpuc:"  # the one default of the key prefix; settings and open_store use it
+DEFAULT_PREFIX = "mcpuc:"  # the one default of the key prefix (token_store.DEFAULT_REDIS_PREFIX)
 _SCAN_COUNT = 500
 _REENCRYPT_ATTEMPTS = 3  # per field, when a concurrent write changed it between read and write-back
 _USER_TAG_CHARS = 32  # 128 bits of sha256: collisions are out of reach, keys stay short

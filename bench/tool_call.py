@@ -20,8 +20,8 @@ from typing import Any
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 
-from service.answers import connected
 from service.identity import current_caller
+from service.mcp_errors import connected
 from service.provider_api import fetch_userinfo
 from tests.e2e.browser import Browser
 from tests.e2e.harness import DemoServers

@@ -2,14 +2,14 @@
 
 Starlette's SessionMiddleware (an itsdangerous-signed cookie) carries it. We add the absolute
 lifetime (the cookie's own max-age slides on every response), rotation at login, the browser
-binding used by OAuth states, and a per-session CSRF token.
+binding used by OAuth states, and a per-session CSRF token. The checks themselves are
+`require_session_within_lifetime`, `rotate_session_on_login` and `require_csrf_token` in
+service/security_checks.py; this module only reads and writes the session.
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
-import secrets
 import time
 from dataclasses import dataclass
 
@@ -17,6 +17,13 @@ from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 
+from service.errors import SessionExpired, StaleForm
+from service.security_checks import (
+    mint_opaque_id,
+    require_csrf_token,
+    require_session_within_lifetime,
+    rotate_session_on_login,
+)
 from service.settings import Settings
 from token_store import UserRef
 
@@ -53,7 +60,9 @@ def browser_user(request: Request, settings: Settings, clock: float | None = Non
     if not (isinstance(user, dict) and isinstance(login_at, (int, float)) and isinstance(browser_id, str)):
         return None
     now = time.time() if clock is None else clock
-    if now - login_at > settings.session_max_age:  # absolute lifetime, whatever the cookie says
+    try:
+        require_session_within_lifetime(login_at, now, settings.session_max_age)
+    except SessionExpired:
         session.clear()
         return None
     iss, sub = user.get("iss"), user.get("sub")
@@ -64,15 +73,7 @@ def browser_user(request: Request, settings: Settings, clock: float | None = Non
 
 def start_session(request: Request, user: UserRef) -> None:
     """Log `user` in: a fresh session (no state carried over from before login)."""
-    request.session.clear()
-    request.session.update(
-        {
-            "user": {"iss": user.iss, "sub": user.sub},
-            "login_at": int(time.time()),
-            "bid": secrets.token_urlsafe(32),
-            "csrf": secrets.token_urlsafe(32),
-        }
-    )
+    rotate_session_on_login(request.session, user, time.time())
 
 
 def binding_of(browser_id: str) -> str:
@@ -82,17 +83,11 @@ def binding_of(browser_id: str) -> str:
 def csrf_token(request: Request) -> str:
     token = request.session.get("csrf")
     if not isinstance(token, str):
-        token = secrets.token_urlsafe(32)
+        token = mint_opaque_id()
         request.session["csrf"] = token
     return token
 
 
-def csrf_ok(request: Request, submitted: object) -> bool:
-    """Synchronizer-token check for state-changing POSTs (OWASP CSRF cheat sheet)."""
-    expected = request.session.get("csrf")
-    # Compare bytes: compare_digest refuses non-ASCII str, which must be a 403, not a 500.
-    return (
-        isinstance(expected, str)
-        and isinstance(submitted, str)
-        and hmac.compare_digest(expected.encode(), submitted.encode(errors="surrogatepass"))
-    )
+def check_csrf(request: Request, submitted: object, refusal: type[StaleForm] = StaleForm) -> None:
+    """`require_csrf_token` against this session's token."""
+    require_csrf_token(request.session.get("csrf"), submitted, refusal)

@@ -6,12 +6,14 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from connect_routes.browser_session import browser_user, csrf_ok, csrf_token
+from connect_routes.browser_session import browser_user, check_csrf, csrf_token
 from connect_routes.login import Login
-from connect_routes.pages import message, page
+from connect_routes.pages import page
 from service.disconnect import disconnect_one
+from service.errors import MalformedParameter, SignInFirst
 from service.runtime import Runtime
-from token_store import ConnectionKey, StoreUnavailable
+from service.security_checks import require_signed_in
+from token_store import ConnectionKey
 
 MAX_FIELD = 256
 
@@ -31,10 +33,7 @@ class ConnectionsPage:
         browser = browser_user(request, self._runtime.settings)
         if browser is None:
             return self._login.redirect_to_login("/connections")
-        try:
-            connections = await self._runtime.store.list_connections(browser.user)
-        except StoreUnavailable:
-            return message(request, "Temporarily unavailable", "Try again shortly.", 503)
+        connections = await self._runtime.store.list_connections(browser.user)
         return page(
             request,
             "connections.html",
@@ -44,26 +43,20 @@ class ConnectionsPage:
         )
 
     async def disconnect(self, request: Request) -> Response:
-        browser = browser_user(request, self._runtime.settings)
-        if browser is None:
-            return message(request, "Not signed in", "Sign in first.", 401)
+        browser = require_signed_in(browser_user(request, self._runtime.settings), SignInFirst)
         form = await request.form(max_files=0, max_fields=8, max_part_size=1024)
-        if not csrf_ok(request, form.get("csrf")):
-            return message(request, "Not allowed", "The form was stale. Reload the page and try again.", 403)
+        check_csrf(request, form.get("csrf"))
         provider, account = form.get("provider"), form.get("account")
         if (
             not (isinstance(provider, str) and isinstance(account, str))
             or max(len(provider), len(account)) > MAX_FIELD
         ):
-            return message(request, "Invalid request", "The form is incomplete.", 400)
-        try:
-            # The key is built from the session user: a form cannot name another user's record.
-            await disconnect_one(
-                self._runtime.store,
-                self._runtime.settings.providers.get(provider),
-                ConnectionKey(browser.user, provider, account),
-                timeout_seconds=self._runtime.settings.http_timeout,
-            )
-        except StoreUnavailable:
-            return message(request, "Temporarily unavailable", "Try again shortly.", 503)
+            raise MalformedParameter("The form is incomplete.")
+        # The key is built from the session user: a form cannot name another user's record.
+        await disconnect_one(
+            self._runtime.store,
+            self._runtime.settings.providers.get(provider),
+            ConnectionKey(browser.user, provider, account),
+            timeout_seconds=self._runtime.settings.http_timeout,
+        )
         return RedirectResponse("/connections", status_code=303)

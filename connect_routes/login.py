@@ -1,13 +1,13 @@
 """Browser login at the MCP authorization server (OpenID Connect, authlib's Starlette client).
 
 The browser session's user is `(iss, sub)` of a verified ID token from the same issuer that
-signs the MCP access tokens, so it names users the same way (DESIGN invariant 2).
+signs the MCP access tokens, so it names users the same way (docs/threat-model.md, "2. `/connect`
+and `/callback/<provider>` only for the same user, in the same browser").
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from urllib.parse import urlencode
 
 from authlib.integrations.starlette_client import OAuth, OAuthError
@@ -15,19 +15,13 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from connect_routes.browser_session import csrf_ok, start_session
+from connect_routes.browser_session import check_csrf, start_session
 from connect_routes.pages import message
+from service.errors import LoginFailed, LoginUnavailable
+from service.security_checks import require_login_issuer, require_safe_next
 from service.settings import Settings
-from token_store import UserRef
 
 logger = logging.getLogger(__name__)
-
-# Return paths after login are ours and relative: no scheme, no host, no `//` (open redirect).
-SAFE_NEXT = re.compile(r"/(connect\?elicitationId=[A-Za-z0-9_-]{1,128}|connections)")
-
-
-def safe_next(value: object) -> str:
-    return value if isinstance(value, str) and SAFE_NEXT.fullmatch(value) else "/connections"
 
 
 class Login:
@@ -47,45 +41,36 @@ class Login:
         return RedirectResponse("/login?" + urlencode({"next": next_path}), status_code=303)
 
     async def login(self, request: Request) -> Response:
-        request.session["next"] = safe_next(request.query_params.get("next"))
+        request.session["next"] = require_safe_next(request.query_params.get("next"))
         try:
             response: Response = await self._client.authorize_redirect(
                 request, self._settings.login_callback_url
             )
         except Exception as exc:  # metadata fetch failed: the AS is down or misconfigured
             logger.warning("login: authorization server unavailable (%s)", type(exc).__name__)
-            return message(
-                request, "Sign-in unavailable", "The sign-in service did not answer. Try again.", 503
-            )
+            raise LoginUnavailable() from None
         return response
 
     async def callback(self, request: Request) -> Response:
-        next_path = safe_next(request.session.get("next"))
+        next_path = require_safe_next(request.session.get("next"))
         try:
             token = await self._client.authorize_access_token(request)
         except OAuthError as exc:
             logger.info("login: rejected (%r)", exc.error)  # %r: the value comes from the query string
-            return message(request, "Sign-in failed", "The sign-in did not complete. Start again.", 400)
+            raise LoginFailed() from None
         except Exception as exc:
             logger.warning("login: authorization server error (%s)", type(exc).__name__)
-            return message(
-                request, "Sign-in unavailable", "The sign-in service did not answer. Try again.", 503
-            )
+            raise LoginUnavailable() from None
         claims = token.get("userinfo") or {}
-        iss, sub = claims.get("iss"), claims.get("sub")
-        if iss != self._settings.auth_issuer or not isinstance(sub, str) or not sub:
-            return message(
-                request, "Sign-in failed", "The identity provider answered for another issuer.", 400
-            )
-        start_session(request, UserRef(iss=iss, sub=sub))  # rotation: nothing from before login survives
+        user = require_login_issuer(claims.get("iss"), claims.get("sub"), self._settings.auth_issuer)
+        start_session(request, user)  # rotation: nothing from before login survives
         return RedirectResponse(next_path, status_code=303)
 
     async def logout(self, request: Request) -> Response:
         if not request.session:
             return message(request, "Signed out", "You are signed out of this server.", 200)
         form = await request.form(max_files=0, max_fields=2, max_part_size=1024)
-        if not csrf_ok(request, form.get("csrf")):
-            return message(request, "Not allowed", "The form was stale. Reload the page and try again.", 403)
+        check_csrf(request, form.get("csrf"))
         request.session.clear()
         return message(request, "Signed out", "You are signed out of this server.", 200)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Mutation check for the security invariants (DESIGN "Security invariants", docs/threat-model.md).
+"""Mutation check for the security checks of docs/threat-model.md.
 
-DESIGN asks for "a test that fails if [each mitigation is] removed". This script removes each
+Every mitigation needs a test that fails if it is removed. This script removes each
 security check in turn by an exact textual patch (`old` -> `new`, each `old` found exactly once in
 one file), runs the tests selected for that check (`pytest -x -q -p no:cacheprovider`, env
 `CI=true`), records which test failed, restores the file and prints a table:
@@ -23,7 +23,7 @@ is the mode to use while other people run tests in the same checkout.
 
     .venv/bin/python scripts/mutation_check.py            # all checks (about 3 minutes on 2 cores)
     .venv/bin/python scripts/mutation_check.py --list
-    .venv/bin/python scripts/mutation_check.py --only bearer.typ_at_jwt --only connect.same_user
+    .venv/bin/python scripts/mutation_check.py --only bearer.typ_at_jwt --only require_same_user
     .venv/bin/python scripts/mutation_check.py --copy     # never writes the work tree
 
 Exit codes: 0 every check caught; 1 some check not caught (or its run errored or timed out);
@@ -80,47 +80,48 @@ E2E_STATE = "tests/e2e/test_request_state.py"
 SEC_BROWSER = "tests/security/test_browser.py"
 BEARER = "tests/unit/test_bearer.py"
 CONTRACT = "tests/unit/test_store_contract.py"
+UNIT_CHECKS = "tests/unit/test_security_checks.py"
+UNIT_ROUTES = "tests/unit/test_connect_routes.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
-    # ---- connect_routes/connect.py ----------------------------------------------------------------
+    # ---- service/security_checks.py, service/connect_flow.py, connect_routes/connect.py ---------
     m(
-        "connect.same_user",
-        "connect_routes/connect.py",
-        "    return browser.user == user\n",
-        "    return True\n",
+        "require_same_user",
+        "service/security_checks.py",
+        "    if browser_user != owner:\n",
+        "    if False:\n",
         [f"{E2E_FLOW}::test_another_user_gets_403_and_nothing_is_stored"],
         "browser user == elicitation user (GET/POST /connect and the callback)",
     ),
     m(
-        "connect.callback_browser_binding",
-        "connect_routes/connect.py",
-        "            or browser.binding != state.browser_binding\n",
-        "",
+        "require_same_browser",
+        "service/security_checks.py",
+        "    if session_binding is None or not hmac.compare_digest(session_binding, state_binding):\n",
+        "    if False:\n",
         [f"{E2E_FLOW}::test_callback_in_another_browser_of_the_same_user_is_refused"],
         "callback only in the browser that passed POST /connect",
     ),
     m(
-        "connect.callback_provider_path",
-        "connect_routes/connect.py",
-        'if provider is None or request.path_params.get("provider") != provider.name:',
-        "if provider is None:",
+        "require_redirect_uri_of_provider",
+        "service/security_checks.py",
+        "    if configured is None or path_provider != configured.name:\n",
+        "    if configured is None:\n",
         [f"{E2E_HARD}::test_callback_on_another_providers_redirect_uri_is_a_mixup"],
         "one redirect URI per provider (mix-up without iss)",
     ),
     m(
-        "connect.rfc9207_iss",
-        "connect_routes/connect.py",
-        'if state.expected_issuer is not None and params.get("iss") != state.expected_issuer:',
-        "if False:",
+        "check_rfc9207_issuer",
+        "service/security_checks.py",
+        "    if expected is not None and received != expected:\n",
+        "    if False:\n",
         [f"{E2E_FLOW}::test_rfc9207_issuer_mismatch_refuses_the_code"],
         "RFC 9207 iss compared before the code is redeemed",
     ),
     m(
-        "connect.csrf_posts",
+        "require_csrf_token.connect_posts",
         "connect_routes/connect.py",
-        '        elicitation_id = form.get("elicitationId")\n'
-        '        if not csrf_ok(request, form.get("csrf")) or not isinstance(elicitation_id, str):',
-        '        elicitation_id = form.get("elicitationId")\n        if not isinstance(elicitation_id, str):',
+        '        check_csrf(request, form.get("csrf"), StaleConnectForm)\n',
+        "",
         [
             f"{E2E_HARD}::test_confirmation_post_without_csrf_leaves_the_link_pending",
             f"{SEC_BROWSER}::test_csrf_on_api_key_entry",
@@ -128,8 +129,19 @@ MUTATIONS: tuple[Mutation, ...] = (
         "CSRF token on POST /connect and POST /connect/api-key (ConnectRoutes._posted)",
     ),
     m(
-        "connect.single_use_opened",
-        "connect_routes/connect.py",
+        "require_pending",
+        "service/security_checks.py",
+        "    if elicitation.status is not ElicitationStatus.PENDING:\n",
+        "    if False:\n",
+        [
+            f"{UNIT_ROUTES}::test_a_used_link_answers_409_on_get_and_post",
+            "tests/security/test_ids_and_states.py::test_link_reused_after_completion_is_refused",
+        ],
+        "GET/POST /connect only while the elicitation is pending (single use of a link)",
+    ),
+    m(
+        "require_first_open",
+        "service/connect_flow.py",
         "        if opened is None:  # single use: another visit won the race\n",
         "        opened = opened or elicitation  # MUTANT: the lost race proceeds\n"
         "        if opened is None:  # single use: another visit won the race\n",
@@ -140,54 +152,54 @@ MUTATIONS: tuple[Mutation, ...] = (
         attempts=5,
     ),
     m(
-        "connect.state_consumed_first",
-        "connect_routes/connect.py",
-        "            state = await self._runtime.store.take_oauth_state(state_value)\n",
-        "            state = await self._runtime.store.take_oauth_state(state_value)\n"
-        "            if state is not None:  # MUTANT: a non-consuming read\n"
-        "                await self._runtime.store.put_oauth_state(state)\n",
+        "require_single_use_state",
+        "service/security_checks.py",
+        "    taken = await store.take_oauth_state(state)\n",
+        "    taken = await store.take_oauth_state(state)\n"
+        "    if taken is not None:  # MUTANT: a non-consuming read\n"
+        "        await store.put_oauth_state(taken)  # type: ignore[attr-defined]\n",
         [f"{E2E_FLOW}::test_replayed_callback_is_rejected"],
         "callback consumes the OAuth state (single use) before any other check",
     ),
     m(
-        "connect.opaque_id",
-        "connect_routes/connect.py",
-        '    r"[A-Za-z0-9_-]{16,128}"\n',
-        '    r".*"\n',
-        [f"{E2E_CHROMIUM}::test_pages_send_security_headers"],
+        "require_opaque_id",
+        "service/security_checks.py",
+        'OPAQUE_ID = re.compile(r"[A-Za-z0-9_-]{16,128}")',
+        'OPAQUE_ID = re.compile(r".*")',
+        [f"{UNIT_CHECKS}::test_require_opaque_id", f"{UNIT_ROUTES}::test_malformed_ids_get_400"],
         "elicitation ids and states must fullmatch OPAQUE_ID",
     ),
-    # ---- connect_routes/login.py ------------------------------------------------------------------
+    # ---- login (service/security_checks.py) --------------------------------------------------------
     m(
-        "login.safe_next",
-        "connect_routes/login.py",
-        'return value if isinstance(value, str) and SAFE_NEXT.fullmatch(value) else "/connections"',
-        'return value if isinstance(value, str) else "/connections"',
+        "require_safe_next",
+        "service/security_checks.py",
+        "    if isinstance(value, str) and _SAFE_NEXT.fullmatch(value):\n",
+        "    if isinstance(value, str):\n",
         [f"{SEC_BROWSER}::test_login_next_cannot_leave_the_site"],
         "post-login redirect only to our own paths (open redirect)",
     ),
     m(
-        "login.id_token_issuer",
-        "connect_routes/login.py",
-        "if iss != self._settings.auth_issuer or not isinstance(sub, str) or not sub:",
-        "if not isinstance(iss, str) or not isinstance(sub, str) or not sub:",
+        "require_login_issuer",
+        "service/security_checks.py",
+        "    if iss != expected_issuer or not isinstance(sub, str) or not sub:\n",
+        "    if not isinstance(iss, str) or not isinstance(sub, str) or not sub:\n",
         ["tests/unit/test_login_and_resume_checks.py::test_login_refuses_an_id_token_from_another_issuer"],
         "browser login only with an ID token from auth_issuer",
     ),
-    # ---- connect_routes/browser_session.py -------------------------------------------------------
+    # ---- the browser session (service/security_checks.py, connect_routes/browser_session.py) -------
     m(
-        "session.rotation_on_login",
-        "connect_routes/browser_session.py",
-        "    request.session.clear()\n    request.session.update(\n",
-        "    request.session.update(\n",
+        "rotate_session_on_login",
+        "service/security_checks.py",
+        "    session.clear()\n    session.update(\n",
+        "    session.update(\n",
         [f"{SEC_BROWSER}::test_login_rotates_a_planted_session"],
-        "start_session clears everything from before the login",
+        "a login clears everything from before it",
     ),
     m(
-        "session.absolute_lifetime",
-        "connect_routes/browser_session.py",
-        "if now - login_at > settings.session_max_age:",
-        "if False:",
+        "require_session_within_lifetime",
+        "service/security_checks.py",
+        "    if now - login_at > max_age:\n",
+        "    if False:\n",
         [f"{SEC_BROWSER}::test_session_past_its_absolute_lifetime_is_signed_out"],
         "absolute session lifetime from login_at",
     ),
@@ -216,20 +228,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         "Secure on the session cookie under https",
     ),
     m(
-        "session.csrf_compare",
-        "connect_routes/browser_session.py",
+        "require_csrf_token",
+        "service/security_checks.py",
         "        and isinstance(submitted, str)\n"
         '        and hmac.compare_digest(expected.encode(), submitted.encode(errors="surrogatepass"))\n',
         "",
         [f"{E2E_HARD}::test_confirmation_post_without_csrf_leaves_the_link_pending"],
-        "csrf_ok compares the submitted token",
+        "require_csrf_token compares the submitted token",
     ),
     # ---- connect_routes/connections_page.py, headers.py -------------------------------------------
     m(
-        "connections.csrf_disconnect",
+        "require_csrf_token.disconnect",
         "connect_routes/connections_page.py",
-        '        if not csrf_ok(request, form.get("csrf")):\n',
-        "        if False:\n",
+        '        check_csrf(request, form.get("csrf"))\n',
+        "",
         [f"{SEC_BROWSER}::test_csrf_on_disconnect"],
         "CSRF token on POST /connections/disconnect",
     ),
@@ -301,20 +313,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{BEARER}::test_invalid_tokens_are_rejected"],
         "sub a non-empty string of at most 255 characters",
     ),
-    # ---- service/broker.py, answers.py, revision.py, completion.py, provider_session.py ----------
+    # ---- service/security_checks.py (broker), mcp_errors.py, revision.py, completion.py, ... ------
     m(
-        "broker.request_state_nonce",
-        "service/broker.py",
-        "if not await self._store().take_nonce(state.nonce):",
-        "if False:",
+        "require_single_use_request_state",
+        "service/security_checks.py",
+        "    if not await store.take_nonce(nonce):\n",
+        "    if False:\n",
         [f"{E2E_STATE}::test_request_state_is_single_use"],
         "requestState nonce taken once",
     ),
     m(
-        "broker.request_state_provider",
-        "service/broker.py",
-        "        if state.provider != config.name:\n",
-        "        if False:\n",
+        "require_request_state_for_provider",
+        "service/security_checks.py",
+        "    if state_provider != provider:\n",
+        "    if False:\n",
         [
             "tests/unit/test_login_and_resume_checks.py"
             "::test_request_state_for_another_provider_is_refused_before_its_nonce_is_used"
@@ -322,11 +334,11 @@ MUTATIONS: tuple[Mutation, ...] = (
         "requestState names the provider of this require()",
     ),
     m(
-        "answers.store_failure_is_an_error",
-        "service/answers.py",
-        "    except StoreUnavailable:\n"
-        "        raise MCPError(code=INTERNAL_ERROR, message=STORE_DOWN) from None\n",
-        "    except StoreUnavailable:\n        pass  # MUTANT: the store failure is swallowed\n",
+        "as_mcp_error.store_unavailable",
+        "service/mcp_errors.py",
+        "    if isinstance(error, StoreUnavailable):\n"
+        "        return MCPError(code=INTERNAL_ERROR, message=STORE_DOWN)\n",
+        "",
         ["tests/e2e/test_store_faults.py::test_redis_down_fails_closed_and_recovers"],
         "store failure -> JSON-RPC -32603 (fail closed)",
     ),

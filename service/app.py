@@ -19,6 +19,7 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from connect_routes import browser_routes
 from connect_routes.browser_session import session_middleware
+from connect_routes.error_pages import ERROR_PAGES
 from connect_routes.headers import SecurityHeadersMiddleware
 from service.affinity import SessionAffinityMiddleware
 from service.bearer import JwksCache, JwtTokenVerifier
@@ -115,6 +116,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
         routes=routes,
         middleware=[Middleware(SecurityHeadersMiddleware), session_middleware(settings)],
         lifespan=lifespan,
+        exception_handlers=dict(ERROR_PAGES),
     )
     app.state.runtime = runtime
     # For embedding, tests and benchmarks: add tools (with `uses(app.state.broker.session, ...)`).

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,9 +23,6 @@ import httpx
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 from mcp_types import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
     CallToolResult,
     ElicitRequest,
     ElicitRequestURLParams,
@@ -34,22 +30,23 @@ from mcp_types import (
     TextContent,
 )
 
-from service.answers import ConnectionNeeded, store_errors_as_mcp_errors
 from service.completion import CompletionHub
+from service.connect_flow import LIVE_STATUSES, ConnectFlow, connect_url
+from service.errors import ConnectionNeeded, InvalidRequestState, NeedsReauthorization, UnknownProvider
 from service.identity import Caller, current_caller
-from service.lifecycle import NeedsReauthorization, TokenLifecycle
-from service.provider_api import ProviderApiError
+from service.lifecycle import TokenLifecycle
+from service.mcp_errors import mcp_errors
 from service.provider_session import ProviderSession
 from service.providers import ProviderConfig
 from service.revision import is_stateless_revision, supports_url_elicitation
-from service.settings import Settings
-from token_store import (
-    Connection,
-    ElicitationStatus,
-    PendingElicitation,
-    Store,
-    TooManyPending,
+from service.security_checks import (
+    mint_opaque_id,
+    require_account_argument,
+    require_request_state_for_provider,
+    require_single_use_request_state,
 )
+from service.settings import Settings
+from token_store import Connection, ElicitationStatus, PendingElicitation, Store
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +73,8 @@ class _RequestState:
             if type(data["v"]) is not int or data["v"] != 1 or not all(isinstance(f, str) for f in fields):
                 raise ValueError("shape")
             return cls(*fields)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise MCPError(code=INVALID_PARAMS, message="requestState is not valid for this tool") from exc
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise InvalidRequestState("requestState is not valid for this tool") from None
 
 
 class ConnectionBroker:
@@ -96,6 +93,7 @@ class ConnectionBroker:
         self._lifecycle = lifecycle
         self._http = http
         self._clock = clock
+        self._flow = ConnectFlow(settings, store, clock=clock)
 
     @property
     def providers(self) -> Mapping[str, ProviderConfig]:
@@ -106,13 +104,10 @@ class ConnectionBroker:
             return self._settings.providers[name]
         except KeyError:
             known = ", ".join(sorted(self._settings.providers)) or "none"
-            raise MCPError(
-                code=INVALID_PARAMS, message=f"Unknown provider {name[:64]!r} (known: {known})"
-            ) from None
+            raise UnknownProvider(f"Unknown provider {name[:64]!r} (known: {known})") from None
 
     def connect_url(self, elicitation_id: str) -> str:
-        # DESIGN invariant 5: the URL carries only the opaque id.
-        return f"{self._settings.public_url.rstrip('/')}/connect?elicitationId={elicitation_id}"
+        return connect_url(self._settings.public_url, elicitation_id)
 
     async def session(
         self,
@@ -138,31 +133,22 @@ class ConnectionBroker:
     ) -> Connection:
         """The caller's connection to `provider` with at least `scopes` and a fresh access token,
         or `ConnectionNeeded`. With several accounts and none named, the most recently used."""
-        config = self.provider(provider)
-        caller = current_caller(ctx)
-        _check_account(account)
-        needed = tuple(sorted(set(scopes or config.scopes)))
-        try:
-            # A URL is handed out only after its binding was saved: a store failure ends here.
-            with store_errors_as_mcp_errors():
-                if is_stateless_revision(ctx) and ctx.request_state is not None:
-                    return await self._resume(ctx, caller, config, needed)
-                stored = await self._find(caller, config, account)
-                connection = await self._usable(stored, config, needed)
-                if connection is not None:
-                    return connection
-                # Incremental authorization: ask for what the stored grant has plus what is needed;
-                # the stored grant stays until the new one arrives.
-                wanted = tuple(sorted(set(needed) | set(stored.tokens.scopes if stored else ())))
-                raise ConnectionNeeded(await self._ask(ctx, caller, config, wanted))
-        except TooManyPending:
-            raise MCPError(
-                code=INVALID_REQUEST,
-                message=(
-                    f"Too many pending connection requests for {config.display_name}; "
-                    "finish one in the browser or wait a few minutes"
-                ),
-            ) from None
+        # A URL is handed out only after its binding was saved: a store failure ends here.
+        with mcp_errors():
+            config = self.provider(provider)
+            caller = current_caller(ctx)
+            require_account_argument(account)
+            needed = tuple(sorted(set(scopes or config.scopes)))
+            if is_stateless_revision(ctx) and ctx.request_state is not None:
+                return await self._resume(ctx, caller, config, needed)
+            stored = await self._find(caller, config, account)
+            connection = await self._usable(stored, config, needed)
+            if connection is not None:
+                return connection
+            # Incremental authorization: ask for what the stored grant has plus what is needed;
+            # the stored grant stays until the new one arrives.
+            wanted = tuple(sorted(set(needed) | set(stored.tokens.scopes if stored else ())))
+            raise ConnectionNeeded(await self._ask(ctx, caller, config, wanted))
 
     async def _find(self, caller: Caller, config: ProviderConfig, account: str | None) -> Connection | None:
         """The named account (by the provider's id or by its label, e.g. a login), else the
@@ -185,11 +171,10 @@ class ConnectionBroker:
         if connection is None or not set(needed) <= set(connection.tokens.scopes):
             return None
         try:
+            # A ProviderApiError propagates: the provider failed, the grant may be fine.
             return await self._lifecycle.fresh(connection, config)
         except NeedsReauthorization:
             return None
-        except ProviderApiError as exc:  # the provider failed, the grant may be fine: say so
-            raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from None
 
     async def _usable_connection(
         self, caller: Caller, config: ProviderConfig, needed: tuple[str, ...]
@@ -202,18 +187,9 @@ class ConnectionBroker:
     ) -> CallToolResult | InputRequiredResult | MCPError:
         """Create a pending elicitation and build the answer for this revision and client."""
         stateless = is_stateless_revision(ctx)
-        now = self._clock()
-        elicitation = PendingElicitation(
-            id=secrets.token_urlsafe(32),  # DESIGN invariant 3: 256 bits from `secrets`
-            user=caller.user,
-            client_id=caller.client_id,
-            mcp_session_id=None if stateless else caller.mcp_session_id,
-            provider=config.name,
-            scopes=scopes,
-            created_at=now,
-            expires_at=now + self._settings.elicitation_ttl,
+        elicitation = await self._flow.create(
+            caller.user, caller.client_id, None if stateless else caller.mcp_session_id, config, scopes
         )
-        await self._store().create_elicitation(elicitation, self._settings.max_pending_per_user)
         url = self.connect_url(elicitation.id)
         message = (
             f"This tool needs access to your {config.display_name} account. "
@@ -238,7 +214,7 @@ class ConnectionBroker:
 
     async def _new_request_state(self, elicitation: PendingElicitation) -> str:
         # patterns-mrtr: state that must be consumed at most once is enforced server-side.
-        nonce = secrets.token_urlsafe(32)
+        nonce = mint_opaque_id()
         await self._store().put_nonce(nonce, self._settings.elicitation_ttl)
         return _RequestState(elicitation.id, nonce, elicitation.provider).dumps()
 
@@ -248,18 +224,12 @@ class ConnectionBroker:
         """A 2026-07-28 retry: consume the state, wait briefly for the flow, then answer."""
         assert ctx.request_state is not None
         state = _RequestState.loads(ctx.request_state)
-        if state.provider != config.name:
-            raise MCPError(code=INVALID_PARAMS, message="requestState is not valid for this tool")
-        if not await self._store().take_nonce(state.nonce):
-            raise MCPError(
-                code=INVALID_PARAMS, message="requestState was already used; call the tool again without it"
-            )
+        require_request_state_for_provider(state.provider, config.name)
+        await require_single_use_request_state(self._store(), state.nonce)
         response = (ctx.input_responses or {}).get(CONNECT_INPUT_KEY)
         if getattr(response, "action", "accept") != "accept":
             # Declined or cancelled: the link stops working and stops counting against the limit.
-            await self._store().transition_elicitation(
-                state.elicitation_id, ElicitationStatus.PENDING, ElicitationStatus.FAILED
-            )
+            await self._flow.decline(state.elicitation_id)
             raise ConnectionNeeded(_tool_error(f"Connecting {config.display_name} was declined."))
 
         deadline = self._clock() + self._settings.retry_wait_seconds
@@ -271,11 +241,7 @@ class ConnectionBroker:
             live = (
                 elicitation is not None
                 and elicitation.user == caller.user
-                and elicitation.status
-                in (
-                    ElicitationStatus.PENDING,
-                    ElicitationStatus.OPENED,
-                )
+                and elicitation.status in LIVE_STATUSES
             )
             remaining = deadline - self._clock()
             if not live or remaining <= 0:
@@ -296,18 +262,6 @@ class ConnectionBroker:
                 InputRequiredResult(request_state=await self._new_request_state(elicitation))
             )
         raise ConnectionNeeded(await self._ask(ctx, caller, config, needed))
-
-
-def _check_account(account: str | None) -> None:
-    """A tool argument that becomes part of a store key: short, and valid UTF-8."""
-    if account is None:
-        return
-    try:
-        account.encode()
-    except UnicodeEncodeError:
-        raise MCPError(code=INVALID_PARAMS, message="account is not valid text") from None
-    if not account or len(account) > 256:
-        raise MCPError(code=INVALID_PARAMS, message="account must be 1 to 256 characters")
 
 
 def _tool_error(text: str) -> CallToolResult:

@@ -1,9 +1,9 @@
 """Delivery of `notifications/elicitation/complete` to the MCP session that started a flow.
 
 The SDK has no registry of live sessions, so we keep, per elicitation id, the session object
-from the tool call that created it (DESIGN "Facts about the mcp SDK"). Delivery goes only to
-that object, and only if the completed record still names the same MCP session (DESIGN
-invariant 7). Stateless (2026-07-28) waiters are woken through the same hub.
+from the tool call that created it. Delivery goes only to that object, and only if the completed
+record still names the same MCP session (docs/threat-model.md, "7. Completion notifications only
+to the originating session"). Stateless (2026-07-28) waiters are woken through the same hub.
 """
 
 from __future__ import annotations

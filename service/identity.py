@@ -1,4 +1,5 @@
-"""Who is calling: the user comes only from the verified MCP access token (DESIGN invariant 1)."""
+"""Who is calling: the user comes only from the verified MCP access token (docs/threat-model.md,
+"1. The user is `(iss, sub)` from a verified MCP access token")."""
 
 from __future__ import annotations
 
@@ -7,9 +8,8 @@ from typing import Any
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context
-from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_REQUEST
 
+from service.errors import NotAuthenticated
 from token_store import UserRef
 
 
@@ -25,7 +25,7 @@ def current_caller(ctx: Context[Any, Any]) -> Caller:
     token = get_access_token()
     issuer = (token.claims or {}).get("iss") if token else None
     if token is None or not token.subject or not isinstance(issuer, str):
-        raise MCPError(code=INVALID_REQUEST, message="This server requires an authenticated user")
+        raise NotAuthenticated()
     headers = ctx.headers or {}
     # The session id only routes the completion notification; the SDK has already checked that
     # this session belongs to this token's principal.

@@ -20,9 +20,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from service.answers import connected
 from service.audit import audit
 from service.lifecycle import NeedsReauthorization, TokenLifecycle
+from service.mcp_errors import connected
 from service.provider_api import MAX_PROFILE_BYTES, ProviderApiError, auth_headers
 from service.providers import ProviderConfig
 from token_store import Connection
@@ -93,7 +93,8 @@ class ProviderSession:
             ) from None
 
     def _own_url(self, url: str) -> str:
-        # DESIGN invariant 6: a token goes only to the provider that issued it.
+        # docs/threat-model.md, "6. Tokens encrypted at rest, ...": a token goes only to the
+        # provider that issued it.
         if url.startswith("/"):
             base = self.provider.api_base_url or _origin(self.provider.userinfo_url)
             return base.rstrip("/") + url

@@ -6,14 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR
 
-from service.answers import store_errors_as_mcp_errors
 from service.broker import ConnectionBroker
 from service.disconnect import disconnect_all
+from service.errors import ProviderFailure
 from service.identity import current_caller
-from service.provider_api import ProviderApiError
+from service.mcp_errors import mcp_errors
 from service.provider_session import ProviderSession, uses
 from service.runtime import Runtime
 
@@ -30,15 +28,15 @@ def register_tools(server: MCPServer[Any], broker: ConnectionBroker, runtime: Ru
 
     @server.tool(description="List the caller's connections: provider, account, scopes, status, times.")
     async def list_connections(ctx: Context[Any, Any]) -> list[dict[str, Any]]:
-        caller = current_caller(ctx)
-        with store_errors_as_mcp_errors():
+        with mcp_errors():
+            caller = current_caller(ctx)
             return [c.describe() for c in await runtime.store.list_connections(caller.user)]
 
     @server.tool(description="Disconnect the caller's account(s) at a provider and revoke the grant there.")
     async def disconnect(ctx: Context[Any, Any], provider: str) -> dict[str, Any]:
-        config = broker.provider(provider)  # unknown provider -> clear error
-        caller = current_caller(ctx)
-        with store_errors_as_mcp_errors():
+        with mcp_errors():
+            config = broker.provider(provider)  # unknown provider -> clear error
+            caller = current_caller(ctx)
             done = await disconnect_all(
                 runtime.store, config, caller.user, timeout_seconds=runtime.settings.http_timeout
             )
@@ -58,7 +56,7 @@ def register_example_tools(server: MCPServer[Any], broker: ConnectionBroker) -> 
         @server.tool(description="Your GitHub profile (login, name, public repos).")
         @uses(broker.session, "github", scopes=("read:user",))
         async def github_profile(ctx: Context[Any, Any], api: ProviderSession) -> dict[str, Any]:
-            user = await _call(api.get_json("/user"))
+            user = await api.get_json("/user")
             return {k: user.get(k) for k in ("login", "name", "public_repos", "html_url")}
 
     if "google" in broker.providers:
@@ -66,7 +64,7 @@ def register_example_tools(server: MCPServer[Any], broker: ConnectionBroker) -> 
         @server.tool(description="Your Google account's OpenID profile (email, name).")
         @uses(broker.session, "google", scopes=("openid", "email", "profile"))
         async def google_profile(ctx: Context[Any, Any], api: ProviderSession) -> dict[str, Any]:
-            info = await _call(api.get_json(api.provider.userinfo_url))
+            info = await api.get_json(api.provider.userinfo_url)
             return {k: info.get(k) for k in ("email", "name", "email_verified")}
 
     if "slack" in broker.providers:
@@ -74,21 +72,16 @@ def register_example_tools(server: MCPServer[Any], broker: ConnectionBroker) -> 
         @server.tool(description="Who you are in your Slack workspace (user and team).")
         @uses(broker.session, "slack", scopes=("users:read",))
         async def slack_identity(ctx: Context[Any, Any], api: ProviderSession) -> dict[str, Any]:
-            answer = await _call(api.get_json("/auth.test"))
+            answer = await api.get_json("/auth.test")
             if not answer.get("ok"):
-                raise MCPError(code=INTERNAL_ERROR, message=f"Slack: {str(answer.get('error'))[:64]}")
+                raise ProviderFailure("Slack", "api", f"Slack: {str(answer.get('error'))[:64]}")
             return {k: answer.get(k) for k in ("user", "user_id", "team", "team_id")}
 
 
 async def _profile(api: ProviderSession) -> dict[str, Any]:
-    profile = await _call(api.get_json(api.provider.userinfo_url))
+    profile = await api.get_json(api.provider.userinfo_url)
     if not isinstance(profile, dict):
-        raise MCPError(code=INTERNAL_ERROR, message=f"{api.provider.display_name}: unexpected answer")
+        raise ProviderFailure(
+            api.provider.display_name, "api", f"{api.provider.display_name}: unexpected answer"
+        )
     return profile
-
-
-async def _call(pending: Any) -> Any:
-    try:
-        return await pending
-    except ProviderApiError as exc:
-        raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from None

@@ -9,6 +9,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from service.broker import _RequestState
+from service.mcp_errors import mcp_errors
 
 
 @pytest.mark.parametrize(
@@ -49,7 +50,7 @@ MALFORMED: dict[str, str] = {
 
 @pytest.mark.parametrize("raw", list(MALFORMED.values()), ids=list(MALFORMED))
 def test_malformed_input_is_invalid_params_without_echo(raw: str) -> None:
-    with pytest.raises(MCPError) as caught:
+    with pytest.raises(MCPError) as caught, mcp_errors():
         _RequestState.loads(raw)
     error = caught.value
     assert error.code == INVALID_PARAMS

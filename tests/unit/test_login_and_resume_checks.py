@@ -23,6 +23,7 @@ from mcp_types import INVALID_PARAMS
 from starlette.applications import Starlette
 
 from connect_routes.browser_session import session_middleware
+from connect_routes.error_pages import ERROR_PAGES
 from connect_routes.login import Login
 from service.broker import ConnectionBroker, _RequestState
 from service.completion import CompletionHub
@@ -41,7 +42,11 @@ async def test_login_refuses_an_id_token_from_another_issuer(
         return {"userinfo": {"iss": "https://evil.example", "sub": "alice"}}
 
     monkeypatch.setattr(login._client, "authorize_access_token", forged)
-    app = Starlette(routes=login.routes(), middleware=[session_middleware(settings)])
+    app = Starlette(
+        routes=login.routes(),
+        middleware=[session_middleware(settings)],
+        exception_handlers=dict(ERROR_PAGES),
+    )
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url=settings.public_url) as browser:
         response = await browser.get("/login/callback?code=x&state=y")

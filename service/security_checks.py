@@ -1,0 +1,234 @@
+"""Every security check of the connect flow, the browser session, the login and the broker: one
+function each, named after what it enforces, with the clause it answers.
+
+They take plain values (no Starlette request), so each one is unit-tested on its own
+(tests/unit/test_security_checks.py), and each raises a `service.errors` refusal when it fails.
+docs/threat-model.md names them in its mitigation column; scripts/mutation_check.py removes each
+one in turn and requires a test to fail.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+import secrets
+from collections.abc import MutableMapping
+from typing import Any, Protocol, TypeVar
+
+from service.errors import (
+    BrowserRefusal,
+    InvalidRequestState,
+    InvalidToolArgument,
+    IssuerMismatch,
+    LinkAlreadyUsed,
+    LoginIssuerMismatch,
+    MixUp,
+    NotSignedIn,
+    NotYourLink,
+    SessionExpired,
+    SignInUnknown,
+    StaleForm,
+    WrongBrowser,
+)
+from service.providers import ProviderConfig
+from token_store import ElicitationStatus, OAuthState, PendingElicitation, UserRef
+
+# ---- opaque ids: minted here, checked here -------------------------------------------------------
+
+# Elicitation ids, OAuth states and requestState nonces are `token_urlsafe(32)` (43 characters,
+# 256 bits). The accepted shape leaves room for other lengths we may mint, never for characters
+# that could mean something to a URL, a store key or a log line.
+OPAQUE_ID = re.compile(r"[A-Za-z0-9_-]{16,128}")  # used with fullmatch
+
+
+def mint_opaque_id() -> str:
+    """A fresh id: 256 bits from `secrets` (RFC 6819 §5.1.4.2.2: not guessable)."""
+    return secrets.token_urlsafe(32)
+
+
+def require_opaque_id(value: object, refusal: type[BrowserRefusal]) -> str:
+    """An id or state must have the shape we mint before it reaches the store or a log.
+
+    RFC 6819 §5.1.4.2.2 "The authorization server should generate ... with enough entropy";
+    docs/threat-model.md, "3. Ids and states": malformed input gets a 400, never a 500.
+    """
+    if not isinstance(value, str) or not OPAQUE_ID.fullmatch(value):
+        raise refusal()
+    return value
+
+
+# ---- the browser session --------------------------------------------------------------------------
+
+
+T = TypeVar("T")
+
+
+def require_signed_in(browser: T | None, refusal: type[BrowserRefusal] = NotSignedIn) -> T:
+    """A state-changing browser route needs a signed-in user (2025-11-25/client-elicitation.mdx
+    "Phishing": "verify the identity of the user who opens the URL")."""
+    if browser is None:
+        raise refusal()
+    return browser
+
+
+def require_session_within_lifetime(login_at: float, now: float, max_age: float) -> None:
+    """The session ends `max_age` seconds after the login, however often the cookie is renewed
+    (OWASP Session Management Cheat Sheet, "Absolute Timeout"); Starlette's cookie max-age slides."""
+    if now - login_at > max_age:
+        raise SessionExpired()
+
+
+def rotate_session_on_login(session: MutableMapping[str, Any], user: UserRef, now: float) -> None:
+    """Log `user` in with a fresh session: nothing from before the login survives, and the
+    browser id and CSRF token are new (OWASP Session Management Cheat Sheet, "Renew the Session
+    ID After Any Privilege Level Change"; session fixation)."""
+    session.clear()
+    session.update(
+        {
+            "user": {"iss": user.iss, "sub": user.sub},
+            "login_at": int(now),
+            "bid": mint_opaque_id(),
+            "csrf": mint_opaque_id(),
+        }
+    )
+
+
+def require_csrf_token(expected: object, submitted: object, refusal: type[StaleForm] = StaleForm) -> None:
+    """Synchronizer token on every state-changing POST (OWASP CSRF Prevention Cheat Sheet,
+    "Synchronizer Token Pattern"; RFC 9700 §4.7), compared in constant time."""
+    # Compare bytes: compare_digest refuses non-ASCII str, which must be a 403, not a 500.
+    if not (
+        isinstance(expected, str)
+        and isinstance(submitted, str)
+        and hmac.compare_digest(expected.encode(), submitted.encode(errors="surrogatepass"))
+    ):
+        raise refusal()
+
+
+# ---- /connect and /callback ------------------------------------------------------------------------
+
+
+def require_same_user(
+    browser_user: UserRef, owner: UserRef, refusal: type[BrowserRefusal] = NotYourLink
+) -> None:
+    """The browser's user is the user the elicitation was created for.
+
+    2025-11-25/client-elicitation.mdx "Phishing": "the server MUST verify that the user who opens
+    the URL is the same user who initiated the elicitation request".
+    """
+    if browser_user != owner:
+        raise refusal()
+
+
+def require_pending(elicitation: PendingElicitation) -> None:
+    """A connect link is good for one flow: only a `pending` elicitation may be opened
+    (2026-07-28/security-best-practices.mdx "State Handle Hijacking": single-use handles)."""
+    if elicitation.status is not ElicitationStatus.PENDING:
+        raise LinkAlreadyUsed()
+
+
+def require_first_open(opened: PendingElicitation | None) -> PendingElicitation:
+    """The `pending → opened` compare-and-set must have been ours: of racing visits of one link,
+    exactly one goes on (2026-07-28/security-best-practices.mdx "State Handle Hijacking")."""
+    if opened is None:
+        raise LinkAlreadyUsed()
+    return opened
+
+
+class _StateStore(Protocol):
+    async def take_oauth_state(self, state: str) -> OAuthState | None: ...
+
+
+async def require_single_use_state(store: _StateStore, state: str) -> OAuthState:
+    """The OAuth state is consumed before any other check, so it is good for exactly one callback
+    (RFC 6749 §10.12: "binding ... to the user-agent's authenticated state"; RFC 6819 §5.3.5)."""
+    taken = await store.take_oauth_state(state)
+    if taken is None:
+        raise SignInUnknown()
+    return taken
+
+
+def require_same_browser(session_binding: str | None, state_binding: str) -> None:
+    """The callback arrives in the browser that passed `POST /connect` (RFC 9700 §4.7: the state
+    is bound to the user agent; RFC 6819 §4.4.1.8 CSRF against the redirect URI)."""
+    if session_binding is None or not hmac.compare_digest(session_binding, state_binding):
+        raise WrongBrowser()
+
+
+def require_redirect_uri_of_provider(
+    path_provider: object, configured: ProviderConfig | None
+) -> ProviderConfig:
+    """The response arrives on the redirect URI of the provider the flow was started at.
+
+    RFC 9700 §4.4.2: "clients MUST use a distinct redirect URI for each issuer"; a response on
+    another provider's URI is a mix-up, refused before the code is redeemed.
+    """
+    if configured is None or path_provider != configured.name:
+        raise MixUp()
+    return configured
+
+
+def check_rfc9207_issuer(received: str | None, expected: str | None) -> None:
+    """RFC 9207 §2.4: "clients MUST compare the received issuer identifier with the issuer
+    identifier of the authorization server" (a missing `iss` from an issuer that sends one is
+    refused too); done before `error` or `code` is looked at."""
+    if expected is not None and received != expected:
+        raise IssuerMismatch()
+
+
+# ---- login ----------------------------------------------------------------------------------------
+
+
+def require_safe_next(value: object) -> str:
+    """The return path after login is one of ours, relative, and names an id of the shape we mint;
+    anything else becomes `/connections` (RFC 9700 §4.11 open redirectors;
+    2025-11-25/basic-authorization.mdx "Open Redirection")."""
+    if isinstance(value, str) and _SAFE_NEXT.fullmatch(value):
+        return value
+    return "/connections"
+
+
+_SAFE_NEXT = re.compile(rf"/(connect\?elicitationId={OPAQUE_ID.pattern}|connections)")
+
+
+def require_login_issuer(iss: object, sub: object, expected_issuer: str) -> UserRef:
+    """The browser's user is named by the issuer of the MCP access tokens, so both name users
+    alike (2025-11-25/client-elicitation.mdx "Phishing": compare the authorization server's
+    subject)."""
+    if iss != expected_issuer or not isinstance(sub, str) or not sub:
+        raise LoginIssuerMismatch()
+    return UserRef(iss=expected_issuer, sub=sub)
+
+
+# ---- the broker (MCP leg) -------------------------------------------------------------------------
+
+
+def require_account_argument(account: str | None) -> None:
+    """A tool argument that becomes part of a store key: short, and valid UTF-8
+    (docs/threat-model.md, "9. ... bounded inputs")."""
+    if account is None:
+        return
+    try:
+        account.encode()
+    except UnicodeEncodeError:
+        raise InvalidToolArgument("account is not valid text") from None
+    if not account or len(account) > 256:
+        raise InvalidToolArgument("account must be 1 to 256 characters")
+
+
+def require_request_state_for_provider(state_provider: str, provider: str) -> None:
+    """A requestState resumes only the `require` of the provider it was made for
+    (2026-07-28/patterns-mrtr.mdx "Security Considerations": bind the state to its request)."""
+    if state_provider != provider:
+        raise InvalidRequestState("requestState is not valid for this tool")
+
+
+class _NonceStore(Protocol):
+    async def take_nonce(self, nonce: str) -> bool: ...
+
+
+async def require_single_use_request_state(store: _NonceStore, nonce: str) -> None:
+    """2026-07-28/patterns-mrtr.mdx: state that must be consumed at most once is enforced
+    server-side; the nonce is taken atomically."""
+    if not await store.take_nonce(nonce):
+        raise InvalidRequestState("requestState was already used; call the tool again without it")

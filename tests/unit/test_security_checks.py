@@ -1,0 +1,271 @@
+"""Each function of service/security_checks.py on its own: what it lets through, what it refuses,
+and with which refusal."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.errors import (
+    InvalidRequestState,
+    InvalidToolArgument,
+    IssuerMismatch,
+    LinkAlreadyUsed,
+    LoginIssuerMismatch,
+    MalformedLink,
+    MalformedParameter,
+    MixUp,
+    NotSignedIn,
+    NotYourLink,
+    SessionExpired,
+    SignInUnknown,
+    StaleConnectForm,
+    StaleForm,
+    WrongBrowser,
+)
+from service.providers import ProviderConfig
+from service.security_checks import (
+    OPAQUE_ID,
+    check_rfc9207_issuer,
+    mint_opaque_id,
+    require_account_argument,
+    require_csrf_token,
+    require_first_open,
+    require_login_issuer,
+    require_opaque_id,
+    require_pending,
+    require_redirect_uri_of_provider,
+    require_request_state_for_provider,
+    require_safe_next,
+    require_same_browser,
+    require_same_user,
+    require_session_within_lifetime,
+    require_signed_in,
+    require_single_use_request_state,
+    require_single_use_state,
+    rotate_session_on_login,
+)
+from token_store import ElicitationStatus, OAuthState, PendingElicitation, UserRef
+
+ALICE = UserRef("https://as.example", "alice")
+MALLORY = UserRef("https://as.example", "mallory")
+
+
+def elicitation(status: ElicitationStatus = ElicitationStatus.PENDING) -> PendingElicitation:
+    return PendingElicitation(
+        id=mint_opaque_id(),
+        user=ALICE,
+        client_id="c",
+        mcp_session_id=None,
+        provider="mockhub",
+        scopes=("read:user",),
+        created_at=0.0,
+        expires_at=600.0,
+        status=status,
+    )
+
+
+def test_minted_ids_have_the_checked_shape_and_256_bits() -> None:
+    ids = {mint_opaque_id() for _ in range(100)}
+    assert len(ids) == 100
+    assert all(OPAQUE_ID.fullmatch(i) and len(i) == 43 for i in ids)
+
+
+def test_require_opaque_id() -> None:
+    good = mint_opaque_id()
+    assert require_opaque_id(good, MalformedLink) == good
+    for bad in ("", "short", "x" * 129, "a" * 15, "a b" * 8, "é" * 20, "a" * 20 + "\n", None, 42):
+        with pytest.raises(MalformedLink):
+            require_opaque_id(bad, MalformedLink)
+    with pytest.raises(MalformedParameter):
+        require_opaque_id("../" * 10, MalformedParameter)
+
+
+def test_require_signed_in() -> None:
+    assert require_signed_in("browser") == "browser"
+    with pytest.raises(NotSignedIn):
+        require_signed_in(None)
+    with pytest.raises(WrongBrowser):
+        require_signed_in(None, WrongBrowser)
+
+
+def test_require_session_within_lifetime() -> None:
+    require_session_within_lifetime(login_at=1000, now=1000 + 3600, max_age=3600)
+    with pytest.raises(SessionExpired):
+        require_session_within_lifetime(login_at=1000, now=1000 + 3601, max_age=3600)
+
+
+def test_rotate_session_on_login_keeps_nothing_from_before() -> None:
+    session: dict[str, object] = {
+        "user": {"iss": "x", "sub": "mallory"},
+        "bid": "planted",
+        "csrf": "planted",
+        "next": "/x",
+    }
+    rotate_session_on_login(session, ALICE, now=1234.5)
+    assert session["user"] == {"iss": ALICE.iss, "sub": ALICE.sub}
+    assert session["login_at"] == 1234
+    assert set(session) == {"user", "login_at", "bid", "csrf"}
+    assert session["bid"] != "planted" and session["csrf"] != "planted"
+    assert OPAQUE_ID.fullmatch(str(session["bid"])) and OPAQUE_ID.fullmatch(str(session["csrf"]))
+
+
+def test_require_csrf_token() -> None:
+    require_csrf_token("token-value", "token-value")
+    for expected, submitted in (
+        ("token-value", "other-value"),
+        ("token-value", ""),
+        ("token-value", None),
+        (None, "token-value"),
+        (None, None),
+        ("token-value", "tökén"),  # non-ASCII: a refusal, not a TypeError
+        ("token-value", "\udcff"),  # a lone surrogate
+    ):
+        with pytest.raises(StaleForm):
+            require_csrf_token(expected, submitted)
+    with pytest.raises(StaleConnectForm):
+        require_csrf_token("a", "b", StaleConnectForm)
+
+
+def test_require_same_user() -> None:
+    require_same_user(ALICE, UserRef(ALICE.iss, ALICE.sub))
+    with pytest.raises(NotYourLink):
+        require_same_user(MALLORY, ALICE)
+    with pytest.raises(NotYourLink):
+        require_same_user(UserRef("https://other-issuer.example", "alice"), ALICE)
+    with pytest.raises(WrongBrowser):
+        require_same_user(MALLORY, ALICE, WrongBrowser)
+
+
+def test_require_pending() -> None:
+    require_pending(elicitation())
+    for status in (ElicitationStatus.OPENED, ElicitationStatus.COMPLETE, ElicitationStatus.FAILED):
+        with pytest.raises(LinkAlreadyUsed):
+            require_pending(elicitation(status))
+
+
+def test_require_first_open() -> None:
+    opened = elicitation(ElicitationStatus.OPENED)
+    assert require_first_open(opened) is opened
+    with pytest.raises(LinkAlreadyUsed):
+        require_first_open(None)
+
+
+class OneStateStore:
+    def __init__(self, state: OAuthState) -> None:
+        self._states = {state.state: state}
+        self.nonces = {"nonce-value"}
+
+    async def take_oauth_state(self, state: str) -> OAuthState | None:
+        return self._states.pop(state, None)
+
+    async def take_nonce(self, nonce: str) -> bool:
+        if nonce in self.nonces:
+            self.nonces.remove(nonce)
+            return True
+        return False
+
+
+def oauth_state() -> OAuthState:
+    return OAuthState(
+        state=mint_opaque_id(),
+        elicitation=elicitation(ElicitationStatus.OPENED),
+        browser_binding="b" * 64,
+        code_verifier="v" * 86,
+        redirect_uri="http://127.0.0.1/callback/mockhub",
+        token_endpoint="http://127.0.0.1/token",
+        expected_issuer="http://127.0.0.1/mockhub",
+        created_at=0.0,
+        expires_at=600.0,
+    )
+
+
+async def test_require_single_use_state() -> None:
+    state = oauth_state()
+    store = OneStateStore(state)
+    assert await require_single_use_state(store, state.state) == state
+    with pytest.raises(SignInUnknown):
+        await require_single_use_state(store, state.state)
+
+
+def test_require_same_browser() -> None:
+    require_same_browser("b" * 64, "b" * 64)
+    with pytest.raises(WrongBrowser):
+        require_same_browser("c" * 64, "b" * 64)
+    with pytest.raises(WrongBrowser):
+        require_same_browser(None, "b" * 64)
+
+
+def test_require_redirect_uri_of_provider() -> None:
+    mockhub = ProviderConfig(
+        name="mockhub",
+        display_name="MockHub",
+        authorize_url="https://hub.example/authorize",
+        token_url="https://hub.example/token",
+        client_id="c",
+    )
+    assert require_redirect_uri_of_provider("mockhub", mockhub) is mockhub
+    for path in ("otherhub", "MockHub", "", None):
+        with pytest.raises(MixUp):
+            require_redirect_uri_of_provider(path, mockhub)
+    with pytest.raises(MixUp):
+        require_redirect_uri_of_provider("mockhub", None)  # no longer configured
+
+
+def test_check_rfc9207_issuer() -> None:
+    check_rfc9207_issuer("https://hub.example", "https://hub.example")
+    check_rfc9207_issuer(None, None)  # a provider that does not advertise RFC 9207
+    check_rfc9207_issuer("anything", None)
+    for received in (None, "", "https://evil.example", "https://hub.example/"):
+        with pytest.raises(IssuerMismatch):
+            check_rfc9207_issuer(received, "https://hub.example")
+
+
+def test_require_safe_next() -> None:
+    link = "/connect?elicitationId=" + mint_opaque_id()
+    assert require_safe_next(link) == link
+    assert require_safe_next("/connections") == "/connections"
+    for bad in (
+        "//evil.example",
+        "https://evil.example",
+        "/\\evil.example",
+        "/connections@evil.example",
+        "/connect?elicitationId=short",  # not the shape we mint
+        "/connect?elicitationId=" + "a" * 20 + "&next=//evil",
+        "javascript:alert(1)",
+        None,
+        42,
+    ):
+        assert require_safe_next(bad) == "/connections"
+
+
+def test_require_login_issuer() -> None:
+    assert require_login_issuer("https://as.example", "alice", "https://as.example") == ALICE
+    refused: tuple[tuple[object, object], ...] = (
+        ("https://evil.example", "alice"),
+        ("https://as.example", ""),
+        ("https://as.example", 7),
+    )
+    for iss, sub in refused:
+        with pytest.raises(LoginIssuerMismatch):
+            require_login_issuer(iss, sub, "https://as.example")
+
+
+def test_require_account_argument() -> None:
+    require_account_argument(None)
+    require_account_argument("octocat")
+    for bad, message in (("", "1 to 256"), ("a" * 257, "1 to 256"), ("\udcff", "not valid text")):
+        with pytest.raises(InvalidToolArgument, match=message):
+            require_account_argument(bad)
+
+
+def test_require_request_state_for_provider() -> None:
+    require_request_state_for_provider("mockhub", "mockhub")
+    with pytest.raises(InvalidRequestState, match="not valid for this tool"):
+        require_request_state_for_provider("otherhub", "mockhub")
+
+
+async def test_require_single_use_request_state() -> None:
+    store = OneStateStore(oauth_state())
+    await require_single_use_request_state(store, "nonce-value")
+    with pytest.raises(InvalidRequestState, match="already used"):
+        await require_single_use_request_state(store, "nonce-value")

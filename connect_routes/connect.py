@@ -359,6 +359,7 @@ class ConnectRoutes:
                 code=code,
                 code_verifier=state.code_verifier,
                 timeout_seconds=self._settings.http_timeout,
+                outbound=self._runtime.outbound,
             )
             profile = await fetch_userinfo(self._runtime.http, provider, tokens.access_token)
         except (TokenExchangeError, ProviderApiError) as exc:

@@ -358,8 +358,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "settings.https_outside_loopback",
         "service/settings.py",
-        'if url.scheme == "http" and url.hostname not in ("127.0.0.1", "localhost", "::1"):',
-        "if False:",
+        "    if not https_unless_loopback(settings.public_url):\n",
+        "    if False:\n",
         ["tests/unit/test_settings.py::test_plain_http_is_refused_outside_loopback"],
         "public_url https unless loopback",
     ),

@@ -398,8 +398,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "provider_oauth.pkce_s256",
         "service/provider_oauth.py",
-        'code_challenge_method="S256",',
-        'code_challenge_method="plain",',
+        '"code_challenge_method": "S256",',
+        '"code_challenge_method": "plain",',
         [f"{E2E_FLOW}::test_legacy_full_flow"],
         "PKCE S256 toward providers",
     ),

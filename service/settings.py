@@ -53,7 +53,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid")
 
     # Public origin of this server, e.g. https://mcp.example.com. Connect URLs and the OAuth
-    # redirect URI are built from it, never from Host / X-Forwarded-* (docs/threat-model.md).
+    # redirect URI are built from it, never from Host / X-Forwarded-* (docs/threat-model.md, "4. PKCE
+    # S256, exact redirect URIs").
     public_url: str = "http://127.0.0.1:8000"
     # The MCP access-token issuer (the MCP authorization server) and the audience we require.
     auth_issuer: str = ""

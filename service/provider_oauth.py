@@ -35,7 +35,7 @@ def _oauth_options(provider: ProviderConfig, redirect_uri: str, scopes: Sequence
         "client_id": provider.client_id,
         "client_secret": provider.client_secret,
         "scope": " ".join(scopes),
-        "redirect_uri": redirect_uri,  # exact, from configuration (docs/threat-model.md, "4. PKCE S256...")
+        "redirect_uri": redirect_uri,  # exact, from configuration (docs/threat-model.md, section 4)
         "code_challenge_method": "S256",  # RFC 7636 §4.2: always S256, never plain
         "token_endpoint_auth_method": provider.token_auth_method,
     }

@@ -320,3 +320,12 @@ def test_the_app_factory_refuses_unvalidated_settings() -> None:
 
     with pytest.raises(SettingsError, match="MCPUC_PUBLIC_URL"):
         create_app(valid_settings(public_url="http://mcp.example.com"))
+
+
+def test_the_server_reports_the_package_version(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    from service.app import create_app
+
+    app = create_app(valid_settings(data_dir=tmp_path))
+    assert app.state.mcp_server.version == version("mcp-url-connect") != ""

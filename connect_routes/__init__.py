@@ -11,7 +11,7 @@ from service.runtime import Runtime
 
 
 def browser_routes(runtime: Runtime) -> list[Route]:
-    login = Login(runtime.settings)
+    login = Login(runtime.settings, runtime.outbound)
     return [
         *login.routes(),
         *ConnectRoutes(runtime, login).routes(),

@@ -19,21 +19,25 @@ from connect_routes.browser_session import check_csrf, start_session
 from connect_routes.pages import message
 from service.errors import LoginFailed, LoginUnavailable
 from service.security_checks import require_login_issuer, require_safe_next
+from service.outbound_http import OutboundHttp
 from service.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 
 class Login:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, outbound: OutboundHttp | None = None) -> None:
         self._settings = settings
+        # authlib builds (and closes) an HTTP client per request: give it the process's TLS
+        # context so none is built per request. It caches the server metadata it fetched.
+        http = outbound.authlib_options() if outbound is not None else {}
         oauth = OAuth()
         oauth.register(
             "mcp_as",
             client_id=settings.login_client_id,
             client_secret=settings.login_client_secret,
             server_metadata_url=settings.auth_issuer.rstrip("/") + "/.well-known/openid-configuration",
-            client_kwargs={"scope": settings.login_scopes, "code_challenge_method": "S256"},
+            client_kwargs={"scope": settings.login_scopes, "code_challenge_method": "S256", **http},
         )
         self._client = oauth.create_client("mcp_as")
 

@@ -370,8 +370,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "settings.https_outside_loopback",
         "service/settings.py",
-        'if url.scheme == "http" and url.hostname not in ("127.0.0.1", "localhost", "::1"):',
-        "if False:",
+        "    if not https_unless_loopback(settings.public_url):\n",
+        "    if False:\n",
         ["tests/unit/test_settings.py::test_plain_http_is_refused_outside_loopback"],
         "public_url https unless loopback",
     ),
@@ -410,8 +410,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "provider_oauth.pkce_s256",
         "service/provider_oauth.py",
-        'code_challenge_method="S256",',
-        'code_challenge_method="plain",',
+        '"code_challenge_method": "S256",',
+        '"code_challenge_method": "plain",',
         [f"{E2E_FLOW}::test_legacy_full_flow"],
         "PKCE S256 toward providers",
     ),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,13 +28,21 @@ from service.broker import ConnectionBroker
 from service.runtime import Runtime
 from service.settings import Settings
 from service.tools import register_tools
+from service.urls import LOOPBACK_HOSTS, is_loopback
 from token_store import StoreUnavailable
 
 INSTRUCTIONS = (
     "Tools here act on the user's behalf at third-party services. When a tool needs an account "
     "the user has not connected, it asks the client to open a connect URL in the user's browser."
 )
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def package_version() -> str:
+    """This package's version for `serverInfo.version` (empty when run from an uninstalled tree)."""
+    try:
+        return version("mcp-url-connect")
+    except PackageNotFoundError:
+        return ""
 
 
 def build_mcp_server(settings: Settings, runtime: Runtime) -> tuple[MCPServer[Any], ConnectionBroker]:
@@ -46,6 +55,7 @@ def build_mcp_server(settings: Settings, runtime: Runtime) -> tuple[MCPServer[An
     )
     server: MCPServer[Any] = MCPServer(
         "mcp-url-connect",
+        version=package_version(),
         instructions=INSTRUCTIONS,
         token_verifier=verifier,
         auth=AuthSettings(
@@ -65,13 +75,15 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     """DNS-rebinding protection: accept only our public host (and loopback in development)."""
     public = urlsplit(settings.public_url)
     hosts, origins = [public.netloc], [f"{public.scheme}://{public.netloc}"]
-    if public.hostname in LOOPBACK:
-        hosts += [f"{h}:*" for h in ("127.0.0.1", "localhost", "[::1]")]
-        origins += [f"http://{h}:*" for h in ("127.0.0.1", "localhost", "[::1]")]
+    if is_loopback(settings.public_url):
+        loopback = [f"[{h}]" if ":" in h else h for h in LOOPBACK_HOSTS]  # IPv6 in brackets
+        hosts += [f"{h}:*" for h in loopback]
+        origins += [f"http://{h}:*" for h in loopback]
     return TransportSecuritySettings(allowed_hosts=hosts, allowed_origins=origins)
 
 
 def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
+    settings.validate()  # no server runs on settings that were never checked
     runtime = runtime or Runtime(settings)
     server, broker = build_mcp_server(settings, runtime)
     mcp_app = server.streamable_http_app(

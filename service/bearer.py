@@ -1,6 +1,7 @@
 """MCP bearer-token verification: JWT access tokens from the MCP authorization server.
 
-The user is `(iss, sub)` of a token that passed every check here (DESIGN invariant 1).
+The user is `(iss, sub)` of a token that passed every check here (docs/threat-model.md, "1. The user is
+`(iss, sub)` from a verified MCP access token").
 Keys come from the issuer's JWKS, discovered via RFC 8414 / OIDC metadata, cached, and
 refetched at most once a minute when a token names an unknown `kid`.
 """

@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -15,9 +14,7 @@ from starlette.types import ASGIApp
 
 from service.providers import ProviderError, resolve_discovery
 from service.redaction import configure_logging
-from service.settings import Settings, SettingsError, load_settings
-
-DEFAULT_DATA_DIR = Path(".mcp-url-connect")
+from service.settings import DEFAULT_DATA_DIR, Settings, SettingsError, load_settings
 
 
 def _server(app: ASGIApp, host: str, port: int) -> uvicorn.Server:
@@ -54,7 +51,7 @@ async def resolve_providers(settings: Settings) -> Settings:
     """Fill providers' endpoints from their discovery metadata; refuse to start if it fails."""
     async with httpx.AsyncClient(timeout=settings.http_timeout, follow_redirects=False) as http:
         providers = {name: await resolve_discovery(p, http) for name, p in settings.providers.items()}
-    return replace(settings, providers=providers)
+    return settings.replace(providers=providers)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -1,4 +1,8 @@
-"""Authorization-server metadata discovery (RFC 8414 §3, OpenID Connect Discovery 1.0 §4)."""
+"""Authorization-server metadata discovery (RFC 8414 §3, OpenID Connect Discovery 1.0 §4): the
+one routine that fetches a metadata document, for the MCP issuer (bearer JWKS) and for providers'
+`discovery_url`. Callers fetch once and keep the result (JwksCache, start-up provider resolution);
+the browser login's authlib client fetches and caches the issuer's document itself.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+
+
+class MetadataError(ValueError):
+    """No usable metadata document; the message is safe to log (no response body)."""
+
+
+class IssuerMismatch(MetadataError):
+    """The document names another issuer: never tried elsewhere, never used."""
 
 
 def metadata_urls(issuer: str) -> list[str]:
@@ -22,19 +34,35 @@ def metadata_urls(issuer: str) -> list[str]:
     return [f"{origin}/.well-known/oauth-authorization-server", f"{origin}/.well-known/openid-configuration"]
 
 
+async def fetch_metadata(http: httpx.AsyncClient, url: str, *, issuer: str | None = None) -> dict[str, Any]:
+    """GET one metadata document: a JSON object, whose `issuer` equals `issuer` exactly when one
+    is expected (RFC 8414 §3.3: "MUST be identical ... If these values are not identical, the data
+    contained in the response MUST NOT be used")."""
+    try:
+        response = await http.get(url, headers={"Accept": "application/json"})
+    except httpx.HTTPError as exc:
+        raise MetadataError(f"metadata could not be fetched ({type(exc).__name__})") from None
+    if response.status_code != 200:
+        raise MetadataError(f"metadata could not be fetched (HTTP {response.status_code})")
+    try:
+        metadata = response.json()
+    except ValueError:
+        raise MetadataError("metadata is not JSON") from None
+    if not isinstance(metadata, dict):
+        raise MetadataError("metadata is not a JSON object")
+    if issuer is not None and metadata.get("issuer") != issuer:
+        raise IssuerMismatch(f"metadata at {url} names another issuer")
+    return metadata
+
+
 async def discover_metadata(http: httpx.AsyncClient, issuer: str) -> dict[str, Any]:
-    """Fetch the issuer's metadata; its `issuer` must equal ours exactly (RFC 8414 §3.3)."""
-    last_error: Exception | None = None
+    """The issuer's metadata from the first candidate URL that serves it (`metadata_urls`)."""
+    last_error: MetadataError | None = None
     for url in metadata_urls(issuer):
         try:
-            response = await http.get(url)
-        except httpx.HTTPError as exc:
+            return await fetch_metadata(http, url, issuer=issuer)
+        except IssuerMismatch:
+            raise
+        except MetadataError as exc:
             last_error = exc
-            continue
-        if response.status_code != 200:
-            continue
-        metadata = response.json()
-        if not isinstance(metadata, dict) or metadata.get("issuer") != issuer:
-            raise ValueError(f"metadata at {url} names another issuer")
-        return metadata
-    raise ValueError(f"no authorization server metadata found for {issuer}") from last_error
+    raise MetadataError(f"no authorization server metadata found for {issuer}") from last_error

@@ -35,6 +35,27 @@ def field_at(data: Any, dotted: str) -> Any:
     return data
 
 
+def did_not_answer(provider: ProviderConfig, exc: httpx.HTTPError) -> ProviderApiError:
+    """The error for a request that got no answer (connection, TLS or timeout failure)."""
+    return ProviderApiError(f"{provider.display_name} did not answer ({type(exc).__name__})")
+
+
+def read_json(provider: ProviderConfig, response: httpx.Response) -> Any:
+    """The JSON body of a provider's 2xx answer, or the ProviderApiError for its answer.
+
+    401 means the token was refused (the caller may refresh and ask again); any other non-2xx
+    answer, an oversized body, or a body that is not JSON is an error naming only the status.
+    """
+    if response.status_code == 401:
+        raise ProviderApiError(f"{provider.display_name} rejected the token", unauthorized=True)
+    if not 200 <= response.status_code < 300 or len(response.content) > MAX_PROFILE_BYTES:
+        raise ProviderApiError(f"{provider.display_name} answered HTTP {response.status_code}")
+    try:
+        return response.json()
+    except ValueError:
+        raise ProviderApiError(f"{provider.display_name} answered something that is not JSON") from None
+
+
 async def fetch_userinfo(
     http: httpx.AsyncClient, provider: ProviderConfig, access_token: str
 ) -> dict[str, Any]:
@@ -45,15 +66,8 @@ async def fetch_userinfo(
             headers={**auth_headers(provider, access_token), "Accept": "application/json"},
         )
     except httpx.HTTPError as exc:
-        raise ProviderApiError(f"{provider.display_name} did not answer ({type(exc).__name__})") from None
-    if response.status_code == 401:
-        raise ProviderApiError(f"{provider.display_name} rejected the token", unauthorized=True)
-    if response.status_code != 200 or len(response.content) > MAX_PROFILE_BYTES:
-        raise ProviderApiError(f"{provider.display_name} answered HTTP {response.status_code}")
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
+        raise did_not_answer(provider, exc) from None
+    body = read_json(provider, response)
     if not isinstance(body, dict):
         raise ProviderApiError(f"{provider.display_name} answered something that is not a JSON object")
     return body

@@ -9,7 +9,9 @@ from dataclasses import replace
 from typing import Any
 
 from authlib.integrations.httpx_client import AsyncOAuth2Client
+from authlib.oauth2.client import OAuth2Client
 
+from service.outbound_http import OutboundHttp
 from service.providers import ProviderConfig
 from token_store import TokenSet
 
@@ -28,19 +30,29 @@ class TokenExchangeError(Exception):
         self.error = error
 
 
+def _oauth_options(provider: ProviderConfig, redirect_uri: str, scopes: Sequence[str]) -> dict[str, Any]:
+    return {
+        "client_id": provider.client_id,
+        "client_secret": provider.client_secret,
+        "scope": " ".join(scopes),
+        "redirect_uri": redirect_uri,  # exact, from configuration (docs/threat-model.md, section 4)
+        "code_challenge_method": "S256",  # RFC 7636 §4.2: always S256, never plain
+        "token_endpoint_auth_method": provider.token_auth_method,
+    }
+
+
 def _client(
-    provider: ProviderConfig, redirect_uri: str, scopes: Sequence[str], timeout: float
+    provider: ProviderConfig,
+    redirect_uri: str,
+    scopes: Sequence[str],
+    timeout: float,
+    outbound: OutboundHttp | None,
 ) -> AsyncOAuth2Client:
-    return AsyncOAuth2Client(
-        client_id=provider.client_id,
-        client_secret=provider.client_secret,
-        scope=" ".join(scopes),
-        redirect_uri=redirect_uri,  # exact, from configuration (DESIGN invariant 4)
-        code_challenge_method="S256",  # RFC 7636 §4.2: always S256, never plain
-        token_endpoint_auth_method=provider.token_auth_method,
-        timeout=timeout,
-        follow_redirects=False,
-    )
+    """authlib's client for one call; with the process's `outbound` it builds no TLS context."""
+    http: dict[str, Any] = {"timeout": timeout, "follow_redirects": False}
+    if outbound is not None:
+        http = {**outbound.authlib_options(), "timeout": timeout}
+    return AsyncOAuth2Client(**_oauth_options(provider, redirect_uri, scopes), **http)
 
 
 def authorization_url(
@@ -52,7 +64,8 @@ def authorization_url(
     *,
     need_refresh_token: bool = False,
 ) -> str:
-    client = _client(provider, redirect_uri, scopes, timeout=1.0)
+    # Building the URL sends nothing: authlib's protocol client, without an HTTP session.
+    client = OAuth2Client(None, **_oauth_options(provider, redirect_uri, scopes))
     params = dict(provider.authorize_params)
     if provider.scope_param != "scope":  # Slack: user-token scopes go in `user_scope`
         params[provider.scope_param] = " ".join(scopes)
@@ -75,9 +88,10 @@ async def exchange_code(
     code: str,
     code_verifier: str,
     timeout_seconds: float,
+    outbound: OutboundHttp | None = None,
 ) -> TokenSet:
     """Redeem `code` at `token_endpoint` (taken from the stored flow, never from the request)."""
-    async with _client(provider, redirect_uri, scopes, timeout_seconds) as client:
+    async with _client(provider, redirect_uri, scopes, timeout_seconds, outbound) as client:
         try:
             token: dict[str, Any] = await client.fetch_token(
                 token_endpoint,
@@ -91,22 +105,41 @@ async def exchange_code(
     return token_set(token, scopes, provider.token_path)
 
 
-async def refresh(provider: ProviderConfig, tokens: TokenSet, *, timeout_seconds: float) -> TokenSet:
+async def refresh(
+    provider: ProviderConfig,
+    tokens: TokenSet,
+    *,
+    timeout_seconds: float,
+    outbound: OutboundHttp | None = None,
+) -> TokenSet:
     """Redeem the refresh token once (the caller holds the single-flight lock)."""
     assert tokens.refresh_token is not None
-    async with _client(provider, "", tokens.scopes, timeout_seconds) as client:
+    async with _client(provider, "", tokens.scopes, timeout_seconds, outbound) as client:
         try:
             token: dict[str, Any] = await client.refresh_token(
                 provider.token_url, refresh_token=tokens.refresh_token
             )
         except Exception as exc:
             raise _exchange_error("the token endpoint refused the refresh", exc) from None
-    renewed = token_set(token, tokens.scopes, provider.token_path)
-    # RFC 6749 §6: without a new refresh token, the old one stays valid.
-    return renewed if renewed.refresh_token else replace(renewed, refresh_token=tokens.refresh_token)
+    return keep_refresh_token(token_set(token, tokens.scopes, provider.token_path), tokens.refresh_token)
 
 
-async def revoke(provider: ProviderConfig, tokens: TokenSet, *, timeout_seconds: float) -> bool:
+def keep_refresh_token(new: TokenSet, previous: str | None) -> TokenSet:
+    """`new`, holding on to the `previous` refresh token when the response carried none.
+
+    RFC 6749 §6: "The authorization server MAY issue a new refresh token"; when it does not, the
+    one the client holds stays valid (Google also omits it on re-consent).
+    """
+    return new if new.refresh_token or not previous else replace(new, refresh_token=previous)
+
+
+async def revoke(
+    provider: ProviderConfig,
+    tokens: TokenSet,
+    *,
+    timeout_seconds: float,
+    outbound: OutboundHttp | None = None,
+) -> bool:
     """RFC 7009 revocation of the grant (the refresh token when there is one); True on success."""
     if not provider.revocation_url:
         return False
@@ -115,7 +148,7 @@ async def revoke(provider: ProviderConfig, tokens: TokenSet, *, timeout_seconds:
         if tokens.refresh_token
         else (tokens.access_token, "access_token")
     )
-    async with _client(provider, "", tokens.scopes, timeout_seconds) as client:
+    async with _client(provider, "", tokens.scopes, timeout_seconds, outbound) as client:
         try:
             response = await client.revoke_token(provider.revocation_url, token=token, token_type_hint=hint)
         except Exception:

@@ -11,14 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
 import httpx
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-KINDS = ("oauth2", "api_key")
-AUTH_METHODS = ("client_secret_post", "client_secret_basic", "none")
+from service.discovery import MetadataError, fetch_metadata
+from service.urls import https_unless_loopback
+
+# "oauth2": authorization code + PKCE; "api_key": the user pastes a key on our page.
+ProviderKind = Literal["oauth2", "api_key"]
+# RFC 7591 §2 token_endpoint_auth_method values we speak ("none": a public client).
+TokenAuthMethod = Literal["client_secret_post", "client_secret_basic", "none"]
+KINDS: tuple[str, ...] = get_args(ProviderKind)
+AUTH_METHODS: tuple[str, ...] = get_args(TokenAuthMethod)
 
 
 class ProviderError(ValueError):
@@ -31,7 +37,7 @@ class ProviderConfig:
 
     name: str
     display_name: str = ""
-    kind: str = "oauth2"  # "oauth2" (authorization code + PKCE) or "api_key" (pasted on our page)
+    kind: ProviderKind = "oauth2"
     preset: str = ""
     authorize_url: str = ""
     token_url: str = ""
@@ -41,7 +47,7 @@ class ProviderConfig:
     api_base_url: str = ""  # base of the provider's API, for tools' authenticated clients
     client_id: str = ""
     client_secret: str = field(repr=False, default="")
-    token_auth_method: str = "client_secret_post"  # noqa: S105 - a method name
+    token_auth_method: TokenAuthMethod = "client_secret_post"  # noqa: S105 - a method name
     scopes: tuple[str, ...] = ()
     scope_param: str = "scope"  # Slack asks for user-token scopes as `user_scope`
     authorize_params: Mapping[str, str] = field(default_factory=dict)  # e.g. access_type=offline
@@ -188,7 +194,7 @@ def validate_provider(provider: ProviderConfig) -> None:
         raise ProviderError(f"{where}.client_id: required")
     if provider.token_auth_method not in AUTH_METHODS:
         raise ProviderError(f"{where}.token_auth_method: one of {', '.join(AUTH_METHODS)}")
-    public_client = provider.token_auth_method == AUTH_METHODS[2]  # "none": no client secret
+    public_client = provider.token_auth_method == "none"  # noqa: S105 - a public client, no secret
     if not public_client and not provider.client_secret:
         raise ProviderError(
             f"{where}.client_secret: required (set MCPUC_PROVIDER_{provider.name.upper()}_CLIENT_SECRET)"
@@ -200,11 +206,10 @@ def validate_provider(provider: ProviderConfig) -> None:
 
 
 def _acceptable_url(url: str, insecure_http: bool) -> bool:
-    # Tokens, codes and client secrets travel to these URLs: TLS unless on this machine.
+    # Tokens, codes and client secrets travel to these URLs: TLS unless on this machine, or a
+    # development provider explicitly marked `insecure_http`.
     parts = urlsplit(url)
-    return bool(parts.hostname) and (
-        parts.scheme == "https" or (parts.scheme == "http" and (parts.hostname in LOOPBACK or insecure_http))
-    )
+    return https_unless_loopback(url) or (insecure_http and parts.scheme == "http" and bool(parts.hostname))
 
 
 async def resolve_discovery(provider: ProviderConfig, http: httpx.AsyncClient) -> ProviderConfig:
@@ -213,13 +218,9 @@ async def resolve_discovery(provider: ProviderConfig, http: httpx.AsyncClient) -
         return provider
     where = f"providers.{provider.name}.discovery_url"
     try:
-        response = await http.get(provider.discovery_url)
-        response.raise_for_status()
-        metadata = response.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        raise ProviderError(f"{where}: metadata could not be fetched ({type(exc).__name__})") from None
-    if not isinstance(metadata, dict):
-        raise ProviderError(f"{where}: metadata is not a JSON object")
+        metadata = await fetch_metadata(http, provider.discovery_url)
+    except MetadataError as exc:
+        raise ProviderError(f"{where}: {exc}") from None
     updates: dict[str, Any] = {}
     for ours, theirs in (
         ("authorize_url", "authorization_endpoint"),

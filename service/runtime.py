@@ -9,11 +9,10 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-import httpx
-
 from service.completion import CompletionHub
 from service.completion_bus import CompletionBus, LocalBus, RedisBus
 from service.lifecycle import TokenLifecycle
+from service.outbound_http import OutboundHttp
 from service.settings import Settings
 from token_store import KeyRing, Store, open_store
 
@@ -31,8 +30,9 @@ class Runtime:
             if settings.uses_redis
             else LocalBus(self.hub)
         )
-        # No redirects: a provider or issuer must not bounce our requests (and tokens) elsewhere.
-        self.http = httpx.AsyncClient(timeout=settings.http_timeout, follow_redirects=False)
+        # One TLS context and one connection pool for every outbound call.
+        self.outbound = OutboundHttp(settings.http_timeout)
+        self.http = self.outbound.client
         self._store: Store | None = None
         self.lifecycle = TokenLifecycle(
             lambda: self.store, timeout_seconds=settings.http_timeout, clock=clock
@@ -54,4 +54,4 @@ class Runtime:
                 yield self
         finally:
             await self._store.close()
-            await self.http.aclose()
+            await self.outbound.aclose()

@@ -1,8 +1,11 @@
 """One settings object, read from the environment (prefix `MCPUC_`) and an optional TOML file.
 
-Precedence: environment > file (`MCPUC_CONFIG_FILE` or `--config`) > defaults. Every setting is
-documented in docs/configuration.md. Secrets (keys, client secrets) should come from the
-environment or a file readable only by the service user.
+Precedence: environment > file (`MCPUC_CONFIG_FILE` or `--config`) > defaults. pydantic-settings
+reads and types every value; `load_settings` turns its errors into a `SettingsError` naming the
+setting, and `Settings.validate` refuses an unsafe combination (the app factory calls it, so no
+server runs on unvalidated settings). Every setting is documented in docs/configuration.md.
+Secrets (keys, client secrets) should come from the environment or a file readable only by the
+service user.
 """
 
 from __future__ import annotations
@@ -12,56 +15,74 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+from pydantic_settings.sources.utils import parse_env_vars
+
 from service.providers import ProviderConfig, ProviderError, build_provider
+from service.urls import https_unless_loopback
 
 ENV_PREFIX = "MCPUC_"
+CONFIG_FILE_ENV = f"{ENV_PREFIX}CONFIG_FILE"
 PROVIDER_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")  # used with fullmatch
 REPLICA_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+# The one definition of these defaults (the CLI imports them).
+DEFAULT_DATA_DIR = Path(".mcp-url-connect")
+DEFAULT_REDIS_PREFIX = "mcpuc:"
 
 
 class SettingsError(ValueError):
     """Invalid configuration; the message names the setting."""
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(BaseSettings):
+    """Every setting of the server. Build it with `load_settings`; `Settings(...)` takes keyword
+    values only (it reads no environment), for tests and the development setup."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid")
+
     # Public origin of this server, e.g. https://mcp.example.com. Connect URLs and the OAuth
-    # redirect URI are built from it, never from Host / X-Forwarded-* (DESIGN invariant 4).
+    # redirect URI are built from it, never from Host / X-Forwarded-* (docs/threat-model.md, "4. PKCE
+    # S256, exact redirect URIs").
     public_url: str = "http://127.0.0.1:8000"
     # The MCP access-token issuer (the MCP authorization server) and the audience we require.
     auth_issuer: str = ""
     auth_audience: str = ""  # default: <public_url>/mcp
-    auth_algorithms: tuple[str, ...] = ("RS256", "PS256", "ES256", "EdDSA")
+    auth_algorithms: Annotated[tuple[str, ...], NoDecode] = ("RS256", "PS256", "ES256", "EdDSA")
     auth_jwks_url: str = ""  # default: discovered from the issuer's metadata
     # OIDC client used for the browser login at the MCP authorization server.
     login_client_id: str = ""
-    login_client_secret: str = field(repr=False, default="")
+    login_client_secret: str = Field(default="", repr=False)
     login_scopes: str = "openid"
     # Browser session cookie.
-    session_secret: str = field(repr=False, default="")
+    session_secret: str = Field(default="", repr=False)
     session_max_age: int = 8 * 3600  # absolute lifetime
     # Key material: "kid:base64url,kid2:base64url", newest first.
-    encryption_keys: str = field(repr=False, default="")
-    request_state_keys: str = field(repr=False, default="")  # comma-separated base64url keys
-    # Storage.
-    store_url: str = field(
-        repr=False, default=""
-    )  # may hold a password; default sqlite:///<data_dir>/store.sqlite3
-    data_dir: Path = Path(".mcp-url-connect")
-    redis_prefix: str = "mcpuc:"  # namespace of every Redis key and channel (docs/redis.md)
+    encryption_keys: str = Field(default="", repr=False)
+    request_state_keys: str = Field(default="", repr=False)  # comma-separated base64url keys
+    # Storage. The URL may hold a password; default sqlite:///<data_dir>/store.sqlite3.
+    store_url: str = Field(default="", repr=False)
+    data_dir: Path = DEFAULT_DATA_DIR
+    redis_prefix: str = DEFAULT_REDIS_PREFIX  # namespace of every Redis key and channel (docs/redis.md)
     # Flow limits.
     elicitation_ttl: int = 600
     state_ttl: int = 600
     max_pending_per_user: int = 5
     retry_wait_seconds: float = 5.0
     http_timeout: float = 10.0
-    # Providers, by name. Loaded from the TOML file's [providers.<name>] tables.
-    providers: Mapping[str, ProviderConfig] = field(default_factory=dict)
+    # Providers, by name. Loaded from the TOML file's [providers.<name>] tables (`build_provider`).
+    providers: Mapping[str, ProviderConfig] = Field(default_factory=dict)
     # This replica's name (for example the pod name): prefixes the MCP session ids it issues so a
     # proxy can route each session back here. Empty on a single instance.
     replica_id: str = ""
@@ -69,22 +90,51 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
 
-    # ---- derived values -------------------------------------------------------------------
-    @property
-    def resource_url(self) -> str:
-        return self.public_url.rstrip("/") + "/mcp"
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The environment and the file are read by `load_settings`, which is given both explicitly
+        # (tests pass their own environment); the constructor takes keyword values only.
+        return (init_settings,)
+
+    @field_validator("auth_algorithms", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        # The environment gives "RS256, ES256"; the file gives a TOML list.
+        return tuple(_split(value)) if isinstance(value, str) else value
+
+    # ---- public URLs: built here only, from public_url -------------------------------------
+    def _public(self, path: str) -> str:
+        return self.public_url.rstrip("/") + path
 
     @property
-    def audience(self) -> str:
-        return self.auth_audience or self.resource_url
+    def resource_url(self) -> str:
+        """The protected resource (RFC 9728 §2) and default token audience."""
+        return self._public("/mcp")
+
+    def connect_url(self, elicitation_id: str) -> str:
+        """The URL the user opens: it carries only the opaque elicitation id
+        (2025-11-25/client-elicitation.mdx "Safe URL Handling")."""
+        return self._public(f"/connect?elicitationId={elicitation_id}")
 
     def callback_url(self, provider: str) -> str:
         """The redirect URI registered at `provider`: one per provider (RFC 9700 §4.4.2, mix-up)."""
-        return f"{self.public_url.rstrip('/')}/callback/{provider}"
+        return self._public(f"/callback/{provider}")
 
     @property
     def login_callback_url(self) -> str:
-        return self.public_url.rstrip("/") + "/login/callback"
+        return self._public("/login/callback")
+
+    # ---- other derived values --------------------------------------------------------------
+    @property
+    def audience(self) -> str:
+        return self.auth_audience or self.resource_url
 
     @property
     def secure_cookies(self) -> bool:
@@ -101,23 +151,17 @@ class Settings:
     def request_state_key_list(self) -> list[bytes]:
         return [_b64(k, "MCPUC_REQUEST_STATE_KEYS") for k in _split(self.request_state_keys)]
 
-    def validate(self) -> Settings:
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with `changes`, typed like the original (the `dataclasses.replace` of before)."""
+        try:
+            return type(self)(**{**dict(self), **changes})
+        except ValidationError as exc:
+            raise _settings_error(exc) from None
+
+    def validate(self) -> Settings:  # type: ignore[override]  # pydantic's deprecated classmethod
         """Raise SettingsError naming the first invalid setting; return self for chaining."""
-        url = urlsplit(self.public_url)
-        if (
-            url.scheme not in ("http", "https")
-            or not url.hostname
-            or url.path not in ("", "/")
-            or url.query
-            or url.fragment
-            or url.username
-            or url.password
-        ):
-            raise SettingsError("MCPUC_PUBLIC_URL must be an http(s) origin such as https://mcp.example.com")
-        if url.scheme == "http" and url.hostname not in ("127.0.0.1", "localhost", "::1"):
-            # Without https the session cookie loses Secure and `__Host-`: anyone on the path can
-            # read or plant it (RFC 6265bis §8.5). Plain http is for loopback development only.
-            raise SettingsError("MCPUC_PUBLIC_URL must use https (plain http only on loopback)")
+        require_public_url_is_an_origin(self.public_url)
+        require_https_unless_loopback(self)
         for name in ("auth_issuer", "login_client_id", "session_secret", "encryption_keys"):
             if not getattr(self, name):
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} is required")
@@ -126,15 +170,50 @@ class Settings:
         if not self.request_state_keys:
             raise SettingsError("MCPUC_REQUEST_STATE_KEYS is required (shared by every replica)")
         self.request_state_key_list()
-        for algorithm in self.auth_algorithms:
-            if algorithm.lower() == "none" or algorithm.upper().startswith("HS"):
-                # RFC 8725 §3.1/3.2: asymmetric algorithms only; never `none` or a shared secret.
-                raise SettingsError(f"MCPUC_AUTH_ALGORITHMS must not contain {algorithm}")
+        require_asymmetric_algorithms(self.auth_algorithms)
         if self.replica_id and not REPLICA_ID.fullmatch(self.replica_id):
             raise SettingsError("MCPUC_REPLICA_ID: lower-case letters, digits and - only (max 63)")
         if self.max_pending_per_user < 1:
             raise SettingsError("MCPUC_MAX_PENDING_PER_USER must be at least 1")
         return self
+
+
+def require_public_url_is_an_origin(public_url: str) -> None:
+    """MCPUC_PUBLIC_URL is `scheme://host[:port]`: every URL we hand out is built from it."""
+    url = urlsplit(public_url)
+    if (
+        url.scheme not in ("http", "https")
+        or not url.hostname
+        or url.path not in ("", "/")
+        or url.query
+        or url.fragment
+        or url.username
+        or url.password
+    ):
+        raise SettingsError("MCPUC_PUBLIC_URL must be an http(s) origin such as https://mcp.example.com")
+
+
+def require_https_unless_loopback(settings: Settings) -> None:
+    """The public URL and the token issuer use https; plain http only on loopback.
+
+    Without https the session cookie loses Secure and `__Host-`: anyone on the path can read or
+    plant it (RFC 6265bis §8.5). The issuer's metadata and JWKS decide which access tokens we
+    accept, so they need TLS as much (RFC 8414 §3: "MUST use TLS"). A development server on
+    loopback (the compose demo) may reach a plain-http development issuer.
+    """
+    if not https_unless_loopback(settings.public_url):
+        raise SettingsError("MCPUC_PUBLIC_URL must use https (plain http only on loopback)")
+    issuer = settings.auth_issuer
+    development = urlsplit(settings.public_url).scheme == "http"  # loopback, checked just above
+    if issuer and not https_unless_loopback(issuer) and not (development and issuer.startswith("http://")):
+        raise SettingsError("MCPUC_AUTH_ISSUER must use https (plain http only on loopback)")
+
+
+def require_asymmetric_algorithms(algorithms: tuple[str, ...]) -> None:
+    """RFC 8725 §3.1/3.2: asymmetric algorithms only; never `none` or a shared secret."""
+    for algorithm in algorithms:
+        if algorithm.lower() == "none" or algorithm.upper().startswith("HS"):
+            raise SettingsError(f"MCPUC_AUTH_ALGORITHMS must not contain {algorithm}")
 
 
 def _split(value: str) -> list[str]:
@@ -151,27 +230,41 @@ def _b64(value: str, setting: str) -> bytes:
     return raw
 
 
-def _coerce(name: str, raw: Any, current: Any) -> Any:
-    """Convert an environment string or TOML value to the type of the default."""
+def _settings_error(exc: ValidationError) -> SettingsError:
+    """The first error, naming the setting; never the value (it may be a secret)."""
+    error = exc.errors(include_input=False)[0]
+    name = str(error["loc"][0]) if error["loc"] else "?"
+    if error["type"] == "extra_forbidden":
+        return SettingsError(f"config file: unknown setting {name}")
+    return SettingsError(f"{ENV_PREFIX}{name.upper()}: {error['msg']}")
+
+
+class _EnvironSource(EnvSettingsSource):
+    """pydantic-settings' environment source over a given mapping instead of `os.environ`."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return parse_env_vars(
+            self._environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
+        )
+
+
+def _file_values(path: Path) -> dict[str, Any]:
+    # pydantic-settings skips a missing file silently; a named config file must exist.
+    if not path.is_file():
+        raise SettingsError(f"cannot read config file {path}: not a file")
     try:
-        if isinstance(current, bool):
-            if isinstance(raw, bool):
-                return raw
-            return str(raw).strip().lower() in ("1", "true", "yes", "on")
-        if isinstance(current, int):
-            return int(raw)
-        if isinstance(current, float):
-            return float(raw)
-        if isinstance(current, Path):
-            return Path(str(raw))
-        if isinstance(current, tuple):
-            return tuple(raw) if isinstance(raw, list) else tuple(_split(str(raw)))
-    except (TypeError, ValueError) as exc:
-        raise SettingsError(f"{ENV_PREFIX}{name.upper()}: cannot read {type(current).__name__}") from exc
-    return str(raw)
+        return dict(TomlConfigSettingsSource(Settings, toml_file=path)())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"cannot read config file {path}: {exc}") from exc
 
 
-def _providers_from(table: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
+def _providers_from(table: object, environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
+    if not isinstance(table, Mapping):
+        raise SettingsError("providers must be a table of [providers.<name>] tables")
     providers: dict[str, ProviderConfig] = {}
     for name, spec in table.items():
         if not PROVIDER_NAME.fullmatch(name):
@@ -187,30 +280,15 @@ def _providers_from(table: Mapping[str, Any], environ: Mapping[str, str]) -> dic
 
 
 def load_settings(environ: Mapping[str, str] | None = None, config_file: Path | None = None) -> Settings:
-    """Build Settings from the environment and the optional TOML file."""
+    """Settings from the environment and the optional TOML file (environment wins), not yet
+    validated: call `.validate()` (create_app does)."""
     environ = os.environ if environ is None else environ
-    file_path = config_file or (
-        Path(environ[f"{ENV_PREFIX}CONFIG_FILE"]) if f"{ENV_PREFIX}CONFIG_FILE" in environ else None
-    )
-    file_values: dict[str, Any] = {}
-    if file_path is not None:
-        try:
-            file_values = tomllib.loads(file_path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise SettingsError(f"cannot read config file {file_path}: {exc}") from exc
-    settings = Settings()
-    updates: dict[str, Any] = {}
-    for f in fields(Settings):
-        if f.name == "providers":
-            continue
-        current = getattr(settings, f.name)
-        if f.name in file_values:
-            updates[f.name] = _coerce(f.name, file_values[f.name], current)
-        env_name = ENV_PREFIX + f.name.upper()
-        if env_name in environ:
-            updates[f.name] = _coerce(f.name, environ[env_name], current)
-    updates["providers"] = _providers_from(file_values.get("providers", {}), environ)
-    unknown = set(file_values) - {f.name for f in fields(Settings)}
-    if unknown:
-        raise SettingsError(f"config file: unknown setting {sorted(unknown)[0]}")
-    return replace(settings, **updates)
+    file_path = config_file or (Path(environ[CONFIG_FILE_ENV]) if CONFIG_FILE_ENV in environ else None)
+    file_values = _file_values(file_path) if file_path is not None else {}
+    providers = _providers_from(file_values.pop("providers", {}), environ)
+    env_values = _EnvironSource(Settings, environ)()
+    env_values.pop("providers", None)  # providers come from the file's tables only
+    try:
+        return Settings(**{**file_values, **env_values, "providers": providers})
+    except ValidationError as exc:
+        raise _settings_error(exc) from None

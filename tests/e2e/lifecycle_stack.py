@@ -162,8 +162,7 @@ class LifecycleStack:
         mockhub = replace(base.providers["mockhub"], revocation_url=f"{self.providers_url}/mockhub/revoke")
         apps: list[tuple[Any, int]] = [(self.providers_app, self.providers_port)]
         for i, port in enumerate(self.ports):
-            settings = replace(
-                base,
+            settings = base.replace(
                 providers={"mockhub": mockhub, **providers},
                 store_url=self.redis_url,
                 redis_prefix=self.prefix,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +45,7 @@ def valid_settings(**changes: Any) -> Settings:
         encryption_keys=f"k1:{ENCRYPTION_KEY}",
         request_state_keys=REQUEST_STATE_KEY,
     )
-    return dataclasses.replace(base, **changes)
+    return base.replace(**changes)
 
 
 # ---- load_settings -------------------------------------------------------------------------
@@ -287,3 +286,46 @@ def test_plain_http_is_refused_outside_loopback() -> None:
         valid_settings(public_url="http://mcp.example.com").validate()
     assert valid_settings(public_url="http://127.0.0.1:8000").validate()
     assert valid_settings(public_url="https://mcp.example.com").validate()
+
+
+def test_plain_http_issuer_is_refused_outside_loopback() -> None:
+    with pytest.raises(SettingsError, match="MCPUC_AUTH_ISSUER must use https"):
+        valid_settings(auth_issuer="http://as.example.com").validate()
+    assert valid_settings(auth_issuer="http://127.0.0.1:9000").validate()
+    # A loopback development server (the compose demo) may use a plain-http development issuer.
+    assert valid_settings(
+        public_url="http://localhost:8080", auth_issuer="http://mock-providers:8001"
+    ).validate()
+
+
+def test_public_urls_are_built_from_the_public_origin() -> None:
+    settings = valid_settings(public_url="https://mcp.example.com/")
+    assert settings.connect_url("abc") == "https://mcp.example.com/connect?elicitationId=abc"
+    assert settings.callback_url("github") == "https://mcp.example.com/callback/github"
+    assert settings.login_callback_url == "https://mcp.example.com/login/callback"
+    assert settings.resource_url == "https://mcp.example.com/mcp"
+
+
+def test_settings_are_immutable_and_replace_checks_types() -> None:
+    settings = valid_settings()
+    with pytest.raises(ValueError):
+        settings.port = 1  # type: ignore[misc]
+    assert settings.replace(port="9003").port == 9003
+    with pytest.raises(SettingsError, match="MCPUC_PORT"):
+        settings.replace(port="eighty")
+
+
+def test_the_app_factory_refuses_unvalidated_settings() -> None:
+    from service.app import create_app
+
+    with pytest.raises(SettingsError, match="MCPUC_PUBLIC_URL"):
+        create_app(valid_settings(public_url="http://mcp.example.com"))
+
+
+def test_the_server_reports_the_package_version(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    from service.app import create_app
+
+    app = create_app(valid_settings(data_dir=tmp_path))
+    assert app.state.mcp_server.version == version("mcp-url-connect") != ""

@@ -1,0 +1,101 @@
+"""Provider OAuth: the authorization URL (PKCE S256, exact redirect URI), token responses, and
+keeping the refresh token the provider did not replace."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from service.provider_oauth import (
+    MAX_LIFETIME,
+    TokenExchangeError,
+    authorization_url,
+    keep_refresh_token,
+    token_set,
+)
+from service.providers import build_provider
+from token_store import TokenSet
+
+REDIRECT = "https://mcp.example.com/callback/hub"
+VERIFIER = "v" * 64
+
+
+def provider(**spec: Any) -> Any:
+    base = {
+        "authorize_url": "https://hub.example/authorize",
+        "token_url": "https://hub.example/token",
+        "userinfo_url": "https://hub.example/user",
+        "client_id": "client-1",
+        "client_secret": "s3cret",
+    }
+    return build_provider("hub", {**base, **spec}, {})
+
+
+def query(url: str) -> dict[str, list[str]]:
+    return parse_qs(urlsplit(url).query)
+
+
+def test_authorization_url_carries_pkce_s256_state_and_the_exact_redirect_uri() -> None:
+    url = authorization_url(provider(), REDIRECT, ["repo", "read:user"], "state-1", VERIFIER)
+    assert url.startswith("https://hub.example/authorize?")
+    params = query(url)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(VERIFIER.encode()).digest()).rstrip(b"=").decode()
+    assert params["code_challenge_method"] == ["S256"]  # RFC 7636 §4.2, never plain
+    assert params["code_challenge"] == [challenge]
+    assert params["state"] == ["state-1"]
+    assert params["redirect_uri"] == [REDIRECT]
+    assert params["client_id"] == ["client-1"]
+    assert params["scope"] == ["repo read:user"]
+    assert "s3cret" not in url and VERIFIER not in url
+
+
+def test_slack_scopes_go_in_user_scope_and_google_asks_consent_only_when_needed() -> None:
+    slack = provider(preset="slack")
+    params = query(authorization_url(slack, REDIRECT, ["users:read"], "s", VERIFIER))
+    assert params["user_scope"] == ["users:read"]
+    assert "scope" not in params
+    google = provider(preset="google")
+    assert "prompt" not in query(authorization_url(google, REDIRECT, ["openid"], "s", VERIFIER))
+    again = query(authorization_url(google, REDIRECT, ["openid"], "s", VERIFIER, need_refresh_token=True))
+    assert again["prompt"] == ["consent"]
+    assert again["access_type"] == ["offline"]
+
+
+def test_token_set_reads_the_response() -> None:
+    tokens = token_set(
+        {"access_token": "at", "refresh_token": "rt", "expires_in": "3600", "scope": "b,a"}, ["x"]
+    )
+    assert (tokens.access_token, tokens.refresh_token, tokens.scopes) == ("at", "rt", ("a", "b"))
+    assert tokens.expires_at is not None
+    assert token_set({"access_token": "at"}, ["b", "a"]).scopes == ("a", "b")  # RFC 6749 §5.1
+    assert token_set({"access_token": "at", "expires_in": MAX_LIFETIME + 1}, []).expires_at is None
+
+
+def test_token_set_reads_a_nested_user_token() -> None:
+    tokens = token_set({"access_token": "bot", "authed_user": {"access_token": "user"}}, [], "authed_user")
+    assert tokens.access_token == "user"
+    with pytest.raises(TokenExchangeError, match="authed_user"):
+        token_set({"access_token": "bot"}, [], "authed_user")
+
+
+@pytest.mark.parametrize(
+    "response",
+    [{}, {"access_token": ""}, {"access_token": "x" * 9000}, {"access_token": "a", "refresh_token": 5}],
+)
+def test_token_set_refuses_unusable_responses(response: dict[str, Any]) -> None:
+    with pytest.raises(TokenExchangeError):
+        token_set(response, [])
+
+
+def test_the_previous_refresh_token_is_kept_when_none_comes_back() -> None:
+    new = TokenSet(access_token="new", token_type="Bearer", refresh_token=None, expires_at=None, scopes=())
+    assert keep_refresh_token(new, "old").refresh_token == "old"  # RFC 6749 §6
+    rotated = TokenSet(
+        access_token="new", token_type="Bearer", refresh_token="r2", expires_at=None, scopes=()
+    )
+    assert keep_refresh_token(rotated, "old").refresh_token == "r2"
+    assert keep_refresh_token(new, None).refresh_token is None

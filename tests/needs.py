@@ -23,7 +23,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+# MCPUC_TEST_REDIS_PORT: a Redis on another port, or a closed one to see the tests skip.
+REDIS_HOST, REDIS_PORT = "127.0.0.1", int(os.environ.get("MCPUC_TEST_REDIS_PORT", "6379"))
 REDIS_URL = f"redis://{REDIS_HOST}:{REDIS_PORT}/0"
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 PROBE_TIMEOUT = 0.5  # seconds; a refused connection answers at once, this bounds a silent one

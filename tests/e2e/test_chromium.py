@@ -227,5 +227,6 @@ async def test_pages_send_security_headers(servers: DemoServers, page: Any) -> N
     assert response.status == 400
     headers = response.headers
     assert "frame-ancestors 'none'" in headers["content-security-policy"]
+    assert "'unsafe-inline'" not in headers["content-security-policy"]  # styles: /static/mcpuc.css
     assert headers["referrer-policy"] == "no-referrer"
     assert headers["cache-control"] == "no-store"

@@ -17,11 +17,15 @@ $(STAMP): pyproject.toml requirements-dev.lock
 demo: $(STAMP)
 	$(BIN)/mcp-url-connect demo
 
+# -rs lists every skipped test with why and how to enable it (Redis, nginx, chromium, and
+# `bash tests/integration/node/install.sh` for tests/integration); with CI set they fail instead.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -rs
+	@echo "Skipped tests (if any, listed above) need Redis, nginx, chromium or the npm servers of"
+	@echo "tests/integration (bash tests/integration/node/install.sh): see README.md, 'Two commands'."
 
 # Disables each security check in turn; fails if any is not caught by a test.
 mutation: $(STAMP)

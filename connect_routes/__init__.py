@@ -7,6 +7,7 @@ from starlette.routing import Route
 from connect_routes.connect import ConnectRoutes
 from connect_routes.connections_page import ConnectionsPage
 from connect_routes.login import Login
+from connect_routes.static import static_routes
 from service.runtime import Runtime
 
 
@@ -16,6 +17,7 @@ def browser_routes(runtime: Runtime) -> list[Route]:
         *login.routes(),
         *ConnectRoutes(runtime, login).routes(),
         *ConnectionsPage(runtime, login).routes(),
+        *static_routes(),
     ]
 
 

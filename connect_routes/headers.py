@@ -11,7 +11,7 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",  # the callback URL holds the code: never pass it on
     "X-Content-Type-Options": "nosniff",
     "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self'; "
+        "default-src 'none'; style-src 'self'; img-src 'self'; "
         "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     ),
     "X-Frame-Options": "DENY",

@@ -63,8 +63,8 @@ SECRET_ENV = (
 )
 NGINX_TOKENS = {  # the lines tests/e2e/test_replicas.py replaces, and how often each occurs
     "listen 8080;": 1,
-    "server mcp-1:8000;": 2,
-    "server mcp-2:8000;": 2,
+    "server mcp-1:8000 ": 2,
+    "server mcp-2:8000 ": 2,
     "server mock-providers:8001;": 1,
 }
 
@@ -447,7 +447,7 @@ def test_nginx_conf_keeps_the_replaceable_lines_and_streaming_settings() -> None
     assert not [d for d in directives if d.startswith("user ")], "no user directive"
     for needed in (
         "pid nginx.pid;",
-        "error_log stderr info;",
+        "error_log stderr notice;",
         "client_max_body_size 1m;",
         "proxy_buffering off;",
         "proxy_http_version 1.1;",
@@ -465,8 +465,8 @@ def test_nginx_conf_keeps_the_replaceable_lines_and_streaming_settings() -> None
 def _render(conf: str, listen: int, ports: dict[str, int]) -> str:
     values = {
         "listen 8080;": f"listen 127.0.0.1:{listen};",
-        "server mcp-1:8000;": f"server 127.0.0.1:{ports['mcp-1']};",
-        "server mcp-2:8000;": f"server 127.0.0.1:{ports['mcp-2']};",
+        "server mcp-1:8000 ": f"server 127.0.0.1:{ports['mcp-1']} ",
+        "server mcp-2:8000 ": f"server 127.0.0.1:{ports['mcp-2']} ",
         "server mock-providers:8001;": f"server 127.0.0.1:{_free_port()};",
     }
     for token, value in values.items():
@@ -536,6 +536,7 @@ class StubReplica:
                         "host": self.headers.get("Host"),
                         "session": self.headers.get("Mcp-Session-Id"),
                         "forwarded_for": self.headers.get("X-Forwarded-For"),
+                        "request_id": self.headers.get("X-Request-ID"),
                         "length": str(len(body)),
                     }
                 )
@@ -642,6 +643,71 @@ def test_nginx_routes_sessions_passes_host_streams_and_caps_bodies(
         stubs["mcp-2"].release.set()
         assert "data: second" in list(lines)
     assert stubs["mcp-2"].seen[-1]["path"] == "/mcp/stream"
+
+
+def test_nginx_answers_404_for_a_session_whose_replica_is_gone(
+    proxied: tuple[str, dict[str, StubReplica]], tmp_path: Path
+) -> None:
+    """2025-11-25 basic/transports "Session Management": a request for a terminated session gets
+    404, and the client starts a new one. A killed replica's sessions are terminated."""
+    base, stubs = proxied
+    stubs["mcp-1"].stop()
+    with httpx.Client(base_url=base, timeout=5) as client:
+        gone = client.post("/mcp", content=b"{}", headers={"Mcp-Session-Id": "mcp-1.abc123"})
+        assert gone.status_code == 404
+        assert gone.headers["content-type"].startswith("application/json")
+        assert gone.json() == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32600, "message": "Session not found"},
+        }
+        # Without a session id (initialize, 2026-07-28, browsers) the live replica answers,
+        # every time: the stopped one is skipped, not reported.
+        for _ in range(6):
+            assert client.post("/mcp", content=b"{}").json()["replica"] == "mcp-2"
+            assert client.get("/connections").json()["replica"] == "mcp-2"
+        # The live replica's sessions are unaffected.
+        kept = client.post("/mcp", content=b"{}", headers={"Mcp-Session-Id": "mcp-2.abc123"})
+        assert kept.json()["replica"] == "mcp-2"
+
+
+def test_nginx_passes_one_request_id_and_keeps_metrics_private(
+    proxied: tuple[str, dict[str, StubReplica]],
+) -> None:
+    base, stubs = proxied
+    with httpx.Client(base_url=base, timeout=5) as client:
+        client.get("/connections", headers={"X-Request-ID": "edge-42"})
+        client.get("/connections")
+        assert client.get("/metrics").status_code == 404
+    seen = [r for s in stubs.values() for r in s.seen]
+    assert [r["request_id"] for r in seen if r["request_id"] == "edge-42"] == ["edge-42"]
+    [generated] = [r["request_id"] for r in seen if r["request_id"] != "edge-42"]
+    assert generated is not None and re.fullmatch(r"[0-9a-f]{32}", generated)
+    assert not [r for r in seen if r["path"].startswith("/metrics")]
+
+
+def test_nginx_error_log_quotes_no_codes_states_or_links(
+    proxied: tuple[str, dict[str, StubReplica]], tmp_path: Path
+) -> None:
+    """Replicas down: nginx logs the failed upstream requests, but never their query strings."""
+    base, stubs = proxied
+    for stub in stubs.values():
+        stub.stop()
+    with httpx.Client(base_url=base, timeout=5) as client:
+        for path in (
+            "/callback/mockhub?code=SECRETCODE1&state=SECRETSTATE1&iss=x",
+            "/login/callback?code=SECRETCODE2&state=SECRETSTATE2",
+            "/connect?elicitationId=SECRETLINK3",
+        ):
+            assert client.get(path).status_code == 502
+        assert client.get("/connections?probe=visible").status_code == 502
+        # No replica and no session id: a plain 502, not a made-up "session not found".
+        assert client.post("/mcp", content=b"{}").status_code == 502
+    time.sleep(0.2)  # nginx writes its log lines after answering
+    log = (tmp_path / "nginx.log").read_text()
+    assert "probe=visible" in log  # the control: such failures are logged with their request line
+    for secret in ("SECRETCODE", "SECRETSTATE", "SECRETLINK"):
+        assert secret not in log
 
 
 def test_docs_deploy_walks_through_each_part() -> None:

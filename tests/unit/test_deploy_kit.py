@@ -69,6 +69,9 @@ NGINX_TOKENS = {  # the lines tests/e2e/test_replicas.py replaces, and how often
 }
 
 
+# One fsync policy everywhere: the one docs/redis.md recommends (compose, k8s and deploy.md agree).
+FSYNC_POLICY = "always"
+
 # ---- helpers ------------------------------------------------------------------------------------
 @pytest.fixture
 def yaml() -> ModuleType:
@@ -192,13 +195,16 @@ def test_compose_nginx_redis_and_mock_providers(yaml: ModuleType) -> None:
     redis = services["redis"]
     assert redis["image"].startswith("redis:7")
     command = " ".join(redis["command"])
-    assert "--appendonly yes" in command and "--appendfsync everysec" in command
+    assert redis["entrypoint"] == ["sh", "-c"] and command.startswith("umask 077 && exec ")
+    assert "--appendonly yes" in command and f"--appendfsync {FSYNC_POLICY}" in command
     assert "redis-cli" in redis["healthcheck"]["test"] and "ping" in redis["healthcheck"]["test"]
     assert any(v.endswith(":/data") for v in redis["volumes"])
     assert "ports" not in redis
 
     mock = services["mock-providers"]
-    assert mock["image"] == services["mcp-1"]["image"]
+    # The replicas run the production image; only the mock providers need the dev target.
+    assert mock["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile", "target": "dev"}
+    assert mock["image"] != services["mcp-1"]["image"]
     args = mock["command"]
     assert args[0] == "mock-providers"
     options = dict(zip(args[1::2], args[2::2], strict=True))
@@ -369,8 +375,11 @@ def test_k8s_services_ingress_and_redis(yaml: ModuleType) -> None:
     assert backend["port"]["name"] in service_ports
 
     redis = objects[("StatefulSet", "redis")]["spec"]
-    args = " ".join(redis["template"]["spec"]["containers"][0]["args"])
-    assert "--appendonly yes" in args and "--appendfsync everysec" in args
+    container = redis["template"]["spec"]["containers"][0]
+    assert container["command"] == ["sh", "-c"]
+    [args] = container["args"]
+    assert args.startswith("umask 077 && exec redis-server ")
+    assert "--appendonly yes" in args and f"--appendfsync {FSYNC_POLICY}" in args
     assert redis["replicas"] == 1 and redis["volumeClaimTemplates"]
     secret = objects[("Secret", "mcp-secrets")]["stringData"]
     assert urlsplit(secret["MCPUC_STORE_URL"]).hostname == "redis"
@@ -399,12 +408,17 @@ def test_dockerfile_is_multi_stage_slim_non_root_with_a_healthcheck() -> None:
         for kw, rest in instructions
         if kw == "FROM"
     ]
-    assert len(stages) >= 2 and all(s == "python:3.11-slim" for s in stages)
-    final = instructions[max(i for i, (kw, _) in enumerate(instructions) if kw == "FROM") :]
+    stage_names = {rest.split()[-1] for kw, rest in instructions if kw == "FROM" and " AS " in rest}
+    assert len(stages) >= 2 and all(s == "python:3.11-slim" or s in stage_names for s in stages)
+    # The production image is the default target: the last stage, built on `base`.
+    last_from = max(i for i, (kw, _) in enumerate(instructions) if kw == "FROM")
+    assert instructions[last_from] == ("FROM", "base AS runtime")
+    base_from = instructions.index(("FROM", "${PYTHON_IMAGE} AS base"))
+    final = instructions[base_from:]
     final_text = " ".join(rest for _, rest in final)
     assert "apt-get" not in final_text and "gcc" not in final_text  # no build tools in the image
     assert "--no-index" in final_text and "from=build" in final_text
-    [user] = [rest for kw, rest in final if kw == "USER"]
+    user = [rest for kw, rest in final if kw == "USER"][-1]
     uid = user.split(":")[0]
     assert uid.isdigit() and int(uid) != 0, "a numeric non-root uid (runAsNonRoot can only check numbers)"
     [healthcheck] = [rest for kw, rest in final if kw == "HEALTHCHECK"]
@@ -418,12 +432,69 @@ def test_dockerfile_is_multi_stage_slim_non_root_with_a_healthcheck() -> None:
     assert "PYTHONDONTWRITEBYTECODE=1" in env and "PYTHONUNBUFFERED=1" in env
 
 
+def test_dockerfile_installs_the_hashed_lock_and_ships_no_dev_as_in_production() -> None:
+    """docs/supply-chain.md: exact versions with hashes; the dev AS logs anyone in, so the
+    production image must not contain it (the compose stack builds the `dev` target for it)."""
+    instructions = _dockerfile_instructions()
+    runs = [rest for kw, rest in instructions if kw == "RUN"]
+    assert any("--require-hashes" in r and "-r requirements.lock" in r and "download" in r for r in runs)
+    assert any("--no-deps" in r and "wheel" in r for r in runs), "the project itself adds no dependency"
+    assert ("COPY", "requirements.lock ./") in instructions
+    last_from = max(i for i, (kw, _) in enumerate(instructions) if kw == "FROM")
+    production = " ".join(rest for _, rest in instructions[last_from:])
+    assert "rm -r" in production and "! python -c 'import mock_providers'" in production
+    dev = instructions.index(("FROM", "base AS dev"))
+    assert dev < last_from and not [kw for kw, _ in instructions[dev + 1 : last_from] if kw == "RUN"]
+
+
+def test_redis_started_as_documented_writes_private_files(tmp_path: Path) -> None:
+    """The command compose and k8s run (umask 077, AOF, fsync always) against a real redis-server:
+    every file it writes is readable by its owner only."""
+    redis_server = need_binary("redis-server")
+    port = _free_port()
+    data = tmp_path / "data"
+    data.mkdir()
+    command = (
+        f"umask 077 && exec {redis_server} --port {port} --bind 127.0.0.1 --save '' "
+        f"--appendonly yes --appendfsync {FSYNC_POLICY} --dir {data}"
+    )
+    process = subprocess.Popen(["sh", "-c", command], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
+                    conn.sendall(b"SET k v\r\n")
+                    assert conn.recv(16) == b"+OK\r\n"
+                break
+            except OSError:
+                assert process.poll() is None and time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    written = [p for p in data.rglob("*") if p.is_file()]
+    assert written, "the AOF was written"
+    for path in written:
+        assert path.stat().st_mode & 0o077 == 0, f"{path.name} is {oct(path.stat().st_mode)}"
+
+
+def test_one_fsync_policy_across_docs_compose_and_k8s() -> None:
+    redis_doc = (ROOT / "docs" / "redis.md").read_text()
+    recommendation = redis_doc[redis_doc.index("**Recommendation:**") :].split("\n\n")[0]
+    assert f"appendfsync {FSYNC_POLICY}" in recommendation.split(".")[0]
+    deploy_doc = (ROOT / "docs" / "deploy.md").read_text()
+    assert "everysec" not in deploy_doc.replace("what `everysec` would cost", "")
+    for path in (DEPLOY / "compose.yaml", DEPLOY / "k8s" / "redis.yaml", ROOT / "docs" / "deploy.md"):
+        assert f"appendfsync {FSYNC_POLICY}" in path.read_text(), path.name
+
+
 def test_dockerfile_copies_only_what_exists_and_is_not_ignored() -> None:
     copied = []
     for keyword, rest in _dockerfile_instructions():
         if keyword == "COPY" and not rest.startswith("--from"):
             copied += rest.split()[:-1]
-    assert "pyproject.toml" in copied and "README.md" in copied
+    assert "pyproject.toml" in copied and "README.md" in copied and "requirements.lock" in copied
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     packages = {p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]}
     assert packages <= set(copied), "the image must contain every package pyproject.toml builds"
@@ -721,6 +792,8 @@ def test_docs_deploy_walks_through_each_part() -> None:
         "redis.md",
         "MCPUC_REPLICA_ID",
         "/readyz",
+        "kubectl create secret tls mcp-tls",  # the Secret ingress.yaml names
+        "--target dev",
     ):
         assert needed in text, needed
     for path in re.findall(r"`(deploy/[\w./-]+)`", text):

@@ -118,8 +118,8 @@ class Cluster:
         conf = NGINX_CONF.read_text()
         for token, value in {
             "listen 8080;": f"listen {HOST}:{self.nginx_port};",
-            "server mcp-1:8000;": f"server {HOST}:{self.ports['mcp-1']};",
-            "server mcp-2:8000;": f"server {HOST}:{self.ports['mcp-2']};",
+            "server mcp-1:8000 ": f"server {HOST}:{self.ports['mcp-1']} ",
+            "server mcp-2:8000 ": f"server {HOST}:{self.ports['mcp-2']} ",
             "server mock-providers:8001;": f"server {HOST}:{self.providers_port};",
         }.items():
             assert token in conf, f"deploy/nginx/nginx.conf no longer contains {token!r}"

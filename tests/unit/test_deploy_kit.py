@@ -63,11 +63,14 @@ SECRET_ENV = (
 )
 NGINX_TOKENS = {  # the lines tests/e2e/test_replicas.py replaces, and how often each occurs
     "listen 8080;": 1,
-    "server mcp-1:8000;": 2,
-    "server mcp-2:8000;": 2,
+    "server mcp-1:8000 ": 2,
+    "server mcp-2:8000 ": 2,
     "server mock-providers:8001;": 1,
 }
 
+
+# One fsync policy everywhere: the one docs/redis.md recommends (compose, k8s and deploy.md agree).
+FSYNC_POLICY = "always"
 
 # ---- helpers ------------------------------------------------------------------------------------
 @pytest.fixture
@@ -192,13 +195,16 @@ def test_compose_nginx_redis_and_mock_providers(yaml: ModuleType) -> None:
     redis = services["redis"]
     assert redis["image"].startswith("redis:7")
     command = " ".join(redis["command"])
-    assert "--appendonly yes" in command and "--appendfsync everysec" in command
+    assert redis["entrypoint"] == ["sh", "-c"] and command.startswith("umask 077 && exec ")
+    assert "--appendonly yes" in command and f"--appendfsync {FSYNC_POLICY}" in command
     assert "redis-cli" in redis["healthcheck"]["test"] and "ping" in redis["healthcheck"]["test"]
     assert any(v.endswith(":/data") for v in redis["volumes"])
     assert "ports" not in redis
 
     mock = services["mock-providers"]
-    assert mock["image"] == services["mcp-1"]["image"]
+    # The replicas run the production image; only the mock providers need the dev target.
+    assert mock["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile", "target": "dev"}
+    assert mock["image"] != services["mcp-1"]["image"]
     args = mock["command"]
     assert args[0] == "mock-providers"
     options = dict(zip(args[1::2], args[2::2], strict=True))
@@ -369,8 +375,11 @@ def test_k8s_services_ingress_and_redis(yaml: ModuleType) -> None:
     assert backend["port"]["name"] in service_ports
 
     redis = objects[("StatefulSet", "redis")]["spec"]
-    args = " ".join(redis["template"]["spec"]["containers"][0]["args"])
-    assert "--appendonly yes" in args and "--appendfsync everysec" in args
+    container = redis["template"]["spec"]["containers"][0]
+    assert container["command"] == ["sh", "-c"]
+    [args] = container["args"]
+    assert args.startswith("umask 077 && exec redis-server ")
+    assert "--appendonly yes" in args and f"--appendfsync {FSYNC_POLICY}" in args
     assert redis["replicas"] == 1 and redis["volumeClaimTemplates"]
     secret = objects[("Secret", "mcp-secrets")]["stringData"]
     assert urlsplit(secret["MCPUC_STORE_URL"]).hostname == "redis"
@@ -399,12 +408,17 @@ def test_dockerfile_is_multi_stage_slim_non_root_with_a_healthcheck() -> None:
         for kw, rest in instructions
         if kw == "FROM"
     ]
-    assert len(stages) >= 2 and all(s == "python:3.11-slim" for s in stages)
-    final = instructions[max(i for i, (kw, _) in enumerate(instructions) if kw == "FROM") :]
+    stage_names = {rest.split()[-1] for kw, rest in instructions if kw == "FROM" and " AS " in rest}
+    assert len(stages) >= 2 and all(s == "python:3.11-slim" or s in stage_names for s in stages)
+    # The production image is the default target: the last stage, built on `base`.
+    last_from = max(i for i, (kw, _) in enumerate(instructions) if kw == "FROM")
+    assert instructions[last_from] == ("FROM", "base AS runtime")
+    base_from = instructions.index(("FROM", "${PYTHON_IMAGE} AS base"))
+    final = instructions[base_from:]
     final_text = " ".join(rest for _, rest in final)
     assert "apt-get" not in final_text and "gcc" not in final_text  # no build tools in the image
     assert "--no-index" in final_text and "from=build" in final_text
-    [user] = [rest for kw, rest in final if kw == "USER"]
+    user = [rest for kw, rest in final if kw == "USER"][-1]
     uid = user.split(":")[0]
     assert uid.isdigit() and int(uid) != 0, "a numeric non-root uid (runAsNonRoot can only check numbers)"
     [healthcheck] = [rest for kw, rest in final if kw == "HEALTHCHECK"]
@@ -418,12 +432,69 @@ def test_dockerfile_is_multi_stage_slim_non_root_with_a_healthcheck() -> None:
     assert "PYTHONDONTWRITEBYTECODE=1" in env and "PYTHONUNBUFFERED=1" in env
 
 
+def test_dockerfile_installs_the_hashed_lock_and_ships_no_dev_as_in_production() -> None:
+    """docs/supply-chain.md: exact versions with hashes; the dev AS logs anyone in, so the
+    production image must not contain it (the compose stack builds the `dev` target for it)."""
+    instructions = _dockerfile_instructions()
+    runs = [rest for kw, rest in instructions if kw == "RUN"]
+    assert any("--require-hashes" in r and "-r requirements.lock" in r and "download" in r for r in runs)
+    assert any("--no-deps" in r and "wheel" in r for r in runs), "the project itself adds no dependency"
+    assert ("COPY", "requirements.lock ./") in instructions
+    last_from = max(i for i, (kw, _) in enumerate(instructions) if kw == "FROM")
+    production = " ".join(rest for _, rest in instructions[last_from:])
+    assert "rm -r" in production and "! python -c 'import mock_providers'" in production
+    dev = instructions.index(("FROM", "base AS dev"))
+    assert dev < last_from and not [kw for kw, _ in instructions[dev + 1 : last_from] if kw == "RUN"]
+
+
+def test_redis_started_as_documented_writes_private_files(tmp_path: Path) -> None:
+    """The command compose and k8s run (umask 077, AOF, fsync always) against a real redis-server:
+    every file it writes is readable by its owner only."""
+    redis_server = need_binary("redis-server")
+    port = _free_port()
+    data = tmp_path / "data"
+    data.mkdir()
+    command = (
+        f"umask 077 && exec {redis_server} --port {port} --bind 127.0.0.1 --save '' "
+        f"--appendonly yes --appendfsync {FSYNC_POLICY} --dir {data}"
+    )
+    process = subprocess.Popen(["sh", "-c", command], stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
+                    conn.sendall(b"SET k v\r\n")
+                    assert conn.recv(16) == b"+OK\r\n"
+                break
+            except OSError:
+                assert process.poll() is None and time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    written = [p for p in data.rglob("*") if p.is_file()]
+    assert written, "the AOF was written"
+    for path in written:
+        assert path.stat().st_mode & 0o077 == 0, f"{path.name} is {oct(path.stat().st_mode)}"
+
+
+def test_one_fsync_policy_across_docs_compose_and_k8s() -> None:
+    redis_doc = (ROOT / "docs" / "redis.md").read_text()
+    recommendation = redis_doc[redis_doc.index("**Recommendation:**") :].split("\n\n")[0]
+    assert f"appendfsync {FSYNC_POLICY}" in recommendation.split(".")[0]
+    deploy_doc = (ROOT / "docs" / "deploy.md").read_text()
+    assert "everysec" not in deploy_doc.replace("what `everysec` would cost", "")
+    for path in (DEPLOY / "compose.yaml", DEPLOY / "k8s" / "redis.yaml", ROOT / "docs" / "deploy.md"):
+        assert f"appendfsync {FSYNC_POLICY}" in path.read_text(), path.name
+
+
 def test_dockerfile_copies_only_what_exists_and_is_not_ignored() -> None:
     copied = []
     for keyword, rest in _dockerfile_instructions():
         if keyword == "COPY" and not rest.startswith("--from"):
             copied += rest.split()[:-1]
-    assert "pyproject.toml" in copied and "README.md" in copied
+    assert "pyproject.toml" in copied and "README.md" in copied and "requirements.lock" in copied
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     packages = {p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]}
     assert packages <= set(copied), "the image must contain every package pyproject.toml builds"
@@ -447,7 +518,7 @@ def test_nginx_conf_keeps_the_replaceable_lines_and_streaming_settings() -> None
     assert not [d for d in directives if d.startswith("user ")], "no user directive"
     for needed in (
         "pid nginx.pid;",
-        "error_log stderr info;",
+        "error_log stderr notice;",
         "client_max_body_size 1m;",
         "proxy_buffering off;",
         "proxy_http_version 1.1;",
@@ -465,8 +536,8 @@ def test_nginx_conf_keeps_the_replaceable_lines_and_streaming_settings() -> None
 def _render(conf: str, listen: int, ports: dict[str, int]) -> str:
     values = {
         "listen 8080;": f"listen 127.0.0.1:{listen};",
-        "server mcp-1:8000;": f"server 127.0.0.1:{ports['mcp-1']};",
-        "server mcp-2:8000;": f"server 127.0.0.1:{ports['mcp-2']};",
+        "server mcp-1:8000 ": f"server 127.0.0.1:{ports['mcp-1']} ",
+        "server mcp-2:8000 ": f"server 127.0.0.1:{ports['mcp-2']} ",
         "server mock-providers:8001;": f"server 127.0.0.1:{_free_port()};",
     }
     for token, value in values.items():
@@ -536,6 +607,7 @@ class StubReplica:
                         "host": self.headers.get("Host"),
                         "session": self.headers.get("Mcp-Session-Id"),
                         "forwarded_for": self.headers.get("X-Forwarded-For"),
+                        "request_id": self.headers.get("X-Request-ID"),
                         "length": str(len(body)),
                     }
                 )
@@ -644,6 +716,71 @@ def test_nginx_routes_sessions_passes_host_streams_and_caps_bodies(
     assert stubs["mcp-2"].seen[-1]["path"] == "/mcp/stream"
 
 
+def test_nginx_answers_404_for_a_session_whose_replica_is_gone(
+    proxied: tuple[str, dict[str, StubReplica]], tmp_path: Path
+) -> None:
+    """2025-11-25 basic/transports "Session Management": a request for a terminated session gets
+    404, and the client starts a new one. A killed replica's sessions are terminated."""
+    base, stubs = proxied
+    stubs["mcp-1"].stop()
+    with httpx.Client(base_url=base, timeout=5) as client:
+        gone = client.post("/mcp", content=b"{}", headers={"Mcp-Session-Id": "mcp-1.abc123"})
+        assert gone.status_code == 404
+        assert gone.headers["content-type"].startswith("application/json")
+        assert gone.json() == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32600, "message": "Session not found"},
+        }
+        # Without a session id (initialize, 2026-07-28, browsers) the live replica answers,
+        # every time: the stopped one is skipped, not reported.
+        for _ in range(6):
+            assert client.post("/mcp", content=b"{}").json()["replica"] == "mcp-2"
+            assert client.get("/connections").json()["replica"] == "mcp-2"
+        # The live replica's sessions are unaffected.
+        kept = client.post("/mcp", content=b"{}", headers={"Mcp-Session-Id": "mcp-2.abc123"})
+        assert kept.json()["replica"] == "mcp-2"
+
+
+def test_nginx_passes_one_request_id_and_keeps_metrics_private(
+    proxied: tuple[str, dict[str, StubReplica]],
+) -> None:
+    base, stubs = proxied
+    with httpx.Client(base_url=base, timeout=5) as client:
+        client.get("/connections", headers={"X-Request-ID": "edge-42"})
+        client.get("/connections")
+        assert client.get("/metrics").status_code == 404
+    seen = [r for s in stubs.values() for r in s.seen]
+    assert [r["request_id"] for r in seen if r["request_id"] == "edge-42"] == ["edge-42"]
+    [generated] = [r["request_id"] for r in seen if r["request_id"] != "edge-42"]
+    assert generated is not None and re.fullmatch(r"[0-9a-f]{32}", generated)
+    assert not [r for r in seen if r["path"].startswith("/metrics")]
+
+
+def test_nginx_error_log_quotes_no_codes_states_or_links(
+    proxied: tuple[str, dict[str, StubReplica]], tmp_path: Path
+) -> None:
+    """Replicas down: nginx logs the failed upstream requests, but never their query strings."""
+    base, stubs = proxied
+    for stub in stubs.values():
+        stub.stop()
+    with httpx.Client(base_url=base, timeout=5) as client:
+        for path in (
+            "/callback/mockhub?code=SECRETCODE1&state=SECRETSTATE1&iss=x",
+            "/login/callback?code=SECRETCODE2&state=SECRETSTATE2",
+            "/connect?elicitationId=SECRETLINK3",
+        ):
+            assert client.get(path).status_code == 502
+        assert client.get("/connections?probe=visible").status_code == 502
+        # No replica and no session id: a plain 502, not a made-up "session not found".
+        assert client.post("/mcp", content=b"{}").status_code == 502
+    time.sleep(0.2)  # nginx writes its log lines after answering
+    log = (tmp_path / "nginx.log").read_text()
+    assert "probe=visible" in log  # the control: such failures are logged with their request line
+    for secret in ("SECRETCODE", "SECRETSTATE", "SECRETLINK"):
+        assert secret not in log
+
+
 def test_docs_deploy_walks_through_each_part() -> None:
     text = (ROOT / "docs" / "deploy.md").read_text()
     for needed in (
@@ -655,6 +792,8 @@ def test_docs_deploy_walks_through_each_part() -> None:
         "redis.md",
         "MCPUC_REPLICA_ID",
         "/readyz",
+        "kubectl create secret tls mcp-tls",  # the Secret ingress.yaml names
+        "--target dev",
     ):
         assert needed in text, needed
     for path in re.findall(r"`(deploy/[\w./-]+)`", text):

@@ -1,0 +1,143 @@
+"""Log lines an operator can join: request id, replica, flow id and a pseudonymous user key.
+
+`configure_logging` installs one stderr handler on the root logger with two filters, in order:
+`RedactingFilter` (service/redaction.py: no secret survives) and `LogContextFilter` (adds the
+fields below from the current context). `MCPUC_LOG_FORMAT=json` writes one JSON object a line;
+`text` (the default, for the demo) appends the same fields to a readable line.
+
+The flow id and the user key are keyed hashes (`Pseudonyms`): a reader of the logs can join every
+line of Alice's flow, from the tool call that created it to the callback that failed, without the
+logs holding the elicitation id (a capability: whoever has it can open the link) or her `sub`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import time
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from service.redaction import RedactingFilter
+from token_store import UserRef
+
+# Per-request values travel in context variables, which asyncio copies into each task: this is
+# state of the current request, not of the module.
+_request_id: ContextVar[str | None] = ContextVar("mcpuc_request_id", default=None)
+_flow: ContextVar[FlowFields | None] = ContextVar("mcpuc_flow", default=None)
+
+CONTEXT_FIELDS = ("request_id", "replica", "flow_id", "user_key")
+
+
+@dataclass(frozen=True)
+class FlowFields:
+    flow_id: str
+    user_key: str | None = None
+
+
+class Pseudonyms:
+    """Keyed, truncated hashes for log fields. The key is derived from a secret every replica
+    shares, so the same flow has the same id on every replica; without the key nobody can test a
+    guessed `sub` or elicitation id against the logs."""
+
+    def __init__(self, secret: str) -> None:
+        self._key = hmac.new(secret.encode(), b"mcp-url-connect log pseudonyms v1", hashlib.sha256).digest()
+
+    def _hash(self, label: bytes, value: str) -> str:
+        return hmac.new(self._key, label + b"\0" + value.encode(), hashlib.sha256).hexdigest()[:16]
+
+    def flow_id(self, elicitation_id: str) -> str:
+        return "f-" + self._hash(b"flow", elicitation_id)
+
+    def user_key(self, user: UserRef) -> str:
+        return "u-" + self._hash(b"user", f"{user.iss}\0{user.sub}")
+
+
+def current_request_id() -> str | None:
+    return _request_id.get()
+
+
+@contextlib.contextmanager
+def request_context(request_id: str) -> Iterator[None]:
+    token = _request_id.set(request_id)
+    try:
+        yield
+    finally:
+        _request_id.reset(token)
+
+
+@contextlib.contextmanager
+def flow_context(flow_id: str, user_key: str | None = None) -> Iterator[None]:
+    """Every log line inside the block carries this flow's id (and the user key when known)."""
+    token = _flow.set(FlowFields(flow_id, user_key))
+    try:
+        yield
+    finally:
+        _flow.reset(token)
+
+
+class LogContextFilter(logging.Filter):
+    """Adds `request_id`, `replica`, `flow_id` and `user_key` to every record (None when unknown)."""
+
+    def __init__(self, replica: str = "") -> None:
+        super().__init__()
+        self._replica = replica or None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        flow = _flow.get()
+        record.request_id = _request_id.get()
+        record.replica = self._replica
+        record.flow_id = flow.flow_id if flow else None
+        record.user_key = flow.user_key if flow else None
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time (UTC, ms), level, logger, message and the context fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in CONTEXT_FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                line[name] = value
+        if record.exc_text:  # already rendered and redacted by RedactingFilter
+            line["exception"] = record.exc_text
+        return json.dumps(line, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        fields = " ".join(
+            f"{name}={value}" for name in CONTEXT_FIELDS if (value := getattr(record, name, None)) is not None
+        )
+        return f"{text} [{fields}]" if fields else text
+
+
+def configure_logging(level: str = "INFO", fmt: str = "text", replica: str = "") -> None:
+    """Root logging to stderr, redacted and with context fields (idempotent: a second call only
+    changes the level)."""
+    root = logging.getLogger()
+    root.setLevel(level.upper())
+    for handler in root.handlers:
+        if any(isinstance(f, RedactingFilter) for f in handler.filters):
+            return
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.addFilter(RedactingFilter())  # first: nothing after it sees an unredacted message
+    handler.addFilter(LogContextFilter(replica))
+    root.addHandler(handler)

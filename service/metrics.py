@@ -1,0 +1,111 @@
+"""Prometheus metrics: what an operator graphs and alerts on.
+
+One `Metrics` object per process, on a registry of its own (prometheus-client's default registry
+is a module-level global; a registry per Runtime keeps tests and embedded apps apart). No label
+ever carries a user id, a token, an elicitation id or a URL: labels are closed sets (provider
+names from configuration, tool names, outcomes from the enums below), so cardinality stays fixed.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.requests import Request
+from starlette.responses import Response
+
+
+class FlowOutcome(StrEnum):
+    """How an elicitation ended, as the metrics, logs and audit events name it."""
+
+    COMPLETED = "completed"
+    DENIED = "denied"  # the user declined here or at the provider
+    PROVIDER_ERROR = "provider_error"  # the provider's token or account endpoint failed
+    EXPIRED = "expired"  # nobody finished it before its TTL
+    REFUSED_OTHER_USER = "refused_other_user"  # opened by another user or browser: refused
+    REFUSED = "refused"  # another check failed (mix-up, issuer, malformed answer)
+    STORE_UNAVAILABLE = "store_unavailable"
+
+
+class NotificationOutcome(StrEnum):
+    DELIVERED = "delivered"  # written to the originating session's stream
+    LOST = "lost"  # the session was gone or the write failed
+    NOT_APPLICABLE = "not_applicable"  # a 2026-07-28 flow: the retry carries the answer
+
+
+# Latency buckets in seconds: tool calls and provider calls are milliseconds to a few seconds; a
+# flow involves a human, so its buckets reach minutes.
+_FAST = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_HUMAN = (1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.elicitations_created = Counter(
+            "mcpuc_elicitations_created_total",
+            "Connect flows started (URL-mode elicitations handed to a client).",
+            ["provider", "revision"],
+            registry=r,
+        )
+        self.elicitations_finished = Counter(
+            "mcpuc_elicitations_finished_total",
+            "Connect flows that ended, by outcome.",
+            ["provider", "outcome"],
+            registry=r,
+        )
+        self.tool_calls = Counter(
+            "mcpuc_tool_calls_total",
+            "Tool calls, by tool and result (ok, error, elicitation, input_required).",
+            ["tool", "result"],
+            registry=r,
+        )
+        self.refreshes = Counter(
+            "mcpuc_token_refreshes_total",
+            "Provider token refreshes, by outcome (ok, invalid_grant, failed, shared).",
+            ["provider", "outcome"],
+            registry=r,
+        )
+        self.notifications = Counter(
+            "mcpuc_completion_notifications_total",
+            "notifications/elicitation/complete, by outcome.",
+            ["outcome"],
+            registry=r,
+        )
+        self.store_errors = Counter(
+            "mcpuc_store_errors_total",
+            "Store operations that failed (backend unreachable or erroring).",
+            ["operation"],
+            registry=r,
+        )
+        self.tool_call_seconds = Histogram(
+            "mcpuc_tool_call_duration_seconds", "Tool call latency.", ["tool"], buckets=_FAST, registry=r
+        )
+        self.flow_seconds = Histogram(
+            "mcpuc_flow_duration_seconds",
+            "Connect flow duration, from the elicitation's creation to its completion.",
+            ["provider"],
+            buckets=_HUMAN,
+            registry=r,
+        )
+        self.provider_call_seconds = Histogram(
+            "mcpuc_provider_call_duration_seconds",
+            "Outbound calls to providers and the authorization server, by step.",
+            ["provider", "step"],
+            buckets=_FAST,
+            registry=r,
+        )
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def metrics_endpoint(metrics: Metrics) -> Response:
+    return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+
+async def serve_metrics(request: Request) -> Response:
+    """`GET /metrics` on the main port: the Runtime's registry, in the text exposition format."""
+    return metrics_endpoint(request.app.state.runtime.metrics)

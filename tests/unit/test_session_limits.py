@@ -1,0 +1,144 @@
+"""Per-user and per-replica caps on 2025-11-25 sessions and requests in flight, on the real SDK
+session manager, in process (no sockets)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import httpx
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
+from pydantic import AnyHttpUrl
+
+from service.session_limits import SessionLimits
+
+ISSUER = "https://as.example"
+RESOURCE = "http://127.0.0.1:8000/mcp"
+
+
+class NameIsTheToken:
+    """A verifier for tests: the bearer `alice` is user alice of ISSUER."""
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        return AccessToken(
+            token=token, client_id="c", scopes=[], resource=RESOURCE, subject=token, claims={"iss": ISSUER}
+        )
+
+
+def initialize(n: int) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": n,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    }
+
+
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@contextlib.asynccontextmanager
+async def served() -> AsyncIterator[tuple[httpx.AsyncClient, SessionLimits, tuple[anyio.Event, anyio.Event]]]:
+    # A context manager, not a fixture: the session manager's task group must be entered and
+    # left in the same task.
+    server: MCPServer[Any] = MCPServer(
+        "t",
+        token_verifier=NameIsTheToken(),
+        auth=AuthSettings(
+            issuer_url=AnyHttpUrl(ISSUER),
+            resource_server_url=AnyHttpUrl(RESOURCE),
+            validate_token_resource=True,
+        ),
+    )
+    release, both_running, running = anyio.Event(), anyio.Event(), [0]
+
+    @server.tool()
+    async def wait() -> str:
+        running[0] += 1
+        if running[0] == 2:
+            both_running.set()
+        await release.wait()
+        return "done"
+
+    app = server.streamable_http_app(streamable_http_path="/mcp", json_response=True)
+    limits = SessionLimits.around(
+        server.session_manager, sessions_per_user=3, sessions_per_replica=5, requests_per_user=2
+    )
+    async with (
+        server.session_manager.run(),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as client,
+    ):
+        yield client, limits, (release, both_running)
+
+
+async def _open(client: httpx.AsyncClient, user: str) -> httpx.Response:
+    return await client.post(
+        "/mcp", json=initialize(1), headers={**HEADERS, "Authorization": f"Bearer {user}"}
+    )
+
+
+async def test_sessions_per_user_are_capped_with_429_and_other_users_are_unaffected() -> None:
+    async with served() as (client, _, _):
+        opened = [await _open(client, "alice") for _ in range(3)]
+        assert [r.status_code for r in opened] == [200, 200, 200]
+        refused = await _open(client, "alice")
+        assert refused.status_code == 429 and refused.headers["retry-after"] == "30"
+        assert refused.json()["error"] == {
+            "code": -32600,
+            "message": "Too many open MCP sessions for this user (limit 3); "
+            "close one (HTTP DELETE) or let an idle one expire.",
+        }
+        assert (await _open(client, "bob")).status_code == 200
+        # Closing a session frees its place.
+        session = opened[0].headers["mcp-session-id"]
+        closed = await client.delete(
+            "/mcp", headers={**HEADERS, "Authorization": "Bearer alice", "Mcp-Session-Id": session}
+        )
+        assert closed.status_code < 300
+        assert (await _open(client, "alice")).status_code == 200
+
+
+async def test_sessions_per_replica_are_capped() -> None:
+    async with served() as (client, _, _):
+        for user in ("u1", "u2", "u3", "u4", "u5"):
+            assert (await _open(client, user)).status_code == 200
+        refused = await _open(client, "u6")
+        assert refused.status_code == 429
+        assert "too many open MCP sessions" in refused.json()["error"]["message"]
+
+
+async def test_requests_in_flight_per_user_are_capped() -> None:
+    async with served() as (client, limits, (release, both_running)):
+        headers = {**HEADERS, "Authorization": "Bearer alice", "Mcp-Protocol-Version": "2025-11-25"}
+        headers["Mcp-Session-Id"] = (await _open(client, "alice")).headers["mcp-session-id"]
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        await client.post("/mcp", json=initialized, headers=headers)
+        results: list[int] = []
+
+        def call(request_id: int) -> dict[str, Any]:
+            params = {"name": "wait", "arguments": {}}
+            return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+        async def slow_call(request_id: int) -> None:
+            results.append((await client.post("/mcp", json=call(request_id), headers=headers)).status_code)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow_call, 2)
+            tg.start_soon(slow_call, 3)
+            with anyio.fail_after(5):
+                await both_running.wait()
+            assert limits.in_flight((ISSUER, "alice")) == 2
+            third = await client.post("/mcp", json=call(4), headers=headers)
+            assert third.status_code == 429 and "requests in progress" in third.json()["error"]["message"]
+            assert (await _open(client, "bob")).status_code == 200
+            release.set()
+        assert results == [200, 200]
+        assert limits.in_flight((ISSUER, "alice")) == 0

@@ -16,8 +16,6 @@ Refusals are raised as `service.errors` and rendered by connect_routes/error_pag
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -27,7 +25,7 @@ from connect_routes.browser_session import BrowserUser, browser_user, check_csrf
 from connect_routes.headers import HEADERS
 from connect_routes.login import Login
 from connect_routes.pages import page
-from service.connect_flow import CallbackParams, ConnectFlow, InvalidApiKey
+from service.connect_flow import CallbackParams, InvalidApiKey
 from service.errors import MalformedLink, MalformedParameter, NotSignedIn, StaleConnectForm
 from service.providers import ProviderConfig
 from service.runtime import Runtime
@@ -36,6 +34,7 @@ from service.security_checks import (
     require_signed_in,
     require_single_use_state,
 )
+from service.urls import origin
 from token_store import PendingElicitation
 
 MAX_PARAM = 2048
@@ -47,13 +46,7 @@ class ConnectRoutes:
         self._runtime = runtime
         self._settings = runtime.settings
         self._login = login
-        self._flow = ConnectFlow(
-            runtime.settings,
-            lambda: runtime.store,
-            clock=runtime.clock,
-            http=runtime.http,
-            publish=runtime.completions.publish,
-        )
+        self._flow = runtime.flow
 
     def routes(self) -> list[Route]:
         return [
@@ -69,7 +62,8 @@ class ConnectRoutes:
         browser = browser_user(request, self._settings)
         if browser is None:
             return self._login.redirect_to_login(f"/connect?elicitationId={elicitation_id}")
-        elicitation, provider = await self._flow.check_link(browser.user, elicitation_id)
+        link = await self._flow.check_link(browser.user, elicitation_id)
+        elicitation, provider = link.elicitation, link.provider
         if provider.kind == "api_key":
             return self._api_key_form(request, browser, elicitation, provider)
         response = page(
@@ -83,15 +77,15 @@ class ConnectRoutes:
         )
         # The form's POST answers with a redirect to the provider: allow that origin for it.
         response.headers["Content-Security-Policy"] = HEADERS["Content-Security-Policy"].replace(
-            "form-action 'self'", f"form-action 'self' {_origin(provider.authorize_url)}"
+            "form-action 'self'", f"form-action 'self' {origin(provider.authorize_url)}"
         )
         return response
 
     async def connect(self, request: Request) -> Response:
         """POST from the confirmation page: one-time state, then the provider's authorize endpoint."""
         browser, _form, elicitation_id = await self._posted(request, max_part_size=1024)
-        elicitation, provider = await self._flow.check_link(browser.user, elicitation_id)
-        url = await self._flow.open(elicitation, provider, browser.binding)
+        link = await self._flow.check_link(browser.user, elicitation_id)
+        url = await self._flow.open(link, browser.binding)
         return RedirectResponse(url, status_code=303)
 
     async def _posted(self, request: Request, *, max_part_size: int) -> tuple[BrowserUser, FormData, str]:
@@ -131,14 +125,12 @@ class ConnectRoutes:
         """POST from the API-key page: check the key with the provider, then store it encrypted."""
         browser, form, elicitation_id = await self._posted(request, max_part_size=MAX_API_KEY + 64)
         key = form.get("api_key")
-        elicitation, provider = await self._flow.check_link(browser.user, elicitation_id)
+        link = await self._flow.check_link(browser.user, elicitation_id)
         try:
-            connection = await self._flow.open_with_api_key(
-                elicitation, provider, key if isinstance(key, str) else ""
-            )
+            connection = await self._flow.open_with_api_key(link, key if isinstance(key, str) else "")
         except InvalidApiKey as refused:
-            return self._api_key_form(request, browser, elicitation, provider, refused.text, 400)
-        return _connected(request, provider, connection.account_label)
+            return self._api_key_form(request, browser, link.elicitation, link.provider, refused.text, 400)
+        return _connected(request, link.provider, connection.account_label)
 
     async def callback(self, request: Request) -> Response:
         params = request.query_params
@@ -164,8 +156,3 @@ class ConnectRoutes:
 
 def _connected(request: Request, provider: ProviderConfig, account_label: str) -> Response:
     return page(request, "connected.html", 200, provider=provider.display_name, account=account_label)
-
-
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"

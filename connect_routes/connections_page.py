@@ -57,6 +57,6 @@ class ConnectionsPage:
             self._runtime.store,
             self._runtime.settings.providers.get(provider),
             ConnectionKey(browser.user, provider, account),
-            timeout_seconds=self._runtime.settings.http_timeout,
+            self._runtime.outbound,
         )
         return RedirectResponse("/connections", status_code=303)

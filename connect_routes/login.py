@@ -18,8 +18,8 @@ from starlette.routing import Route
 from connect_routes.browser_session import check_csrf, start_session
 from connect_routes.pages import message
 from service.errors import LoginFailed, LoginUnavailable
-from service.security_checks import require_login_issuer, require_safe_next
 from service.outbound_http import OutboundHttp
+from service.security_checks import require_login_issuer, require_safe_next
 from service.settings import Settings
 
 logger = logging.getLogger(__name__)

@@ -66,7 +66,9 @@ def build_mcp_server(settings: Settings, runtime: Runtime) -> tuple[MCPServer[An
         # Keys from configuration so every replica can open every requestState.
         request_state_security=RequestStateSecurity(keys=settings.request_state_key_list()),
     )
-    broker = ConnectionBroker(settings, lambda: runtime.store, runtime.hub, runtime.lifecycle, runtime.http)
+    broker = ConnectionBroker(
+        settings, lambda: runtime.store, runtime.hub, runtime.lifecycle, runtime.flow, runtime.http
+    )
     register_tools(server, broker, runtime)
     return server, broker
 

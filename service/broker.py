@@ -31,7 +31,7 @@ from mcp_types import (
 )
 
 from service.completion import CompletionHub
-from service.connect_flow import LIVE_STATUSES, ConnectFlow, connect_url
+from service.connect_flow import ConnectFlow
 from service.errors import ConnectionNeeded, InvalidRequestState, NeedsReauthorization, UnknownProvider
 from service.identity import Caller, current_caller
 from service.lifecycle import TokenLifecycle
@@ -84,6 +84,7 @@ class ConnectionBroker:
         store: Callable[[], Store],
         hub: CompletionHub,
         lifecycle: TokenLifecycle,
+        flow: ConnectFlow,
         http: httpx.AsyncClient,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -93,7 +94,7 @@ class ConnectionBroker:
         self._lifecycle = lifecycle
         self._http = http
         self._clock = clock
-        self._flow = ConnectFlow(settings, store, clock=clock)
+        self._flow = flow
 
     @property
     def providers(self) -> Mapping[str, ProviderConfig]:
@@ -107,7 +108,7 @@ class ConnectionBroker:
             raise UnknownProvider(f"Unknown provider {name[:64]!r} (known: {known})") from None
 
     def connect_url(self, elicitation_id: str) -> str:
-        return connect_url(self._settings.public_url, elicitation_id)
+        return self._settings.connect_url(elicitation_id)
 
     async def session(
         self,
@@ -238,11 +239,7 @@ class ConnectionBroker:
             connection = await self._usable_connection(caller, config, needed)
             if connection is not None:
                 return connection
-            live = (
-                elicitation is not None
-                and elicitation.user == caller.user
-                and elicitation.status in LIVE_STATUSES
-            )
+            live = elicitation is not None and elicitation.user == caller.user and elicitation.status.is_live
             remaining = deadline - self._clock()
             if not live or remaining <= 0:
                 break

@@ -17,7 +17,7 @@ import logging
 import re
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -38,8 +38,9 @@ from service.errors import (
     UnknownService,
     WrongBrowser,
 )
+from service.outbound_http import OutboundHttp
 from service.provider_api import ProviderApiError, fetch_userinfo, field_at
-from service.provider_oauth import TokenExchangeError, authorization_url, exchange_code
+from service.provider_oauth import TokenExchangeError, authorization_url, exchange_code, keep_refresh_token
 from service.providers import ProviderConfig
 from service.security_checks import (
     check_rfc9207_issuer,
@@ -78,9 +79,6 @@ TRANSITIONS: dict[tuple[ElicitationStatus, ElicitationStatus], str] = {
     (OPENED, FAILED): "GET /callback/<provider>, a refused check or a failed step: fail",
 }
 
-# The statuses of a flow still under way. Local until token_store.models defines them once.
-LIVE_STATUSES = (PENDING, OPENED)
-
 API_KEY = re.compile(r"[\x21-\x7e]{8,4096}")  # printable, no spaces: what keys look like
 
 
@@ -96,10 +94,14 @@ class InvalidApiKey(DomainError):
         self.text = text
 
 
-def connect_url(public_url: str, elicitation_id: str) -> str:
-    """The URL the user opens. It carries only the opaque id (docs/threat-model.md,
-    "5. Connect URLs carry only an opaque id")."""
-    return f"{public_url.rstrip('/')}/connect?elicitationId={elicitation_id}"
+@dataclass(frozen=True)
+class Link:
+    """A connect link that passed its checks: the live elicitation, its provider, and the
+    connection the user already holds there (None when none; a hint for the authorization URL)."""
+
+    elicitation: PendingElicitation
+    provider: ProviderConfig
+    held: Connection | None
 
 
 @dataclass(frozen=True)
@@ -120,26 +122,32 @@ class ConnectFlow:
         self,
         settings: Settings,
         store: Callable[[], Store],
+        outbound: OutboundHttp,
         *,
         clock: Callable[[], float],
-        http: httpx.AsyncClient | None = None,
         publish: Callable[[PendingElicitation], Awaitable[None]] | None = None,
     ) -> None:
         self._settings = settings
         self._store = store  # a getter: the store is opened in the app lifespan
+        self._outbound = outbound
         self._clock = clock
-        self._http = http
         self._publish = publish
 
     # ---- the status machine ---------------------------------------------------------------------
 
+    @staticmethod
+    def _allowed(old: ElicitationStatus, new: ElicitationStatus) -> None:
+        if (old, new) not in TRANSITIONS:
+            raise UnknownTransition(f"{old.value} -> {new.value} is not a transition of the flow")
+
     async def _transition(
         self, elicitation_id: str, old: ElicitationStatus, new: ElicitationStatus
     ) -> PendingElicitation | None:
-        """The only status change: an atomic compare-and-set (`Store.transition_elicitation`),
-        so each one happens at most once, whichever replica performs it."""
-        if (old, new) not in TRANSITIONS:
-            raise UnknownTransition(f"{old.value} -> {new.value} is not a transition of the flow")
+        """A status change alone: an atomic compare-and-set (`Store.transition_elicitation`),
+        so each one happens at most once, whichever replica performs it. `open` and `complete`
+        change the status together with the record they store (`Store.open_elicitation`,
+        `Store.complete_elicitation`), after the same check against `TRANSITIONS`."""
+        self._allowed(old, new)
         return await self._store().transition_elicitation(elicitation_id, old, new)
 
     async def create(
@@ -194,26 +202,25 @@ class ConnectFlow:
 
     # ---- /connect ---------------------------------------------------------------------------------
 
-    async def check_link(
-        self, user: UserRef, elicitation_id: str
-    ) -> tuple[PendingElicitation, ProviderConfig]:
-        """The live elicitation behind a link and its provider, for its own user, still unused."""
-        elicitation = await self._store().get_elicitation(elicitation_id)
-        if elicitation is None:
+    async def check_link(self, user: UserRef, elicitation_id: str) -> Link:
+        """The live elicitation behind a link and its provider, for its own user, still unused
+        (one store round trip, which also reads the connection the user holds there)."""
+        found = await self._store().get_elicitation_with_connection(elicitation_id)
+        if found is None:
             raise LinkUnknown()
+        elicitation, held = found
         require_same_user(user, elicitation.user)
         provider = self._settings.providers.get(elicitation.provider)
         if provider is None:
             raise UnknownService()
         require_pending(elicitation)
-        return elicitation, provider
+        return Link(elicitation, provider, held)
 
-    async def open(
-        self, elicitation: PendingElicitation, provider: ProviderConfig, browser_binding: str
-    ) -> str:
-        """pending → opened for an OAuth provider: store a one-time state bound to this browser,
-        then the URL of the provider's authorization endpoint (PKCE S256)."""
-        store = self._store()
+    async def open(self, link: Link, browser_binding: str) -> str:
+        """pending → opened for an OAuth provider: store a one-time state bound to this browser
+        and open the elicitation in one atomic step, then the URL of the provider's authorization
+        endpoint (PKCE S256)."""
+        elicitation, provider, held = link.elicitation, link.provider, link.held
         now = self._clock()
         state = OAuthState(
             state=mint_opaque_id(),
@@ -226,14 +233,10 @@ class ConnectFlow:
             created_at=now,
             expires_at=min(now + self._settings.state_ttl, elicitation.expires_at),
         )
-        # State first, then the transition: a store failure between the two leaves at most an
-        # unusable state behind, never an OPENED elicitation with no way to finish it.
-        await store.put_oauth_state(state)
-        opened = await self._transition(elicitation.id, PENDING, OPENED)
-        if opened is None:  # single use: another visit won the race
-            await store.take_oauth_state(state.state)
-        opened = require_first_open(opened)
-        held = await store.get_connection(elicitation.user, provider.name)
+        # State and transition in one step: never an OPENED elicitation without its state, and
+        # a visit that lost the race (single use) leaves no state behind.
+        self._allowed(PENDING, OPENED)
+        opened = require_first_open(await self._store().open_elicitation(state))
         return authorization_url(
             provider,
             state.redirect_uri,
@@ -246,11 +249,10 @@ class ConnectFlow:
             or held.status is not ConnectionStatus.OK,
         )
 
-    async def open_with_api_key(
-        self, elicitation: PendingElicitation, provider: ProviderConfig, submitted: str
-    ) -> Connection:
+    async def open_with_api_key(self, link: Link, submitted: str) -> Connection:
         """pending → opened → complete for an API-key provider: the key is checked at the
         provider first, then stored sealed like a token set."""
+        elicitation, provider = link.elicitation, link.provider
         if provider.kind != "api_key":
             raise NotAnApiKeyService()
         key = submitted.strip()
@@ -294,6 +296,7 @@ class ConnectFlow:
                     code=received.code,
                     code_verifier=state.code_verifier,
                     timeout_seconds=self._settings.http_timeout,
+                    outbound=self._outbound,
                 )
                 step = "userinfo"
                 profile = await fetch_userinfo(self._client(), provider, tokens.access_token)
@@ -318,15 +321,10 @@ class ConnectFlow:
         key = ConnectionKey(elicitation.user, provider.name, str(account))
         store = self._store()
         previous = await store.get_connection(key.user, key.provider, key.account)
-        if (
-            tokens.refresh_token is None
-            and previous is not None
-            and previous.tokens.refresh_token
-            and previous.status is ConnectionStatus.OK
-        ):
-            # Google omits the refresh token on re-consent: the one we hold stays valid
-            # (unless the provider already refused it).
-            tokens = replace(tokens, refresh_token=previous.tokens.refresh_token)
+        if previous is not None and previous.status is ConnectionStatus.OK:
+            # A refresh token the provider did not resend stays valid (Google omits it on
+            # re-consent), unless the provider already refused it.
+            tokens = keep_refresh_token(tokens, previous.tokens.refresh_token)
         now = self._clock()
         connection = Connection(
             key=key,
@@ -335,8 +333,10 @@ class ConnectFlow:
             connected_at=previous.connected_at if previous else now,
             updated_at=now,
         )
-        await store.put_connection(connection)  # the token set first, then the completion
-        completed = await self._transition(elicitation.id, OPENED, COMPLETE)
+        # The token set and the completion in one step (the token set is kept whatever the
+        # elicitation's status: the user did authorize).
+        self._allowed(OPENED, COMPLETE)
+        completed = await store.complete_elicitation(connection, elicitation.id)
         if completed is not None and self._publish is not None:
             try:
                 await self._publish(completed)
@@ -347,6 +347,4 @@ class ConnectFlow:
         return connection
 
     def _client(self) -> httpx.AsyncClient:
-        if self._http is None:
-            raise RuntimeError("this ConnectFlow was built without an HTTP client")
-        return self._http
+        return self._outbound.client

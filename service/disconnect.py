@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from service.audit import audit
+from service.outbound_http import OutboundHttp
 from service.provider_oauth import revoke
 from service.providers import ProviderConfig
 from token_store import Connection, ConnectionKey, Store, UserRef
@@ -21,28 +22,30 @@ class Disconnected:
 
 
 async def disconnect_one(
-    store: Store, provider: ProviderConfig | None, key: ConnectionKey, *, timeout_seconds: float
+    store: Store, provider: ProviderConfig | None, key: ConnectionKey, outbound: OutboundHttp
 ) -> Disconnected | None:
     connection = await store.get_connection(key.user, key.provider, key.account)
     if connection is None or not await store.delete_connection(key):
         return None
-    return await _revoke(connection, provider, timeout_seconds)
+    return await _revoke(connection, provider, outbound)
 
 
 async def disconnect_all(
-    store: Store, provider: ProviderConfig, user: UserRef, *, timeout_seconds: float
+    store: Store, provider: ProviderConfig, user: UserRef, outbound: OutboundHttp
 ) -> list[Disconnected]:
     deleted = await store.delete_connections(user, provider.name)
-    return [await _revoke(connection, provider, timeout_seconds) for connection in deleted]
+    return [await _revoke(connection, provider, outbound) for connection in deleted]
 
 
 async def _revoke(
-    connection: Connection, provider: ProviderConfig | None, timeout_seconds: float
+    connection: Connection, provider: ProviderConfig | None, outbound: OutboundHttp
 ) -> Disconnected:
     revoked = (
         provider is not None
         and provider.kind == "oauth2"
-        and await revoke(provider, connection.tokens, timeout_seconds=timeout_seconds)
+        and await revoke(
+            provider, connection.tokens, timeout_seconds=outbound.timeout_seconds, outbound=outbound
+        )
     )
     audit("disconnect", connection.key, revoked=revoked)
     return Disconnected(connection.key.account, revoked)

@@ -16,6 +16,7 @@ from dataclasses import replace
 import anyio
 
 from service.audit import audit
+from service.outbound_http import OutboundHttp
 from service.provider_api import ProviderApiError
 from service.provider_oauth import TokenExchangeError, refresh, revoke
 from service.providers import ProviderConfig
@@ -36,11 +37,13 @@ class TokenLifecycle:
     def __init__(
         self,
         store: Callable[[], Store],
+        outbound: OutboundHttp,
         *,
         timeout_seconds: float,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
+        self._outbound = outbound
         self._timeout = timeout_seconds
         self._clock = clock
         # Longer than one token-endpoint call: a holder that dies frees the lock after this.
@@ -107,7 +110,9 @@ class TokenLifecycle:
             return current
         assert current.tokens.refresh_token is not None
         try:
-            tokens = await refresh(provider, current.tokens, timeout_seconds=self._timeout)
+            tokens = await refresh(
+                provider, current.tokens, timeout_seconds=self._timeout, outbound=self._outbound
+            )
         except TokenExchangeError as exc:
             if exc.error == "invalid_grant":
                 # RFC 6749 §5.2: the grant is dead; asking again is the only way forward.
@@ -128,7 +133,7 @@ class TokenLifecycle:
             latest = await store.get_connection(seen.key.user, seen.key.provider, seen.key.account)
             if latest is None:
                 # Disconnected while we refreshed: the grant we just received must not stay live.
-                await revoke(provider, tokens, timeout_seconds=self._timeout)
+                await revoke(provider, tokens, timeout_seconds=self._timeout, outbound=self._outbound)
                 raise NeedsReauthorization("disconnected")
             return latest
         audit("refresh", renewed.key, expires_at=tokens.expires_at)

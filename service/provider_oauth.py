@@ -88,7 +88,7 @@ async def exchange_code(
     code: str,
     code_verifier: str,
     timeout_seconds: float,
-    outbound: OutboundHttp | None = None,
+    outbound: OutboundHttp,
 ) -> TokenSet:
     """Redeem `code` at `token_endpoint` (taken from the stored flow, never from the request)."""
     async with _client(provider, redirect_uri, scopes, timeout_seconds, outbound) as client:
@@ -110,7 +110,7 @@ async def refresh(
     tokens: TokenSet,
     *,
     timeout_seconds: float,
-    outbound: OutboundHttp | None = None,
+    outbound: OutboundHttp,
 ) -> TokenSet:
     """Redeem the refresh token once (the caller holds the single-flight lock)."""
     assert tokens.refresh_token is not None
@@ -138,7 +138,7 @@ async def revoke(
     tokens: TokenSet,
     *,
     timeout_seconds: float,
-    outbound: OutboundHttp | None = None,
+    outbound: OutboundHttp,
 ) -> bool:
     """RFC 7009 revocation of the grant (the refresh token when there is one); True on success."""
     if not provider.revocation_url:

@@ -16,7 +16,6 @@ import functools
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -25,6 +24,7 @@ from service.lifecycle import NeedsReauthorization, TokenLifecycle
 from service.mcp_errors import connected
 from service.provider_api import MAX_PROFILE_BYTES, ProviderApiError, auth_headers
 from service.providers import ProviderConfig
+from service.urls import origin
 from token_store import Connection
 
 Reconnect = Callable[[], Awaitable[Connection]]
@@ -96,17 +96,12 @@ class ProviderSession:
         # docs/threat-model.md, "6. Tokens encrypted at rest, ...": a token goes only to the
         # provider that issued it.
         if url.startswith("/"):
-            base = self.provider.api_base_url or _origin(self.provider.userinfo_url)
+            base = self.provider.api_base_url or origin(self.provider.userinfo_url)
             return base.rstrip("/") + url
-        allowed = {_origin(self.provider.api_base_url), _origin(self.provider.userinfo_url)} - {""}
-        if _origin(url) not in allowed:
+        allowed = {origin(self.provider.api_base_url), origin(self.provider.userinfo_url)} - {""}
+        if origin(url) not in allowed:
             raise ProviderApiError(f"refusing to send a {self.provider.display_name} token to another host")
         return url
-
-
-def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else ""
 
 
 SessionFactory = Callable[..., Awaitable[ProviderSession]]

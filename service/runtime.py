@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 
 from service.completion import CompletionHub
 from service.completion_bus import CompletionBus, LocalBus, RedisBus
+from service.connect_flow import ConnectFlow
 from service.lifecycle import TokenLifecycle
 from service.outbound_http import OutboundHttp
 from service.settings import Settings
@@ -35,7 +36,12 @@ class Runtime:
         self.http = self.outbound.client
         self._store: Store | None = None
         self.lifecycle = TokenLifecycle(
-            lambda: self.store, timeout_seconds=settings.http_timeout, clock=clock
+            lambda: self.store, self.outbound, timeout_seconds=settings.http_timeout, clock=clock
+        )
+        # The one owner of every elicitation's status (service/connect_flow.py), shared by the
+        # broker (tool calls) and the browser routes.
+        self.flow = ConnectFlow(
+            settings, lambda: self.store, self.outbound, clock=clock, publish=self.completions.publish
         )
 
     @property
@@ -47,7 +53,10 @@ class Runtime:
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Runtime]:
         self._store = await open_store(
-            self.settings.effective_store_url, self.keyring, prefix=self.settings.redis_prefix
+            self.settings.effective_store_url,
+            self.keyring,
+            prefix=self.settings.redis_prefix,
+            clock=self.clock,
         )
         try:
             async with self.completions.running():

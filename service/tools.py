@@ -37,9 +37,7 @@ def register_tools(server: MCPServer[Any], broker: ConnectionBroker, runtime: Ru
         with mcp_errors():
             config = broker.provider(provider)  # unknown provider -> clear error
             caller = current_caller(ctx)
-            done = await disconnect_all(
-                runtime.store, config, caller.user, timeout_seconds=runtime.settings.http_timeout
-            )
+            done = await disconnect_all(runtime.store, config, caller.user, runtime.outbound)
         return {
             "provider": provider,
             "disconnected": [d.account for d in done],

@@ -10,6 +10,7 @@ import pytest
 
 from service.connect_flow import TRANSITIONS, ConnectFlow, UnknownTransition
 from service.demo import build_demo
+from service.outbound_http import OutboundHttp
 from token_store import ElicitationStatus
 
 FLOW_MD = Path(__file__).resolve().parents[2] / "docs" / "flow.md"
@@ -51,7 +52,7 @@ async def test_a_transition_outside_the_table_is_refused(tmp_path: Path) -> None
     def no_store() -> None:
         raise AssertionError("the store must not be reached")
 
-    flow = ConnectFlow(settings, no_store, clock=lambda: 0.0)  # type: ignore[arg-type]
+    flow = ConnectFlow(settings, no_store, OutboundHttp(1.0), clock=lambda: 0.0)  # type: ignore[arg-type]
     for old in ElicitationStatus:
         for new in ElicitationStatus:
             if (old, new) in TRANSITIONS:

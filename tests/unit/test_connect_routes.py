@@ -21,7 +21,6 @@ import pytest
 
 from connect_routes.browser_session import binding_of, cookie_name
 from service.app import create_app
-from service.connect_flow import ConnectFlow
 from service.demo import build_demo
 from service.runtime import Runtime
 from service.settings import Settings
@@ -62,7 +61,7 @@ class Server:
 
     async def ask(self, sub: str = "alice", provider: str = "mockhub") -> PendingElicitation:
         """A pending elicitation, as a tool call would create it."""
-        flow = ConnectFlow(self.settings, lambda: self.runtime.store, clock=self.clock)
+        flow = self.runtime.flow
         config = self.settings.providers[provider]
         user = UserRef(self.settings.auth_issuer, sub)
         return await flow.create(user, "client", None, config, config.scopes)

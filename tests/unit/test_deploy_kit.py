@@ -72,6 +72,7 @@ NGINX_TOKENS = {  # the lines tests/e2e/test_replicas.py replaces, and how often
 # One fsync policy everywhere: the one docs/redis.md recommends (compose, k8s and deploy.md agree).
 FSYNC_POLICY = "always"
 
+
 # ---- helpers ------------------------------------------------------------------------------------
 @pytest.fixture
 def yaml() -> ModuleType:

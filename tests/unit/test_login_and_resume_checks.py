@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import secrets
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -27,8 +28,10 @@ from connect_routes.error_pages import ERROR_PAGES
 from connect_routes.login import Login
 from service.broker import ConnectionBroker, _RequestState
 from service.completion import CompletionHub
+from service.connect_flow import ConnectFlow
 from service.demo import build_demo
 from service.lifecycle import TokenLifecycle
+from service.outbound_http import OutboundHttp
 from token_store import KeyRing, SQLiteStore
 
 
@@ -58,12 +61,14 @@ async def test_login_refuses_an_id_token_from_another_issuer(
 async def test_request_state_for_another_provider_is_refused_before_its_nonce_is_used(tmp_path: Path) -> None:
     settings = build_demo("127.0.0.1", 9200, 9201, tmp_path).settings
     store = await SQLiteStore.open(tmp_path / "store.sqlite3", KeyRing.parse(settings.encryption_keys))
+    outbound = OutboundHttp(1.0)
     broker = ConnectionBroker(
         settings,
         lambda: store,
         CompletionHub(),
-        TokenLifecycle(lambda: store, timeout_seconds=1),
-        httpx.AsyncClient(),
+        TokenLifecycle(lambda: store, outbound, timeout_seconds=1),
+        ConnectFlow(settings, lambda: store, outbound, clock=time.time),
+        outbound.client,
     )
     nonce = secrets.token_urlsafe(32)
     await store.put_nonce(nonce, 60)

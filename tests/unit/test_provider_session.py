@@ -6,6 +6,7 @@ import httpx
 import pytest
 
 from service.lifecycle import TokenLifecycle
+from service.outbound_http import OutboundHttp
 from service.provider_api import ProviderApiError
 from service.provider_session import ProviderSession
 from service.providers import build_provider
@@ -30,7 +31,7 @@ def session(seen: list[httpx.Request]) -> ProviderSession:
     return ProviderSession(
         connection,
         provider,
-        TokenLifecycle(lambda: None, timeout_seconds=1),  # type: ignore[arg-type,return-value]
+        TokenLifecycle(lambda: None, OutboundHttp(1.0), timeout_seconds=1),  # type: ignore[arg-type,return-value]
         httpx.AsyncClient(transport=httpx.MockTransport(handler)),
         tool="test",
         reconnect=reconnect,

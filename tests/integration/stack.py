@@ -10,10 +10,10 @@ from typing import Any
 import httpx
 
 from mock_providers import create_mock_providers_app
+from mock_providers.testing.servers import HOST, ThreadedServers, free_port
 from service.app import create_app
 from service.demo import Demo, build_demo
 from service.providers import ProviderConfig, build_provider, resolve_discovery
-from tests.e2e.harness import HOST, ThreadedServers, free_port
 
 PROVIDER = "idp"  # the name our server knows the third-party server by: /callback/idp
 OIDC_CLIENT_ID = "mcp-url-connect-it"

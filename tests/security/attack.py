@@ -45,12 +45,12 @@ import httpx
 from mcp.shared.exceptions import MCPError
 
 from mock_providers import create_mock_providers_app
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.client import Recorder
+from mock_providers.testing.servers import HOST, DemoServers, ThreadedServers
 from service.app import create_app
 from service.demo import build_demo
 from service.redaction import RedactingFilter
-from tests.e2e.browser import Browser
-from tests.e2e.harness import HOST, DemoServers, ThreadedServers
-from tests.e2e.mcp_client import Recorder
 
 MODES = ("legacy", "2026-07-28")
 MIN_CANARY = 12  # shorter values would match by accident

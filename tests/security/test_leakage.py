@@ -14,7 +14,7 @@ from urllib.parse import quote
 import mcp_types
 import pytest
 
-from tests.e2e.browser import Browser
+from mock_providers.testing.browser import Browser
 from tests.needs import delete_prefix, need_redis
 from tests.security.attack import (
     MODES,

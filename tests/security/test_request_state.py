@@ -21,9 +21,9 @@ from mcp import Client
 from mcp.server.request_state import AESGCMRequestStateCodec
 from mcp.shared.exceptions import MCPError
 
+from mock_providers.testing.client import Recorder, mcp_client
+from mock_providers.testing.servers import HOST, ThreadedServers, free_port
 from service.app import create_app
-from tests.e2e.harness import HOST, ThreadedServers, free_port
-from tests.e2e.mcp_client import Recorder, mcp_client
 from tests.security.attack import RecordingApp, Servers, attack, running, unique
 from tests.security.flows import ACCEPT, MODERN, ask, bearer, manual
 from tests.security.rpc import RawMcp

@@ -15,9 +15,9 @@ import mcp_types
 import pytest
 
 from mock_providers.testing.browser import Browser
+from mock_providers.testing.client import MODES
 from tests.needs import delete_prefix, need_redis
 from tests.security.attack import (
-    MODES,
     Attack,
     Canaries,
     Servers,

@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from mock_providers.testing.browser import Browser
-from mock_providers.testing.client import mcp_client
-from tests.security.attack import MODES, Listener, Servers, attack, connection_records, running, unique
+from mock_providers.testing.client import MODES, mcp_client
+from tests.security.attack import Listener, Servers, attack, connection_records, running, unique
 from tests.security.flows import ask, bearer, connect_fully, elicit, manual, retry
 from tests.security.rpc import RawMcp
 from tests.security.tokens import (

@@ -15,7 +15,8 @@ import pytest
 from starlette.responses import RedirectResponse
 
 from mock_providers.testing.browser import Browser
-from tests.security.attack import MODES, Listener, Servers, attack, elicitation_status, running, unique
+from mock_providers.testing.client import MODES
+from tests.security.attack import Listener, Servers, attack, elicitation_status, running, unique
 from tests.security.flows import (
     ask,
     bearer,

@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from mock_providers import create_mock_providers_app
 from mock_providers.testing.demo import Demo, build_demo
 from service.app import create_app
 from service.broker import ConnectionBroker
+from service.providers import ProviderConfig
 
 HOST = "127.0.0.1"
 START_TIMEOUT = 15.0
@@ -74,24 +75,33 @@ def _unwrapped(name: str, app: Any) -> Any:
 @dataclass
 class DemoServers:
     """Both listeners of the demo: the MCP server (`apps["mcp"]`) and the dev AS + mock providers
-    (`apps["providers"]`), with a fresh data dir. `overrides` are Settings fields; `tools` adds
-    tools before the servers start; `wrap` wraps each app as it is served."""
+    (`apps["providers"]`), with a fresh data dir. `overrides` are Settings fields; `providers`
+    are added next to the demo's `mockhub`; `tools` adds tools before the servers start; `wrap`
+    wraps each app as it is served. The demo (settings, secrets in the data dir) exists from
+    construction, so its URLs can be registered elsewhere before the servers start."""
 
     data_dir: Path
     port: int = field(default_factory=free_port)
     providers_port: int = field(default_factory=free_port)
     overrides: dict[str, Any] = field(default_factory=dict)
+    providers: dict[str, ProviderConfig] = field(default_factory=dict)
     tools: RegisterTools | None = None
     wrap: Wrap = _unwrapped
     demo: Demo = field(init=False)
     apps: dict[str, Any] = field(init=False, default_factory=dict)
     _threaded: ThreadedServers | None = field(init=False, default=None)
 
-    def start(self) -> DemoServers:
+    def __post_init__(self) -> None:
         self.demo = build_demo(HOST, self.port, self.providers_port, self.data_dir, **self.overrides)
+
+    def start(self) -> DemoServers:
+        settings = self.demo.settings
+        if self.providers:
+            settings = replace(settings, providers={**settings.providers, **self.providers})
+            self.demo = replace(self.demo, settings=settings)
         self.apps = {
             "providers": create_mock_providers_app(self.demo.providers),
-            "mcp": create_app(self.demo.settings),
+            "mcp": create_app(settings),
         }
         if self.tools is not None:
             self.tools(self.apps["mcp"].state.mcp_server, self.apps["mcp"].state.broker)

@@ -181,6 +181,7 @@ class Servers(DemoServers):
     recording: dict[str, RecordingApp] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.wrap = self._record
 
     def _record(self, name: str, app: Any) -> RecordingApp:

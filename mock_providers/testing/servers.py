@@ -7,6 +7,7 @@ scope) and lets synchronous code, benchmarks included, start and stop it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import anyio
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 
@@ -40,23 +42,47 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's Server, told to exit by an event rather than by its 0.1 s polling loop: a test's
+    teardown then waits only for uvicorn's own shutdown."""
+
+    def __init__(self, config: uvicorn.Config, exit_requested: asyncio.Event) -> None:
+        super().__init__(config)
+        self.exit_requested = exit_requested
+
+    async def main_loop(self) -> None:
+        # on_tick(0) refreshes the Date header, as uvicorn's own loop does once a second.
+        while not await self.on_tick(0):
+            with anyio.move_on_after(1.0):
+                await self.exit_requested.wait()
+            if self.exit_requested.is_set():
+                return
+
+
 class ThreadedServers:
     """Several apps served from one background thread and event loop."""
 
     def __init__(self, apps: Sequence[tuple[Any, int]]) -> None:
-        self._servers = [
-            uvicorn.Server(uvicorn.Config(app, host=HOST, port=port, log_config=None)) for app, port in apps
-        ]
+        self._configs = [uvicorn.Config(app, host=HOST, port=port, log_config=None) for app, port in apps]
+        self._servers: list[_Server] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._exit_requested: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        ready = threading.Event()
+
         async def serve() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._exit_requested = asyncio.Event()
+            self._servers = [_Server(config, self._exit_requested) for config in self._configs]
+            ready.set()
             await asyncio.gather(*(s.serve() for s in self._servers))
 
         self._thread = threading.Thread(target=lambda: asyncio.run(serve()), daemon=True)
         self._thread.start()
         deadline = time.monotonic() + START_TIMEOUT
-        while not all(s.started for s in self._servers):
+        while not (ready.is_set() and all(s.started for s in self._servers)):
             if time.monotonic() > deadline or not self._thread.is_alive():
                 raise RuntimeError("servers did not start")
             time.sleep(POLL_SECONDS)
@@ -64,6 +90,10 @@ class ThreadedServers:
     def stop(self) -> None:
         for server in self._servers:
             server.should_exit = True
+        if self._loop is not None and self._exit_requested is not None and not self._loop.is_closed():
+            # RuntimeError: the loop closed meanwhile, so the servers are gone already.
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._exit_requested.set)
         if self._thread is not None:
             self._thread.join(timeout=START_TIMEOUT)
 

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from jwt.algorithms import RSAAlgorithm
 
 from mock_providers.testing.browser import forms_in
-from service.demo import LOGIN_CLIENT_ID
+from mock_providers.testing.demo import LOGIN_CLIENT_ID
 from tests.security.attack import Servers
 
 

@@ -15,7 +15,7 @@ from service import ProviderSession, uses
 from service.broker import ConnectionBroker
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def mcpuc_tools() -> Any:
     """Our tool, added to the kit's MCP server before it starts."""
 

@@ -33,10 +33,11 @@ def _scope(fixture_name: str, config: pytest.Config) -> Any:
     return scope
 
 
-@pytest.fixture(scope=_scope)
+@pytest.fixture(scope="session")
 def mcpuc_tools() -> RegisterTools | None:
     """Override to return `register(server, broker)`, which adds your tools (with
-    `@uses(broker.session, provider, scopes=...)`) before the stack starts. None: demo tools only."""
+    `@uses(broker.session, provider, scopes=...)`) before the stack starts. None: demo tools only.
+    Keep the override session-scoped (it returns a function), so it suits any `mcpuc` scope."""
     return None
 
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.refresh_storm [--calls 50] [--rounds 5] [--singles 20]
 
-Two MCP app instances share Redis (tests/e2e/lifecycle_stack.py: same prefix, distinct replica
+Two MCP app instances share Redis (mock_providers/testing/replicas.py: same prefix, distinct replica
 ids), with MockHub as the provider, everything over real sockets on this machine. Each storm round
 marks the stored token as expired (and MockHub refuses the old one), then fires `--calls` calls at
 once from 8 MCP clients (4 per instance). Compared with: one call that needs one refresh, and the
@@ -28,8 +28,15 @@ from typing import Any
 
 import redis
 
-from tests.e2e.lifecycle_stack import LifecycleStack, connect, expire_stored, legacy_client, refreshes_since
-from tests.needs import REDIS_HOST, REDIS_PORT
+from mock_providers.testing.replicas import (
+    REDIS_HOST,
+    REDIS_PORT,
+    LifecycleStack,
+    connect,
+    expire_stored,
+    legacy_client,
+    refreshes_since,
+)
 
 USER = "bench-storm"
 CLIENTS_PER_INSTANCE = 4

@@ -17,7 +17,6 @@ import statistics
 import tempfile
 import time
 import uuid
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -26,13 +25,11 @@ import redis.asyncio
 from redis.asyncio.client import Redis
 
 from mock_providers import create_mock_providers_app
+from mock_providers.testing.browser import Browser, callback_location
+from mock_providers.testing.client import Recorder, legacy_elicitation, mcp_client
+from mock_providers.testing.demo import build_dev_setup
+from mock_providers.testing.servers import HOST, ThreadedServers, free_port
 from service.app import create_app
-from service.demo import build_dev_setup
-from tests.e2e.browser import Browser
-from tests.e2e.harness import HOST, ThreadedServers, free_port
-from tests.e2e.mcp_client import Recorder, mcp_client
-from tests.e2e.test_connect_flow import legacy_elicitation
-from tests.e2e.test_connect_hardening import _callback_location
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -59,7 +56,7 @@ async def completion_latency(replicas: list[Replica], user: str, cross: bool) ->
     try:
         async with mcp_client(entry, user, "legacy", on_url=_accept) as (client, recorder):
             elicitation = (await legacy_elicitation(client)).elicitations[0]
-            location = urlsplit(await _callback_location(entry, browser, elicitation.url, user))  # type: ignore[arg-type]
+            location = urlsplit(await callback_location(browser, elicitation.url, user))  # type: ignore[arg-type]
             target = replicas[1] if cross else replicas[0]
             callback = urlunsplit(location._replace(netloc=f"{HOST}:{target.port}"))
             start = time.perf_counter()
@@ -113,8 +110,8 @@ async def main() -> None:
         replicas = []
         apps: list[tuple[Any, int]] = [(create_mock_providers_app(setup.providers), providers_port)]
         for i, port in enumerate(ports):
-            settings = replace(
-                setup.settings, store_url=REDIS_URL, redis_prefix=prefix, replica_id=f"mcp-{i + 1}"
+            settings = setup.settings.replace(
+                store_url=REDIS_URL, redis_prefix=prefix, replica_id=f"mcp-{i + 1}"
             )
             app = create_app(settings)
             replicas.append(Replica(app, port, data_dir))

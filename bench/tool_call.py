@@ -20,12 +20,12 @@ from typing import Any
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.client import mcp_client
+from mock_providers.testing.servers import DemoServers
 from service.identity import current_caller
 from service.mcp_errors import connected
 from service.provider_api import fetch_userinfo
-from tests.e2e.browser import Browser
-from tests.e2e.harness import DemoServers
-from tests.e2e.mcp_client import mcp_client
 from token_store import Connection, UserRef
 
 

@@ -19,11 +19,11 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.e2e.harness import DemoServers
-from tests.e2e.lifecycle_stack import LifecycleStack, elicitation_of, legacy_client
-from tests.e2e.mcp_client import mcp_client
-from tests.e2e.test_connect_flow import connection_rows, legacy_elicitation
+from mock_providers.testing.client import legacy_elicitation, mcp_client
+from mock_providers.testing.replicas import LifecycleStack, elicitation_of, legacy_client
+from mock_providers.testing.servers import DemoServers
 from tests.needs import HOW_TO_GET, need_redis, skip_or_fail_in_ci
+from tests.support.demo_store import connection_rows
 
 pytestmark = pytest.mark.e2e
 

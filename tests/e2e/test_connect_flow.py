@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import httpx
 import pytest
-from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
-from mcp_types import URL_ELICITATION_REQUIRED
 
-from tests.e2e.browser import Browser
-from tests.e2e.harness import DemoServers
-from tests.e2e.mcp_client import mcp_client
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.client import legacy_elicitation, mcp_client
+from mock_providers.testing.servers import DemoServers
+from tests.support.demo_store import connection_rows
 
 pytestmark = pytest.mark.e2e
-
-
-def connection_rows(servers: DemoServers) -> list[tuple[str, str, str]]:
-    with sqlite3.connect(servers.store_file) as db:
-        return list(db.execute("SELECT sub, provider, account FROM connections"))
 
 
 def assert_no_provider_tokens(servers: DemoServers, *texts: Any) -> None:
@@ -32,13 +25,6 @@ def assert_no_provider_tokens(servers: DemoServers, *texts: Any) -> None:
     assert issued, "the scenario should have issued provider tokens"
     for token in issued:
         assert token not in blob
-
-
-async def legacy_elicitation(client: Any) -> UrlElicitationRequiredError:
-    with pytest.raises(MCPError) as raised:
-        await client.call_tool("whoami", {})
-    assert raised.value.error.code == URL_ELICITATION_REQUIRED
-    return UrlElicitationRequiredError.from_error(raised.value.error)
 
 
 async def test_legacy_full_flow(servers: DemoServers, browser: Browser) -> None:

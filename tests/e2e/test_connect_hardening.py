@@ -7,13 +7,12 @@ import sqlite3
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 import pytest
 
-from tests.e2e.browser import Browser, forms_in
-from tests.e2e.harness import DemoServers
-from tests.e2e.mcp_client import mcp_client
-from tests.e2e.test_connect_flow import connection_rows, legacy_elicitation
+from mock_providers.testing.browser import Browser, callback_location, forms_in
+from mock_providers.testing.client import legacy_elicitation, mcp_client
+from mock_providers.testing.servers import DemoServers
+from tests.support.demo_store import connection_rows
 from token_store import StoreUnavailable
 
 pytestmark = pytest.mark.e2e
@@ -49,23 +48,12 @@ async def test_confirmation_post_without_csrf_leaves_the_link_pending(
         assert elicitation_status(servers) == ["pending"]
 
 
-async def _callback_location(servers: object, browser: Browser, url: str, username: str = "alice") -> str:
-    """Walk to mockhub's consent page, approve, and return the callback URL without following it."""
-    page = await browser.complete_connect(url, username=username, consent=False)
-    [consent] = [f for f in forms_in(page.text) if "decision" in f.buttons]
-    async with httpx.AsyncClient(cookies=browser.http.cookies, follow_redirects=False) as raw:
-        target = str(page.url.join(consent.action or str(page.url)))
-        answer = await raw.post(target, data={**consent.fields, "login": "octocat", "decision": "approve"})
-    assert answer.status_code in (302, 303)
-    return answer.headers["location"]
-
-
 async def test_callback_on_another_providers_redirect_uri_is_a_mixup(
     servers: DemoServers, browser: Browser
 ) -> None:
     async with mcp_client(servers, "alice", "legacy", on_url=_unused) as (client, _):
         url = (await legacy_elicitation(client)).elicitations[0].url
-        location = urlsplit(await _callback_location(servers, browser, url))
+        location = urlsplit(await callback_location(browser, url))
         assert location.path == "/callback/mockhub"
         wrong = urlunsplit(location._replace(path="/callback/otherhub"))
         page = await browser.get(wrong)
@@ -79,10 +67,10 @@ async def test_store_failure_after_the_exchange_fails_the_flow_closed(
 ) -> None:
     store = servers.apps["mcp"].state.runtime.store
 
-    async def unavailable(connection: object) -> None:
+    async def unavailable(connection: object, elicitation_id: str) -> None:
         raise StoreUnavailable("injected")
 
-    monkeypatch.setattr(store, "put_connection", unavailable)
+    monkeypatch.setattr(store, "complete_elicitation", unavailable)
     async with mcp_client(servers, "alice", "legacy", on_url=_unused) as (client, rec):
         url = (await legacy_elicitation(client)).elicitations[0].url
         page = await browser.complete_connect(url, username="alice")

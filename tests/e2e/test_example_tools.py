@@ -12,18 +12,18 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.e2e.browser import Browser
-from tests.e2e.lifecycle_stack import (
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.replicas import (
     LifecycleStack,
     complete_flow,
     elicitation_of,
     expire_stored,
-    leaks,
     legacy_client,
     refreshes_since,
     wait_completed,
 )
 from tests.needs import need_redis
+from tests.support.lifecycle import leaks
 from token_store import Store
 
 pytestmark = pytest.mark.e2e

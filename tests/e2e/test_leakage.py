@@ -11,10 +11,10 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from mock_providers import mint_access_token
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.client import mcp_client
+from mock_providers.testing.servers import DemoServers
 from service.redaction import RedactingFilter
-from tests.e2e.browser import Browser
-from tests.e2e.harness import DemoServers
-from tests.e2e.mcp_client import mcp_client
 
 pytestmark = pytest.mark.e2e
 

@@ -26,24 +26,22 @@ from mcp_types import INTERNAL_ERROR
 from starlette.applications import Starlette
 
 from mock_providers.mockkeys import MockKeysAccount
-from service.lifecycle import FAILURE_COOLDOWN
-from service.provider_session import ProviderSession, uses
-from tests.e2e.browser import Browser, forms_in
-from tests.e2e.lifecycle_stack import (
+from mock_providers.testing.browser import Browser, forms_in
+from mock_providers.testing.replicas import (
     PROVIDER_PATHS,
     LifecycleStack,
     complete_flow,
     connect,
     elicitation_of,
     expire_stored,
-    leaks,
     legacy_client,
     refreshes_since,
-    sign_in,
     wait_completed,
-    wait_until,
 )
+from service.lifecycle import FAILURE_COOLDOWN
+from service.provider_session import ProviderSession, uses
 from tests.needs import need_redis
+from tests.support.lifecycle import leaks, sign_in, wait_until
 from token_store import ConnectionStatus, Store
 
 pytestmark = pytest.mark.e2e

@@ -9,9 +9,9 @@ import mcp_types
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from tests.e2e.browser import Browser
-from tests.e2e.harness import DemoServers
-from tests.e2e.mcp_client import mcp_client
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.client import mcp_client
+from mock_providers.testing.servers import DemoServers
 
 pytestmark = pytest.mark.e2e
 MODERN = "2026-07-28"

@@ -15,9 +15,9 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, URL_ELICITATION_REQUIRED
 
-from tests.e2e.browser import Browser
-from tests.e2e.harness import DemoServers
-from tests.e2e.mcp_client import mcp_client
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.client import mcp_client
+from mock_providers.testing.servers import DemoServers
 from tests.needs import RedisServer
 
 pytestmark = pytest.mark.e2e

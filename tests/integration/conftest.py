@@ -1,13 +1,12 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.browser import Browser
-from tests.e2e.harness import free_port
+from mock_providers.testing.servers import free_port
 from tests.integration.node_servers import NodeServer, need_node
 from tests.integration.stack import OIDC_CLIENT_ID, Stack, discovered, mock_server_spec, oidc_provider_spec
 
@@ -17,13 +16,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "integration: against third-party OAuth servers from npm (tests/integration/node)"
     )
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    b = Browser()
-    yield b
-    await b.aclose()
 
 
 @pytest.fixture

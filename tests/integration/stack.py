@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import httpx
 
-from mock_providers import create_mock_providers_app
-from service.app import create_app
-from service.demo import Demo, build_demo
+from mock_providers.testing.servers import DemoServers
 from service.providers import ProviderConfig, build_provider, resolve_discovery
-from tests.e2e.harness import HOST, ThreadedServers, free_port
 
 PROVIDER = "idp"  # the name our server knows the third-party server by: /callback/idp
 OIDC_CLIENT_ID = "mcp-url-connect-it"
@@ -22,49 +16,23 @@ SECRET_ENV = f"MCPUC_PROVIDER_{PROVIDER.upper()}_CLIENT_SECRET"
 
 
 @dataclass
-class Stack:
-    """Both listeners of the demo (MCP server; dev AS + mockhub) with `provider` configured."""
+class Stack(DemoServers):
+    """The kit's demo (MCP server; dev AS + mockhub) with one third-party provider `idp` added."""
 
-    data_dir: Path
-    port: int = field(default_factory=free_port)
-    providers_port: int = field(default_factory=free_port)
-    demo: Demo = field(init=False)
     provider: ProviderConfig | None = field(init=False, default=None)
-    _threaded: ThreadedServers | None = field(init=False, default=None)
-
-    def __post_init__(self) -> None:
-        self.demo = build_demo(HOST, self.port, self.providers_port, self.data_dir)
 
     @property
     def redirect_uri(self) -> str:
         """What to register at the third-party server: `<public_url>/callback/idp`."""
         return self.demo.settings.callback_url(PROVIDER)
 
-    @property
-    def mcp_url(self) -> str:
-        return self.demo.settings.resource_url
-
-    @property
-    def public_url(self) -> str:
-        return self.demo.settings.public_url
-
-    def start(self, provider: ProviderConfig) -> Stack:
-        assert provider.name == PROVIDER
+    def start(self, provider: ProviderConfig | None = None) -> Stack:
+        """Start with `provider` (named `idp`, e.g. from `discovered`) next to mockhub."""
+        assert provider is not None and provider.name == PROVIDER
         self.provider = provider
-        settings = dataclasses.replace(
-            self.demo.settings, providers={**self.demo.settings.providers, PROVIDER: provider}
-        )
-        apps: list[tuple[Any, int]] = [
-            (create_mock_providers_app(self.demo.providers), self.providers_port),
-            (create_app(settings), self.port),
-        ]
-        self._threaded = ThreadedServers(apps)
-        self._threaded.start()
+        self.providers = {PROVIDER: provider}
+        super().start()
         return self
-
-    def stop(self) -> None:
-        if self._threaded is not None:
-            self._threaded.stop()
 
 
 async def discovered(spec: dict[str, object], client_secret: str) -> ProviderConfig:

@@ -20,8 +20,8 @@ import pytest
 from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 from mcp_types import URL_ELICITATION_REQUIRED
 
-from tests.e2e.browser import Browser
-from tests.e2e.mcp_client import mcp_client
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.client import mcp_client
 from tests.integration.node_servers import NodeServer
 from tests.integration.stack import OIDC_CLIENT_ID, PROVIDER, Stack, discovered, mock_server_spec
 

@@ -44,15 +44,11 @@ import anyio
 import httpx
 from mcp.shared.exceptions import MCPError
 
-from mock_providers import create_mock_providers_app
-from service.app import create_app
-from service.demo import build_demo
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.client import Recorder
+from mock_providers.testing.servers import HOST, DemoServers
 from service.redaction import RedactingFilter
-from tests.e2e.browser import Browser
-from tests.e2e.harness import HOST, DemoServers, ThreadedServers
-from tests.e2e.mcp_client import Recorder
 
-MODES = ("legacy", "2026-07-28")
 MIN_CANARY = 12  # shorter values would match by accident
 COMPLETE_METHOD = b"notifications/elicitation/complete"
 # Loggers set to DEBUG while an attack runs (the root handler sees every other logger too).
@@ -184,17 +180,16 @@ class Servers(DemoServers):
     wire: Wire = field(init=False, default_factory=Wire)
     recording: dict[str, RecordingApp] = field(init=False, default_factory=dict)
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.wrap = self._record
+
+    def _record(self, name: str, app: Any) -> RecordingApp:
+        self.recording[name] = RecordingApp(app, self.wire, name)
+        return self.recording[name]
+
     def start(self) -> Servers:
-        self.demo = build_demo(HOST, self.port, self.providers_port, self.data_dir, **self.overrides)
-        self.apps = {
-            "providers": create_mock_providers_app(self.demo.providers),
-            "mcp": create_app(self.demo.settings),
-        }
-        self.recording = {name: RecordingApp(app, self.wire, name) for name, app in self.apps.items()}
-        self._threaded = ThreadedServers(
-            [(self.recording["providers"], self.providers_port), (self.recording["mcp"], self.port)]
-        )
-        self._threaded.start()
+        super().start()
         return self
 
     def exchanges(self, app: str, since: int = 0) -> list[Exchange]:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.browser import Browser
 from tests.security.attack import Servers, running
 
 
@@ -18,27 +17,3 @@ def pytest_configure(config: pytest.Config) -> None:
 def servers(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Servers]:
     """One demo per module: tests use distinct users, so they do not see each other's state."""
     yield from running(tmp_path_factory, request.module.__name__.rsplit(".", 1)[-1])
-
-
-@pytest.fixture
-async def browsers() -> AsyncIterator[Callable[[], Browser]]:
-    """A factory of scripted browsers, each with its own cookie jar; all closed afterwards."""
-    made: list[Browser] = []
-
-    def new() -> Browser:
-        made.append(Browser())
-        return made[-1]
-
-    yield new
-    for browser in made:
-        await browser.aclose()
-
-
-@pytest.fixture
-def browser(browsers: Callable[[], Browser]) -> Browser:
-    return browsers()
-
-
-@pytest.fixture
-def other_browser(browsers: Callable[[], Browser]) -> Browser:
-    return browsers()

@@ -22,13 +22,12 @@ from mcp_types import URL_ELICITATION_REQUIRED
 
 from connect_routes.browser_session import cookie_name
 from mock_providers import mint_access_token
-from tests.e2e.browser import Browser, Form, forms_in
-from tests.e2e.mcp_client import Recorder, mcp_client
+from mock_providers.testing.browser import Browser, Form, forms_in
+from mock_providers.testing.client import ACCEPT, Recorder, mcp_client
 from tests.security.attack import Servers, servers_of
 from token_store import Connection, ConnectionKey, TokenSet, UserRef
 
 MODERN = "2026-07-28"
-ACCEPT: mcp_types.InputResponses = {"connect": mcp_types.ElicitResult(action="accept")}
 
 
 async def manual(params: Any) -> str:

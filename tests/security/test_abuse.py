@@ -13,10 +13,10 @@ import mcp_types
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.client import MODES, mcp_client
 from service.bearer import JWKS_REFETCH_INTERVAL
-from tests.e2e.browser import Browser
-from tests.e2e.mcp_client import mcp_client
-from tests.security.attack import MODES, Servers, attack, elicitation_status, elicitations_of, running, unique
+from tests.security.attack import Servers, attack, elicitation_status, elicitations_of, running, unique
 from tests.security.flows import bearer, elicit, manual, query_of, until_callback, with_query
 from tests.security.rpc import RawMcp, messages
 from tests.security.tokens import dev_signed

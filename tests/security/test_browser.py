@@ -13,10 +13,11 @@ import httpx
 import pytest
 
 from connect_routes.browser_session import session_middleware
+from mock_providers.testing.browser import Browser, forms_in
+from mock_providers.testing.client import MODES
+from mock_providers.testing.demo import build_dev_setup
 from service.app import create_app
-from service.demo import build_dev_setup
-from tests.e2e.browser import Browser, forms_in
-from tests.security.attack import MODES, Servers, attack, connection_records, elicitation_status, unique
+from tests.security.attack import Servers, attack, connection_records, elicitation_status, unique
 from tests.security.flows import (
     bearer,
     csrf_of,

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 import anyio
 import pytest
 
-from tests.e2e.browser import Browser
-from tests.security.attack import MODES, Servers, attack, elicitation_status, running, unique
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.client import MODES
+from tests.security.attack import Servers, attack, elicitation_status, running, unique
 from tests.security.flows import (
     confirm_form,
     connect_fully,

@@ -14,10 +14,10 @@ from urllib.parse import quote
 import mcp_types
 import pytest
 
-from tests.e2e.browser import Browser
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.client import MODES
 from tests.needs import delete_prefix, need_redis
 from tests.security.attack import (
-    MODES,
     Attack,
     Canaries,
     Servers,

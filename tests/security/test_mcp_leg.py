@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.browser import Browser
-from tests.e2e.mcp_client import mcp_client
-from tests.security.attack import MODES, Listener, Servers, attack, connection_records, running, unique
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.client import MODES, mcp_client
+from tests.security.attack import Listener, Servers, attack, connection_records, running, unique
 from tests.security.flows import ask, bearer, connect_fully, elicit, manual, retry
 from tests.security.rpc import RawMcp
 from tests.security.tokens import (

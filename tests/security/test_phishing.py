@@ -11,8 +11,9 @@ import time
 import httpx
 import pytest
 
-from tests.e2e.browser import Browser
-from tests.security.attack import MODES, Servers, attack, elicitation_status, unique
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.client import MODES
+from tests.security.attack import Servers, attack, elicitation_status, unique
 from tests.security.flows import (
     confirm_form,
     consent,

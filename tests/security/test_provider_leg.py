@@ -14,8 +14,9 @@ import markupsafe
 import pytest
 from starlette.responses import RedirectResponse
 
-from tests.e2e.browser import Browser
-from tests.security.attack import MODES, Listener, Servers, attack, elicitation_status, running, unique
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.client import MODES
+from tests.security.attack import Listener, Servers, attack, elicitation_status, running, unique
 from tests.security.flows import (
     ask,
     bearer,

@@ -21,9 +21,9 @@ from mcp import Client
 from mcp.server.request_state import AESGCMRequestStateCodec
 from mcp.shared.exceptions import MCPError
 
+from mock_providers.testing.client import Recorder, mcp_client
+from mock_providers.testing.servers import HOST, ThreadedServers, free_port
 from service.app import create_app
-from tests.e2e.harness import HOST, ThreadedServers, free_port
-from tests.e2e.mcp_client import Recorder, mcp_client
 from tests.security.attack import RecordingApp, Servers, attack, running, unique
 from tests.security.flows import ACCEPT, MODERN, ask, bearer, manual
 from tests.security.rpc import RawMcp
@@ -108,8 +108,7 @@ def other_key_server(servers: Servers) -> Iterator[Servers]:
     port = free_port()
     key = base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
     first = servers.demo.settings
-    settings = replace(
-        first,
+    settings = first.replace(
         public_url=f"http://{HOST}:{port}",
         port=port,
         auth_audience=first.resource_url,  # a replica behind the same public audience...

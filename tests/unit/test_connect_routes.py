@@ -190,7 +190,7 @@ async def test_store_unavailable_is_503(server: Server, monkeypatch: pytest.Monk
     async def down(*args: Any) -> None:
         raise StoreUnavailable("down")
 
-    monkeypatch.setattr(server.runtime.store, "get_elicitation", down)
+    monkeypatch.setattr(server.runtime.store, "get_elicitation_with_connection", down)
     server.sign_in()
     response = await server.http.get("/connect", params={"elicitationId": "u" * 43})
     assert_page(response, 503, "Temporarily unavailable", "Try again shortly.")

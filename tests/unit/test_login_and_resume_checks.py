@@ -26,10 +26,10 @@ from starlette.applications import Starlette
 from connect_routes.browser_session import session_middleware
 from connect_routes.error_pages import ERROR_PAGES
 from connect_routes.login import Login
+from mock_providers.testing.demo import build_demo
 from service.broker import ConnectionBroker, _RequestState
 from service.completion import CompletionHub
 from service.connect_flow import ConnectFlow
-from service.demo import build_demo
 from service.lifecycle import TokenLifecycle
 from service.outbound_http import OutboundHttp
 from token_store import KeyRing, SQLiteStore

@@ -25,7 +25,7 @@ from mock_providers import (
     create_mock_providers_app,
 )
 from mock_providers.faults import JUNK_BODY, check_mode
-from tests.unit.test_mock_providers import (
+from tests.support.mock_provider_setup import (
     BASE,
     HUB_CALLBACK,
     HUB_CLIENT_ID,

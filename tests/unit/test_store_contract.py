@@ -1,6 +1,6 @@
 """The `Store` contract, run against every backend: embedded SQLite and Redis.
 
-Tests talk to the store through the `Store` interface plus a `Harness` (test_store_contract_support)
+Tests talk to the store through the `Store` interface plus a `Harness` (tests/support/store_contract.py)
 that reaches underneath it. Backend-specific checks live in test_store_sqlite.py,
 test_store_redis.py and test_store_redis_faults.py. Redis cases skip when Redis at 127.0.0.1:6379
 is unreachable, and fail instead when the CI environment variable is set.
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests import needs
-from tests.unit.test_store_contract_support import (
+from tests.support.store_contract import (
     ALICE,
     BOB,
     REDIS_URL,

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.unit.test_store_contract_support import (
+from tests.support.store_contract import (
+    ACL_RULES,
     ALICE,
     BOB,
     REDIS_URL,
@@ -37,7 +38,6 @@ from tests.unit.test_store_contract_support import (
     state_digest,
     user_tag,
 )
-from tests.unit.test_store_redis_faults import ACL_RULES
 from token_store import (
     ConnectionStatus,
     ElicitationStatus,
@@ -642,7 +642,7 @@ async def test_stale_release_leaves_the_new_owners_key(store: RedisStore, harnes
 
 
 async def test_minimal_acl_user_can_use_status_replace_and_locks(tmp_path: Path) -> None:
-    # The documented ACL (kept in test_store_redis_faults.ACL_RULES) covers the scripts' commands too.
+    # The documented ACL (tests/support/store_contract.py: ACL_RULES) covers the scripts' commands too.
     with redis_server(tmp_path / "redis") as server:
         admin = server.client()
         try:

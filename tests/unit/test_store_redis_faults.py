@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.unit.test_store_contract_support import (
+from tests.support.store_contract import (
+    ACL_RULES,
     ALICE,
     FakeClock,
     RedisServer,
@@ -167,17 +168,6 @@ async def test_aof_always_loses_no_connection(tmp_path: Path, keyring: KeyRing, 
 
 
 # Records are made at T0 (see the support module), so every store here runs on a FakeClock at T0.
-# The least-privilege ACL docs/redis.md recommends; keep the two in sync.
-ACL_RULES = (
-    "on >store-password ~mcpuc:* resetchannels -@all "
-    "+ping +hello +auth +select "
-    "+multi +exec +discard +evalsha +script|load +scan "
-    "+get +set +getdel +del +exists "
-    "+hget +hgetall +hmget +hset +hdel +smembers +sadd +srem "
-    "+zadd +zrem +zcard +zremrangebyscore +pexpire +pttl"
-)
-
-
 async def test_minimal_acl_user_can_do_everything(tmp_path: Path) -> None:
     with redis_server(tmp_path / "redis") as server:
         admin = server.client()

@@ -2,7 +2,7 @@
 migration from version 1, and locks on the store's clock.
 
 The backend-independent contract (shared with Redis) is in test_store_contract.py; the helpers
-and the SQLite harness are in test_store_contract_support.py.
+and the SQLite harness are in tests/support/store_contract.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_store_contract_support import (
+from tests.support.store_contract import (
     ALICE,
     T0,
     FakeClock,

@@ -349,3 +349,14 @@ def record_wire(monkeypatch: pytest.MonkeyPatch) -> Wire:
 
     monkeypatch.setattr(AbstractConnection, "send_packed_command", recording)
     return recorded
+
+
+# The least-privilege ACL docs/redis.md recommends; keep the two in sync.
+ACL_RULES = (
+    "on >store-password ~mcpuc:* resetchannels -@all "
+    "+ping +hello +auth +select "
+    "+multi +exec +discard +evalsha +script|load +scan "
+    "+get +set +getdel +del +exists "
+    "+hget +hgetall +hmget +hset +hdel +smembers +sadd +srem "
+    "+zadd +zrem +zcard +zremrangebyscore +pexpire +pttl"
+)

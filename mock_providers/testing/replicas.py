@@ -1,10 +1,10 @@
-"""Shared setup for the token-lifecycle tests and benchmark: two MCP app instances sharing Redis.
+"""Two MCP app instances sharing Redis, for the token-lifecycle tests and the refresh benchmark.
 
 - one mock-providers app (dev AS, MockHub, MockGoogle, MockSlack, MockKeys) on its own port;
 - two `create_app` instances on their own ports, with the same `public_url` (as behind a proxy:
   the public URL is instance 0's origin, so browsers land there), the same Redis `redis_prefix`
   and distinct `replica_id`s. Tests talk to each instance directly (`stack.instances[i]` has
-  `.data_dir` and `.mcp_url`, what `tests.e2e.mcp_client.mcp_client` needs).
+  `.data_dir` and `.mcp_url`, what `mock_providers.testing.client.mcp_client` needs).
 
 Providers: `mockhub` (from the demo, plus its RFC 7009 endpoint), `github` (preset pointed at
 MockHub), `google` (preset pointed at MockGoogle), `slack` (preset pointed at MockSlack, also
@@ -17,41 +17,37 @@ store on the same Redis prefix (`async with stack.store() as store`), in its own
 
 from __future__ import annotations
 
-import base64
-import math
 import secrets
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import anyio
-import pytest
 import redis
 from mcp import Client
-from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
-from mcp_types import URL_ELICITATION_REQUIRED
+from mcp.shared.exceptions import UrlElicitationRequiredError
 from starlette.applications import Starlette
 
 from mock_providers import ClientSpec, create_mock_providers_app
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.client import Recorder, accept, legacy_elicitation, mcp_client
+from mock_providers.testing.demo import MOCKHUB_CLIENT_ID, Demo, build_dev_setup
+from mock_providers.testing.servers import HOST, ThreadedServers, free_port
 from service.app import create_app
-from service.demo import MOCKHUB_CLIENT_ID, Demo, build_dev_setup
 from service.providers import ProviderConfig, build_provider
 from service.settings import Settings
-from tests.e2e.browser import Browser, forms_in
-from tests.e2e.harness import HOST, ThreadedServers, free_port
-from tests.e2e.mcp_client import Recorder, mcp_client
-from tests.needs import REDIS_HOST, REDIS_PORT, REDIS_URL, delete_prefix
 from token_store import Connection, KeyRing, Store, UserRef, open_store
 
 GOOGLE_CLIENT_ID = "mcp-url-connect.apps.mockgoogle.test"
 SLACK_CLIENT_ID = "1234567890.0987654321"
 SLACK_BOT_SCOPES = "commands"  # a Slack app that also installs a bot: the response has both tokens
 PROVIDER_PATHS = ("/mockhub", "/mockgoogle", "/mockslack", "/mockkeys")
-POLL, WAIT_SECONDS = 0.02, 10.0  # waiting for what the server thread does
+WAIT_SECONDS = 10.0  # waiting for what the server thread does
+REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379  # the Redis the tests and benchmarks share
+REDIS_URL = f"redis://{REDIS_HOST}:{REDIS_PORT}/0"
 
 # Hooks that add test-only tools: called with each MCP app before the servers start.
 ToolHook = Callable[[Starlette], None]
@@ -194,7 +190,17 @@ class LifecycleStack:
             if self._threaded is not None:
                 self._threaded.stop()
         finally:
-            delete_prefix(self.prefix)
+            self.delete_keys()
+
+    def delete_keys(self) -> None:
+        """Delete every key under the prefix."""
+        client = redis.Redis.from_url(self.redis_url, socket_timeout=5)
+        try:
+            keys = list(client.scan_iter(match=_glob_escape(self.prefix) + "*", count=500))
+            if keys:
+                client.unlink(*keys)
+        finally:
+            client.close()
 
     # --- direct access for tests ---------------------------------------------------------------
 
@@ -211,7 +217,8 @@ class LifecycleStack:
 
     def raw_values(self) -> list[bytes]:
         """Every key under the prefix: its name, its DUMP and its plain contents (by type)."""
-        client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, socket_timeout=5)
+        # Any: redis-py types replies as bytes | str (decode_responses), here always bytes.
+        client: Any = redis.Redis.from_url(self.redis_url, socket_timeout=5)
         values: list[bytes] = []
         try:
             for name in client.scan_iter(match=_glob_escape(self.prefix) + "*", count=500):
@@ -284,11 +291,6 @@ def _glob_escape(text: str) -> str:
 # --- flows ---------------------------------------------------------------------------------------
 
 
-async def accept(params: Any) -> str:
-    """Declares URL-mode support; never called on the legacy (-32042) path."""
-    return "accept"
-
-
 @asynccontextmanager
 async def legacy_client(instance: Instance, user: str) -> AsyncIterator[tuple[Client, Recorder]]:
     async with mcp_client(instance, user, "legacy", on_url=accept) as opened:
@@ -299,10 +301,13 @@ async def elicitation_of(
     client: Client, tool: str = "whoami", args: dict[str, Any] | None = None
 ) -> UrlElicitationRequiredError:
     """Call `tool` expecting the legacy -32042 answer; return it."""
-    with pytest.raises(MCPError) as raised:
-        await client.call_tool(tool, args or {})
-    assert raised.value.error.code == URL_ELICITATION_REQUIRED, raised.value.error
-    return UrlElicitationRequiredError.from_error(raised.value.error)
+    return await legacy_elicitation(client, tool, args)
+
+
+async def wait_completed(recorder: Recorder, elicitation_id: str | None) -> None:
+    """Until the client received notifications/elicitation/complete for `elicitation_id`."""
+    assert elicitation_id is not None
+    await recorder.wait_completed(elicitation_id, timeout=WAIT_SECONDS)
 
 
 async def complete_flow(
@@ -327,20 +332,6 @@ async def complete_flow(
     return result
 
 
-async def wait_until(predicate: Callable[[], bool], what: str) -> None:
-    """Poll `predicate` (state another thread changes) until true; fail after WAIT_SECONDS."""
-    for _ in range(math.ceil(WAIT_SECONDS / POLL)):
-        if predicate():
-            return
-        await anyio.sleep(POLL)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-async def wait_completed(recorder: Recorder, elicitation_id: str | None) -> None:
-    """Until the client received notifications/elicitation/complete for `elicitation_id`."""
-    await wait_until(lambda: elicitation_id in recorder.completed_ids(), f"completion of {elicitation_id}")
-
-
 async def connect(
     instance: Instance,
     user: str,
@@ -350,23 +341,8 @@ async def connect(
     args: dict[str, Any] | None = None,
 ) -> Any:
     """A whole legacy connect flow for `user` on `instance` with its own client and browser."""
-    browser = Browser()
-    try:
-        async with legacy_client(instance, user) as (client, recorder):
-            return await complete_flow(client, recorder, browser, user, login=login, tool=tool, args=args)
-    finally:
-        await browser.aclose()
-
-
-async def sign_in(browser: Browser, url: str, user: str) -> Any:
-    """Open `url`, passing the dev AS login as `user` if asked; the page after that."""
-    page = await browser.get(url)
-    for _ in range(3):
-        login_form = next((f for f in forms_in(page.text) if "username" in f.fields), None)
-        if login_form is None:
-            return page
-        page = await browser.submit(page, login_form, username=user)
-    return page
+    async with Browser() as browser, legacy_client(instance, user) as (client, recorder):
+        return await complete_flow(client, recorder, browser, user, login=login, tool=tool, args=args)
 
 
 async def expire_stored(store: Store, user: UserRef, provider: str, account: str | None = None) -> Connection:
@@ -381,22 +357,3 @@ async def expire_stored(store: Store, user: UserRef, provider: str, account: str
 def refreshes_since(records: Sequence[Any], mark: int) -> int:
     """Refresh requests among a provider's `token_requests` after index `mark`."""
     return sum(1 for r in records[mark:] if r.grant_type == "refresh_token")
-
-
-def encodings(secret: str) -> list[bytes]:
-    """`secret` as it could sit in storage: plain, and base64 / base64url at any alignment."""
-    raw = secret.encode()
-    forms = [raw]
-    for pad in range(3):
-        for encode in (base64.b64encode, base64.urlsafe_b64encode):
-            encoded = encode(b"\0" * pad + raw).rstrip(b"=")
-            # Drop the characters mixing in the padding bytes (start) and the tail (end).
-            start = (pad * 4 + 2) // 3
-            forms.append(encoded[start : len(encoded) - 2])
-    return forms
-
-
-def leaks(secrets_: Iterable[str], blobs: Iterable[bytes | str]) -> list[str]:
-    """The secrets found (in any of `encodings`) in any of `blobs`."""
-    data = [b if isinstance(b, bytes) else b.encode() for b in blobs]
-    return [s for s in secrets_ if any(form in blob for form in encodings(s) for blob in data)]

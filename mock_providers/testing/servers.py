@@ -1,0 +1,165 @@
+"""Serve ASGI apps under uvicorn on free loopback ports, from a background thread with its own loop.
+
+A thread (rather than the test's event loop) lets one running stack outlive a test's loop (module
+scope) and lets synchronous code, benchmarks included, start and stop it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+
+from mock_providers import create_mock_providers_app
+from mock_providers.testing.demo import Demo, build_demo
+from service.app import create_app
+from service.broker import ConnectionBroker
+from service.providers import ProviderConfig
+
+HOST = "127.0.0.1"
+START_TIMEOUT = 15.0
+POLL_SECONDS = 0.005
+
+# `register(server, broker)`: adds an integrator's tools to the MCP server before it starts.
+RegisterTools = Callable[[MCPServer[Any], ConnectionBroker], None]
+# Wraps an app before it is served (e.g. to record every exchange): (name, app) -> app.
+Wrap = Callable[[str, Any], Any]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's Server, told to exit by an event rather than by its 0.1 s polling loop: a test's
+    teardown then waits only for uvicorn's own shutdown."""
+
+    def __init__(self, config: uvicorn.Config, exit_requested: asyncio.Event) -> None:
+        super().__init__(config)
+        self.exit_requested = exit_requested
+
+    async def main_loop(self) -> None:
+        # on_tick(0) refreshes the Date header, as uvicorn's own loop does once a second.
+        while not await self.on_tick(0):
+            with anyio.move_on_after(1.0):
+                await self.exit_requested.wait()
+            if self.exit_requested.is_set():
+                return
+
+
+class ThreadedServers:
+    """Several apps served from one background thread and event loop."""
+
+    def __init__(self, apps: Sequence[tuple[Any, int]]) -> None:
+        self._configs = [uvicorn.Config(app, host=HOST, port=port, log_config=None) for app, port in apps]
+        self._servers: list[_Server] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._exit_requested: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        ready = threading.Event()
+
+        async def serve() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._exit_requested = asyncio.Event()
+            self._servers = [_Server(config, self._exit_requested) for config in self._configs]
+            ready.set()
+            await asyncio.gather(*(s.serve() for s in self._servers))
+
+        self._thread = threading.Thread(target=lambda: asyncio.run(serve()), daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + START_TIMEOUT
+        while not (ready.is_set() and all(s.started for s in self._servers)):
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("servers did not start")
+            time.sleep(POLL_SECONDS)
+
+    def stop(self) -> None:
+        for server in self._servers:
+            server.should_exit = True
+        if self._loop is not None and self._exit_requested is not None and not self._loop.is_closed():
+            # RuntimeError: the loop closed meanwhile, so the servers are gone already.
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._exit_requested.set)
+        if self._thread is not None:
+            self._thread.join(timeout=START_TIMEOUT)
+
+
+def _unwrapped(name: str, app: Any) -> Any:
+    return app
+
+
+@dataclass
+class DemoServers:
+    """Both listeners of the demo: the MCP server (`apps["mcp"]`) and the dev AS + mock providers
+    (`apps["providers"]`), with a fresh data dir. `overrides` are Settings fields; `providers`
+    are added next to the demo's `mockhub`; `tools` adds tools before the servers start; `wrap`
+    wraps each app as it is served. The demo (settings, secrets in the data dir) exists from
+    construction, so its URLs can be registered elsewhere before the servers start."""
+
+    data_dir: Path
+    port: int = field(default_factory=free_port)
+    providers_port: int = field(default_factory=free_port)
+    overrides: dict[str, Any] = field(default_factory=dict)
+    providers: dict[str, ProviderConfig] = field(default_factory=dict)
+    tools: RegisterTools | None = None
+    wrap: Wrap = _unwrapped
+    demo: Demo = field(init=False)
+    apps: dict[str, Any] = field(init=False, default_factory=dict)
+    _threaded: ThreadedServers | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.demo = build_demo(HOST, self.port, self.providers_port, self.data_dir, **self.overrides)
+
+    def start(self) -> DemoServers:
+        settings = self.demo.settings
+        if self.providers:
+            settings = settings.replace(providers={**settings.providers, **self.providers})
+            self.demo = replace(self.demo, settings=settings)
+        self.apps = {
+            "providers": create_mock_providers_app(self.demo.providers),
+            "mcp": create_app(settings),
+        }
+        if self.tools is not None:
+            self.tools(self.apps["mcp"].state.mcp_server, self.apps["mcp"].state.broker)
+        self._threaded = ThreadedServers(
+            [
+                (self.wrap("providers", self.apps["providers"]), self.providers_port),
+                (self.wrap("mcp", self.apps["mcp"]), self.port),
+            ]
+        )
+        self._threaded.start()
+        return self
+
+    def stop(self) -> None:
+        if self._threaded is not None:
+            self._threaded.stop()
+
+    @property
+    def mcp_url(self) -> str:
+        return self.demo.settings.resource_url
+
+    @property
+    def public_url(self) -> str:
+        return self.demo.settings.public_url
+
+    @property
+    def mockhub(self) -> Any:
+        return self.apps["providers"].state.mockhub
+
+    @property
+    def store_file(self) -> Path:
+        return self.data_dir.resolve() / "store.sqlite3"

@@ -1,0 +1,54 @@
+"""Checks the token-lifecycle tests share (the two-instance stack itself is
+mock_providers.testing.replicas)."""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import anyio
+
+from mock_providers.testing.browser import Browser, forms_in
+
+POLL, WAIT_SECONDS = 0.02, 10.0  # waiting for what the server thread does
+
+
+async def wait_until(predicate: Callable[[], bool], what: str) -> None:
+    """Poll `predicate` (state another thread changes) until true; fail after WAIT_SECONDS."""
+    for _ in range(math.ceil(WAIT_SECONDS / POLL)):
+        if predicate():
+            return
+        await anyio.sleep(POLL)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def sign_in(browser: Browser, url: str, user: str) -> Any:
+    """Open `url`, passing the dev AS login as `user` if asked; the page after that."""
+    page = await browser.get(url)
+    for _ in range(3):
+        login_form = next((f for f in forms_in(page.text) if "username" in f.fields), None)
+        if login_form is None:
+            return page
+        page = await browser.submit(page, login_form, username=user)
+    return page
+
+
+def encodings(secret: str) -> list[bytes]:
+    """`secret` as it could sit in storage: plain, and base64 / base64url at any alignment."""
+    raw = secret.encode()
+    forms = [raw]
+    for pad in range(3):
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            encoded = encode(b"\0" * pad + raw).rstrip(b"=")
+            # Drop the characters mixing in the padding bytes (start) and the tail (end).
+            start = (pad * 4 + 2) // 3
+            forms.append(encoded[start : len(encoded) - 2])
+    return forms
+
+
+def leaks(secrets_: Iterable[str], blobs: Iterable[bytes | str]) -> list[str]:
+    """The secrets found (in any of `encodings`) in any of `blobs`."""
+    data = [b if isinstance(b, bytes) else b.encode() for b in blobs]
+    return [s for s in secrets_ if any(form in blob for form in encodings(s) for blob in data)]

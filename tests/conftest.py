@@ -1,19 +1,13 @@
-"""Fixtures every suite shares: the scripted browsers. Also loads the testing kit's pytest plugin
-(the `mcpuc` fixture) unless the installed package already registers it through its `pytest11`
-entry point (an editable install made before the entry point existed does not)."""
+"""Fixtures every suite shares: the scripted browsers. (The testing kit's `mcpuc` fixture comes
+from its pytest plugin, registered by the package's `pytest11` entry point: `make` installs it.)"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from importlib.metadata import entry_points
 
 import pytest
 
 from mock_providers.testing.browser import Browser
-
-PLUGIN = "mock_providers.testing.plugin"
-
-pytest_plugins = [] if any(ep.value == PLUGIN for ep in entry_points(group="pytest11")) else [PLUGIN]
 
 
 @pytest.fixture

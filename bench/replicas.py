@@ -26,8 +26,8 @@ import redis.asyncio
 from redis.asyncio.client import Redis
 
 from mock_providers import create_mock_providers_app
+from mock_providers.demo import build_dev_setup
 from service.app import create_app
-from service.demo import build_dev_setup
 from tests.e2e.browser import Browser
 from tests.e2e.harness import HOST, ThreadedServers, free_port
 from tests.e2e.mcp_client import Recorder, mcp_client

@@ -31,8 +31,8 @@ async def _serve_all(servers: list[uvicorn.Server]) -> None:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from mock_providers import create_mock_providers_app
+    from mock_providers.demo import banner, build_demo
     from service.app import create_app
-    from service.demo import banner, build_demo
 
     configure_logging(args.log_level)
     providers_port = args.providers_port or args.port + 1
@@ -72,7 +72,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_mock_providers(args: argparse.Namespace) -> int:
     from mock_providers import create_mock_providers_app
-    from service.demo import build_dev_setup, write_serve_env
+    from mock_providers.demo import build_dev_setup, write_serve_env
 
     configure_logging(args.log_level)
     public_url = args.public_url or f"http://{args.host}:{args.port}"

@@ -13,8 +13,8 @@ from typing import Any
 import uvicorn
 
 from mock_providers import create_mock_providers_app
+from mock_providers.demo import Demo, build_demo
 from service.app import create_app
-from service.demo import Demo, build_demo
 
 HOST = "127.0.0.1"
 

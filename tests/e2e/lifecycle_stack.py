@@ -37,8 +37,8 @@ from mcp_types import URL_ELICITATION_REQUIRED
 from starlette.applications import Starlette
 
 from mock_providers import ClientSpec, create_mock_providers_app
+from mock_providers.demo import MOCKHUB_CLIENT_ID, Demo, build_dev_setup
 from service.app import create_app
-from service.demo import MOCKHUB_CLIENT_ID, Demo, build_dev_setup
 from service.providers import ProviderConfig, build_provider
 from service.settings import Settings
 from tests.e2e.browser import Browser, forms_in

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 
 from mock_providers import create_mock_providers_app
+from mock_providers.demo import Demo, build_demo
 from service.app import create_app
-from service.demo import Demo, build_demo
 from service.providers import ProviderConfig, build_provider, resolve_discovery
 from tests.e2e.harness import HOST, ThreadedServers, free_port
 

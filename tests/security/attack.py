@@ -45,8 +45,8 @@ import httpx
 from mcp.shared.exceptions import MCPError
 
 from mock_providers import create_mock_providers_app
+from mock_providers.demo import build_demo
 from service.app import create_app
-from service.demo import build_demo
 from service.redaction import RedactingFilter
 from tests.e2e.browser import Browser
 from tests.e2e.harness import HOST, DemoServers, ThreadedServers

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from connect_routes.browser_session import session_middleware
+from mock_providers.demo import build_dev_setup
 from service.app import create_app
-from service.demo import build_dev_setup
 from tests.e2e.browser import Browser, forms_in
 from tests.security.attack import MODES, Servers, attack, connection_records, elicitation_status, unique
 from tests.security.flows import (

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from jwt.algorithms import RSAAlgorithm
 
-from service.demo import LOGIN_CLIENT_ID
+from mock_providers.demo import LOGIN_CLIENT_ID
 from tests.e2e.browser import forms_in
 from tests.security.attack import Servers
 

@@ -9,8 +9,8 @@ import jwt
 import pytest
 
 from mock_providers import create_mock_providers_app
+from mock_providers.demo import build_demo
 from service.cli import main
-from service.demo import build_demo
 
 
 def test_dev_token_refuses_without_dev_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -58,7 +58,7 @@ def test_demo_refuses_a_non_loopback_host_with_a_message(
 
 
 def test_mock_providers_writes_a_private_serve_configuration(tmp_path: Path) -> None:
-    from service.demo import build_dev_setup, write_serve_env
+    from mock_providers.demo import build_dev_setup, write_serve_env
     from service.settings import load_settings
 
     setup = build_dev_setup("http://127.0.0.1:8080", "http://127.0.0.1:8001", tmp_path)

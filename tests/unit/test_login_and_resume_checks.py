@@ -24,9 +24,9 @@ from starlette.applications import Starlette
 
 from connect_routes.browser_session import session_middleware
 from connect_routes.login import Login
+from mock_providers.demo import build_demo
 from service.broker import ConnectionBroker, _RequestState
 from service.completion import CompletionHub
-from service.demo import build_demo
 from service.lifecycle import TokenLifecycle
 from token_store import KeyRing, SQLiteStore
 

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mock_providers import ClientSpec, MockProvidersConfig
 from service.providers import ProviderConfig
 from service.settings import Settings
 from token_store import KeyRing
+
+from .config import ClientSpec, MockProvidersConfig
 
 LOGIN_CLIENT_ID = "mcp-url-connect-login"
 MOCKHUB_CLIENT_ID = "mcp-url-connect"

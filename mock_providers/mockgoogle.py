@@ -27,14 +27,12 @@ import hashlib
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from authlib.common.security import generate_token
-from authlib.oauth2.rfc6749 import OAuth2Request, ResourceProtector, TokenMixin
-from authlib.oauth2.rfc6749.grants import AuthorizationCodeGrant, RefreshTokenGrant
+from authlib.oauth2.rfc6749 import OAuth2Request, ResourceProtector
+from authlib.oauth2.rfc6749.grants import RefreshTokenGrant
 from authlib.oauth2.rfc6749.util import scope_to_list
-from authlib.oauth2.rfc6750 import BearerTokenGenerator, BearerTokenValidator
 from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oidc.core import AuthorizationCodeMixin, OpenIDCode
 from joserfc.jwk import KeySet, RSAKey
@@ -42,17 +40,21 @@ from joserfc.jwk import KeySet, RSAKey
 from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
 from .config import ClientSpec
 from .faults import DEFAULT_HANG_SECONDS, EndpointMode
-from .issuer_parameter import StarletteIssuerParameter
 from .mockhub import IssMode
+from .oauth_provider import (
+    ProviderAccessToken,
+    ProviderAuthorizationServer,
+    ProviderCode,
+    ProviderCodeGrant,
+    ProviderTokenValidator,
+)
 from .pkce import RequiredS256CodeChallenge
 from .records import TokenRequestRecord
-from .starlette_adapter import StarletteAuthorizationServer
 
 ACCESS_TOKEN_PREFIX = "ya29.mockgoogle-"
 REFRESH_TOKEN_PREFIX = "1//mockgoogle-"
 DEFAULT_ACCESS_TOKEN_TTL = 3599
 ID_TOKEN_LIFETIME = 3600
-AUTHORIZATION_CODE_LIFETIME = 600
 ALG = "RS256"
 EMAIL_DOMAIN = "mockgoogle.test"
 LOGIN_RULE = (
@@ -107,26 +109,13 @@ class MockGoogleAccount:
         return claims
 
 
-@dataclass
-class MockGoogleCode(AuthorizationCodeMixin):  # type: ignore[misc]  # authlib is untyped
-    code: str
-    client_id: str
-    redirect_uri: str | None
-    scope: str
+@dataclass(kw_only=True)
+class MockGoogleCode(ProviderCode, AuthorizationCodeMixin):  # type: ignore[misc]  # authlib is untyped
     email: str
     nonce: str | None
     auth_time: int
-    code_challenge: str | None
-    code_challenge_method: str | None
-    expires_at: float
     #: Whether exchanging this code returns a refresh token (decided at consent).
     offline: bool
-
-    def get_redirect_uri(self) -> str | None:
-        return self.redirect_uri
-
-    def get_scope(self) -> str:
-        return self.scope
 
     def get_nonce(self) -> str | None:
         return self.nonce
@@ -135,32 +124,10 @@ class MockGoogleCode(AuthorizationCodeMixin):  # type: ignore[misc]  # authlib i
         return self.auth_time
 
 
-@dataclass
-class MockGoogleAccessToken(TokenMixin):  # type: ignore[misc]  # authlib is untyped
-    access_token: str
-    client_id: str
-    scope: str
+@dataclass(kw_only=True)
+class MockGoogleAccessToken(ProviderAccessToken):
     email: str
     sub: str
-    issued_at: float
-    expires_at: float
-    clock: Callable[[], float] = field(repr=False, default=time.time)
-    revoked: bool = False
-
-    def check_client(self, client: Any) -> bool:
-        return bool(client.get_client_id() == self.client_id)
-
-    def get_scope(self) -> str:
-        return self.scope
-
-    def get_expires_in(self) -> int:
-        return int(self.expires_at - self.issued_at)
-
-    def is_expired(self) -> bool:
-        return self.clock() >= self.expires_at
-
-    def is_revoked(self) -> bool:
-        return self.revoked
 
 
 @dataclass
@@ -181,45 +148,24 @@ class MockGoogleRefreshToken:
         return self.scope
 
 
-class MockGoogleCodeGrant(AuthorizationCodeGrant):  # type: ignore[misc]  # authlib is untyped
-    TOKEN_ENDPOINT_AUTH_METHODS = TOKEN_AUTH_METHODS
-
+class MockGoogleCodeGrant(ProviderCodeGrant):
     @property
     def google(self) -> MockGoogle:
-        google: MockGoogle = self.server.google
+        google: MockGoogle = self.server.provider
         return google
 
     def save_authorization_code(self, code: str, request: OAuth2Request) -> None:
         data = request.payload.data
         account: MockGoogleAccount = request.user
-        client_id = request.client.get_client_id()
         self.google.codes[code] = MockGoogleCode(
-            code=code,
-            client_id=client_id,
-            redirect_uri=data.get("redirect_uri"),
-            scope=request.scope or "",
+            **self.code_fields(code, request),
             email=account.email,
             nonce=data.get("nonce"),
             auth_time=int(self.google.clock()),
-            code_challenge=data.get("code_challenge"),
-            code_challenge_method=data.get("code_challenge_method"),
-            expires_at=self.google.clock() + AUTHORIZATION_CODE_LIFETIME,
             offline=self.google.consent_offline(
-                client_id, account, data.get("access_type"), data.get("prompt")
+                request.client.get_client_id(), account, data.get("access_type"), data.get("prompt")
             ),
         )
-
-    def query_authorization_code(self, code: str, client: PreRegisteredClient) -> MockGoogleCode | None:
-        record = self.google.codes.get(code)
-        if record is None or record.client_id != client.client_id:
-            return None
-        if record.expires_at <= self.google.clock():
-            self.google.codes.pop(code, None)
-            return None
-        return record
-
-    def delete_authorization_code(self, authorization_code: MockGoogleCode) -> None:
-        self.google.codes.pop(authorization_code.code, None)
 
     def authenticate_user(self, authorization_code: MockGoogleCode) -> MockGoogleAccount | None:
         return self.google.account(authorization_code.email)
@@ -251,7 +197,7 @@ class MockGoogleRefreshGrant(RefreshTokenGrant):  # type: ignore[misc]  # authli
 
     @property
     def google(self) -> MockGoogle:
-        google: MockGoogle = self.server.google
+        google: MockGoogle = self.server.provider
         return google
 
     def authenticate_refresh_token(self, refresh_token: str) -> MockGoogleRefreshToken | None:
@@ -315,7 +261,7 @@ class MockGoogleRevocationEndpoint(RevocationEndpoint):  # type: ignore[misc]  #
 
     @property
     def google(self) -> MockGoogle:
-        google: MockGoogle = self.server.google
+        google: MockGoogle = self.server.provider
         return google
 
     def create_endpoint_response(self, request: OAuth2Request) -> tuple[int, dict[str, str], list[Any]]:
@@ -344,37 +290,18 @@ class MockGoogleRevocationEndpoint(RevocationEndpoint):  # type: ignore[misc]  #
         self.google.revoke_pair(token.client_id, token.sub)
 
 
-class MockGoogleTokenValidator(BearerTokenValidator):  # type: ignore[misc]  # authlib is untyped
+class MockGoogleAuthorizationServer(ProviderAuthorizationServer):
     def __init__(self, google: MockGoogle) -> None:
-        super().__init__(realm="mockgoogle")
-        self._google = google
-
-    def authenticate_token(self, token_string: str) -> MockGoogleAccessToken | None:
-        return self._google.tokens.get(token_string)
-
-
-class MockGoogleAuthorizationServer(StarletteAuthorizationServer):
-    def __init__(self, google: MockGoogle) -> None:
-        super().__init__()
+        super().__init__(google)
         self.google = google
-        self.issuer_parameter = StarletteIssuerParameter(google.response_issuer)
-        self.register_token_generator(
-            "default",
-            BearerTokenGenerator(
-                access_token_generator=lambda **_: ACCESS_TOKEN_PREFIX + str(generate_token(40)),
-                refresh_token_generator=lambda **_: REFRESH_TOKEN_PREFIX + str(generate_token(40)),
-                expires_generator=lambda client, grant_type: google.access_token_ttl,
-            ),
+        self.register_opaque_tokens(
+            ACCESS_TOKEN_PREFIX, REFRESH_TOKEN_PREFIX, lambda: google.access_token_ttl
         )
         openid = MockGoogleOpenIDCode(google)
         self.register_grant(MockGoogleCodeGrant, [RequiredS256CodeChallenge(), openid])
         self.register_grant(MockGoogleRefreshGrant, [openid])
         self.register_endpoint(MockGoogleRevocationEndpoint)
-        self.register_extension(self.issuer_parameter)
-
-    def query_client(self, client_id: str) -> PreRegisteredClient | None:
-        client = self.google.client
-        return client if client.client_id == client_id else None
+        self.register_issuer_parameter(google.response_issuer)
 
     def save_token(self, token: dict[str, Any], request: OAuth2Request) -> None:
         self.google.store_token(token, request.client.get_client_id(), request.user)
@@ -433,7 +360,7 @@ class MockGoogle:
         )
         self.server = MockGoogleAuthorizationServer(self)
         self.protector = ResourceProtector()
-        self.protector.register_token_validator(MockGoogleTokenValidator(self))
+        self.protector.register_token_validator(ProviderTokenValidator("mockgoogle", self.tokens))
 
     # -- keys ------------------------------------------------------------------
 

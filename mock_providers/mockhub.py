@@ -21,30 +21,31 @@ import re
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from authlib.common.security import generate_token
-from authlib.oauth2.rfc6749 import OAuth2Request, ResourceProtector, TokenMixin
-from authlib.oauth2.rfc6749.grants import AuthorizationCodeGrant, RefreshTokenGrant
-from authlib.oauth2.rfc6749.models import AuthorizationCodeMixin
-from authlib.oauth2.rfc6750 import BearerTokenGenerator, BearerTokenValidator
+from authlib.oauth2.rfc6749 import OAuth2Request, ResourceProtector
+from authlib.oauth2.rfc6749.grants import RefreshTokenGrant
 from authlib.oauth2.rfc7009 import RevocationEndpoint
 
 from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
 from .config import ClientSpec
 from .faults import DEFAULT_HANG_SECONDS, EndpointMode
-from .issuer_parameter import StarletteIssuerParameter
+from .oauth_provider import (
+    ProviderAccessToken,
+    ProviderAuthorizationServer,
+    ProviderCode,
+    ProviderCodeGrant,
+    ProviderTokenValidator,
+)
 from .pkce import RequiredS256CodeChallenge
 from .records import TokenRequestRecord
-from .starlette_adapter import StarletteAuthorizationServer
 
 __all__ = ["MockHub", "MockHubAccount", "MockHubClient", "MockHubToken", "TokenRequestRecord"]
 
 IssMode = Literal["correct", "omit", "wrong"]
 ACCESS_TOKEN_PREFIX = "mhat_"
 REFRESH_TOKEN_PREFIX = "mhrt_"
-AUTHORIZATION_CODE_LIFETIME = 600
 LOGIN_PATTERN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$")
 
 
@@ -71,26 +72,13 @@ class MockHubClient(PreRegisteredClient):
     """The one registered client. Redirect URIs must match exactly."""
 
 
-@dataclass
-class MockHubCode(AuthorizationCodeMixin):  # type: ignore[misc]  # authlib is untyped
-    code: str
-    client_id: str
-    redirect_uri: str | None
-    scope: str
+@dataclass(kw_only=True)
+class MockHubCode(ProviderCode):
     login: str
-    code_challenge: str | None
-    code_challenge_method: str | None
-    expires_at: float
-
-    def get_redirect_uri(self) -> str | None:
-        return self.redirect_uri
-
-    def get_scope(self) -> str:
-        return self.scope
 
 
-@dataclass
-class MockHubToken(TokenMixin):  # type: ignore[misc]  # authlib is untyped
+@dataclass(kw_only=True)
+class MockHubToken(ProviderAccessToken):
     """One access token with (usually) its refresh token.
 
     ``grant_id`` names the authorization (one code exchange) the token descends
@@ -98,72 +86,21 @@ class MockHubToken(TokenMixin):  # type: ignore[misc]  # authlib is untyped
     ``refresh_expires_at`` is ``None`` when the refresh token does not expire.
     """
 
-    access_token: str
     refresh_token: str | None
-    client_id: str
-    scope: str
     login: str
-    issued_at: float
-    expires_at: float
-    clock: Callable[[], float] = field(repr=False, default=time.time)
-    revoked: bool = False
     grant_id: str = ""
     refresh_expires_at: float | None = None
 
     def refresh_token_expired(self) -> bool:
         return self.refresh_expires_at is not None and self.clock() >= self.refresh_expires_at
 
-    def check_client(self, client: Any) -> bool:
-        return bool(client.get_client_id() == self.client_id)
 
-    def get_scope(self) -> str:
-        return self.scope
-
-    def get_expires_in(self) -> int:
-        return int(self.expires_at - self.issued_at)
-
-    def is_expired(self) -> bool:
-        return self.clock() >= self.expires_at
-
-    def is_revoked(self) -> bool:
-        return self.revoked
-
-
-class MockHubCodeGrant(AuthorizationCodeGrant):  # type: ignore[misc]  # authlib is untyped
-    TOKEN_ENDPOINT_AUTH_METHODS = TOKEN_AUTH_METHODS
-
-    @property
-    def hub(self) -> MockHub:
-        hub: MockHub = self.server.hub
-        return hub
-
+class MockHubCodeGrant(ProviderCodeGrant):
     def save_authorization_code(self, code: str, request: OAuth2Request) -> None:
-        data = request.payload.data
-        self.hub.codes[code] = MockHubCode(
-            code=code,
-            client_id=request.client.get_client_id(),
-            redirect_uri=data.get("redirect_uri"),
-            scope=request.scope or "",
-            login=request.user.login,
-            code_challenge=data.get("code_challenge"),
-            code_challenge_method=data.get("code_challenge_method"),
-            expires_at=self.hub.clock() + AUTHORIZATION_CODE_LIFETIME,
-        )
-
-    def query_authorization_code(self, code: str, client: MockHubClient) -> MockHubCode | None:
-        record = self.hub.codes.get(code)
-        if record is None or record.client_id != client.client_id:
-            return None
-        if record.expires_at <= self.hub.clock():
-            self.hub.codes.pop(code, None)
-            return None
-        return record
-
-    def delete_authorization_code(self, authorization_code: MockHubCode) -> None:
-        self.hub.codes.pop(authorization_code.code, None)
+        self.provider.codes[code] = MockHubCode(**self.code_fields(code, request), login=request.user.login)
 
     def authenticate_user(self, authorization_code: MockHubCode) -> MockHubAccount:
-        return self.hub.account(authorization_code.login)
+        return MockHubAccount.for_login(authorization_code.login)
 
 
 class MockHubRefreshGrant(RefreshTokenGrant):  # type: ignore[misc]  # authlib is untyped
@@ -181,7 +118,7 @@ class MockHubRefreshGrant(RefreshTokenGrant):  # type: ignore[misc]  # authlib i
 
     @property
     def hub(self) -> MockHub:
-        hub: MockHub = self.server.hub
+        hub: MockHub = self.server.provider
         return hub
 
     def authenticate_refresh_token(self, refresh_token: str) -> MockHubToken | None:
@@ -217,7 +154,7 @@ class MockHubRevocationEndpoint(RevocationEndpoint):  # type: ignore[misc]  # au
 
     @property
     def hub(self) -> MockHub:
-        hub: MockHub = self.server.hub
+        hub: MockHub = self.server.provider
         return hub
 
     def query_token(self, token_string: str, token_type_hint: str | None) -> MockHubToken | None:
@@ -231,44 +168,15 @@ class MockHubRevocationEndpoint(RevocationEndpoint):  # type: ignore[misc]  # au
         self.hub.revoke(token)
 
 
-class MockHubTokenValidator(BearerTokenValidator):  # type: ignore[misc]  # authlib is untyped
+class MockHubAuthorizationServer(ProviderAuthorizationServer):
     def __init__(self, hub: MockHub) -> None:
-        super().__init__(realm="mockhub")
-        self._hub = hub
-
-    def authenticate_token(self, token_string: str) -> MockHubToken | None:
-        return self._hub.tokens.get(token_string)
-
-
-class MockHubAuthorizationServer(StarletteAuthorizationServer):
-    def __init__(self, hub: MockHub) -> None:
-        super().__init__()
+        super().__init__(hub)
         self.hub = hub
-        self.issuer_parameter = StarletteIssuerParameter(hub.response_issuer)
-        self.register_token_generator(
-            "default",
-            BearerTokenGenerator(
-                access_token_generator=self._new_access_token,
-                refresh_token_generator=self._new_refresh_token,
-                expires_generator=lambda client, grant_type: hub.access_token_ttl,
-            ),
-        )
+        self.register_opaque_tokens(ACCESS_TOKEN_PREFIX, REFRESH_TOKEN_PREFIX, lambda: hub.access_token_ttl)
         self.register_grant(MockHubCodeGrant, [RequiredS256CodeChallenge()])
         self.register_grant(MockHubRefreshGrant)
         self.register_endpoint(MockHubRevocationEndpoint)
-        self.register_extension(self.issuer_parameter)
-
-    @staticmethod
-    def _new_access_token(**_: Any) -> str:
-        return ACCESS_TOKEN_PREFIX + str(generate_token(40))
-
-    @staticmethod
-    def _new_refresh_token(**_: Any) -> str:
-        return REFRESH_TOKEN_PREFIX + str(generate_token(40))
-
-    def query_client(self, client_id: str) -> MockHubClient | None:
-        client = self.hub.client
-        return client if client.client_id == client_id else None
+        self.register_issuer_parameter(hub.response_issuer)
 
     def save_token(self, token: dict[str, Any], request: OAuth2Request) -> None:
         # request.refresh_token is the record being refreshed (None for a code exchange).
@@ -314,7 +222,7 @@ class MockHub:
         wrong_issuer: str | None = None,
     ) -> None:
         self.issuer = issuer
-        self.client = MockHubClient(client.client_id, client.client_secret, tuple(client.redirect_uris))
+        self.client = MockHubClient.from_spec(client)
         self.iss_mode: IssMode = "correct"
         self.wrong_issuer = wrong_issuer or issuer.rsplit("/", 1)[0] + "/evil-hub"
         self.access_token_ttl = access_token_ttl
@@ -341,7 +249,7 @@ class MockHub:
 
         self.server = MockHubAuthorizationServer(self)
         self.protector = ResourceProtector()
-        self.protector.register_token_validator(MockHubTokenValidator(self))
+        self.protector.register_token_validator(ProviderTokenValidator("mockhub", self.tokens))
 
     # -- knobs and test helpers ------------------------------------------------
 

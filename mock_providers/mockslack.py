@@ -30,19 +30,16 @@ from typing import Any, Literal
 
 from authlib.common.security import generate_token
 from authlib.oauth2.rfc6749 import InvalidScopeError, OAuth2Request
-from authlib.oauth2.rfc6749.grants import AuthorizationCodeGrant
-from authlib.oauth2.rfc6749.models import AuthorizationCodeMixin
 
-from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
+from .clients import PreRegisteredClient
 from .config import ClientSpec
 from .faults import DEFAULT_HANG_SECONDS, EndpointMode
+from .oauth_provider import ProviderAuthorizationServer, ProviderCode, ProviderCodeGrant
 from .pkce import RequiredS256CodeChallenge
 from .records import TokenRequestRecord
-from .starlette_adapter import StarletteAuthorizationServer
 
 BOT_TOKEN_PREFIX = "xoxb-"
 USER_TOKEN_PREFIX = "xoxp-"
-AUTHORIZATION_CODE_LIFETIME = 600
 LOGIN_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 LOGIN_RULE = "A MockSlack user name is 1-80 letters, digits, dots, underscores or hyphens."
 DEFAULT_TEAM_ID = "T0MOCKTEAM"
@@ -91,23 +88,10 @@ class MockSlackInstall:
         return self.account.id
 
 
-@dataclass
-class MockSlackCode(AuthorizationCodeMixin):  # type: ignore[misc]  # authlib is untyped
-    code: str
-    client_id: str
-    redirect_uri: str | None
-    scope: str
+@dataclass(kw_only=True)
+class MockSlackCode(ProviderCode):
     user_scope: str
     login: str
-    code_challenge: str | None
-    code_challenge_method: str | None
-    expires_at: float
-
-    def get_redirect_uri(self) -> str | None:
-        return self.redirect_uri
-
-    def get_scope(self) -> str:
-        return self.scope
 
 
 @dataclass
@@ -146,40 +130,14 @@ class RequireSomeScope:
             raise InvalidScopeError("Ask for bot scopes ('scope'), user scopes ('user_scope'), or both.")
 
 
-class MockSlackCodeGrant(AuthorizationCodeGrant):  # type: ignore[misc]  # authlib is untyped
-    TOKEN_ENDPOINT_AUTH_METHODS = TOKEN_AUTH_METHODS
-
-    @property
-    def slack(self) -> MockSlack:
-        slack: MockSlack = self.server.slack
-        return slack
-
+class MockSlackCodeGrant(ProviderCodeGrant):
     def save_authorization_code(self, code: str, request: OAuth2Request) -> None:
-        data = request.payload.data
         account: MockSlackAccount = request.user
-        self.slack.codes[code] = MockSlackCode(
-            code=code,
-            client_id=request.client.get_client_id(),
-            redirect_uri=data.get("redirect_uri"),
-            scope=request.scope or "",
-            user_scope=",".join(split_scopes(data.get("user_scope"))),
+        self.provider.codes[code] = MockSlackCode(
+            **self.code_fields(code, request),
+            user_scope=",".join(split_scopes(request.payload.data.get("user_scope"))),
             login=account.login,
-            code_challenge=data.get("code_challenge"),
-            code_challenge_method=data.get("code_challenge_method"),
-            expires_at=self.slack.clock() + AUTHORIZATION_CODE_LIFETIME,
         )
-
-    def query_authorization_code(self, code: str, client: PreRegisteredClient) -> MockSlackCode | None:
-        record = self.slack.codes.get(code)
-        if record is None or record.client_id != client.client_id:
-            return None
-        if record.expires_at <= self.slack.clock():
-            self.slack.codes.pop(code, None)
-            return None
-        return record
-
-    def delete_authorization_code(self, authorization_code: MockSlackCode) -> None:
-        self.slack.codes.pop(authorization_code.code, None)
 
     def authenticate_user(self, authorization_code: MockSlackCode) -> MockSlackInstall | None:
         account = MockSlackAccount.for_login(authorization_code.login)
@@ -229,16 +187,12 @@ class MockSlackTokenGenerator:
         return token
 
 
-class MockSlackAuthorizationServer(StarletteAuthorizationServer):
+class MockSlackAuthorizationServer(ProviderAuthorizationServer):
     def __init__(self, slack: MockSlack) -> None:
-        super().__init__()
+        super().__init__(slack)
         self.slack = slack
         self.register_token_generator("default", MockSlackTokenGenerator(slack))
         self.register_grant(MockSlackCodeGrant, [RequiredS256CodeChallenge(), RequireSomeScope()])
-
-    def query_client(self, client_id: str) -> PreRegisteredClient | None:
-        client = self.slack.client
-        return client if client.client_id == client_id else None
 
     def save_token(self, token: dict[str, Any], request: OAuth2Request) -> None:
         self.slack.store_install(token, request.client.get_client_id(), request.user)

@@ -1,0 +1,160 @@
+"""What MockHub, MockGoogle and MockSlack share: authlib's server classes bound to one provider.
+
+Each provider keeps its own records, knobs and counters (``MockHub``, ``MockGoogle``,
+``MockSlack``); these bases are the parts that are the same for all of them: the authorization
+code record and its lookup (one pre-registered client, expiry by the provider's clock), opaque
+bearer access tokens and their validator, and the authorization server that knows the one client.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from authlib.common.security import generate_token
+from authlib.oauth2.rfc6749 import OAuth2Request, TokenMixin
+from authlib.oauth2.rfc6749.grants import AuthorizationCodeGrant
+from authlib.oauth2.rfc6749.models import AuthorizationCodeMixin
+from authlib.oauth2.rfc6750 import BearerTokenGenerator, BearerTokenValidator
+
+from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
+from .issuer_parameter import StarletteIssuerParameter
+from .starlette_adapter import StarletteAuthorizationServer
+
+AUTHORIZATION_CODE_LIFETIME = 600
+
+
+class ProviderState(Protocol):
+    """What the shared classes read from a provider: its client, its codes and its clock."""
+
+    codes: dict[str, Any]
+    clock: Callable[[], float]
+
+    @property
+    def client(self) -> PreRegisteredClient: ...
+
+
+@dataclass(kw_only=True)
+class ProviderCode(AuthorizationCodeMixin):  # type: ignore[misc]  # authlib is untyped
+    """An authorization code as every provider records it; providers add who approved it."""
+
+    code: str
+    client_id: str
+    redirect_uri: str | None
+    scope: str
+    code_challenge: str | None
+    code_challenge_method: str | None
+    expires_at: float
+
+    def get_redirect_uri(self) -> str | None:
+        return self.redirect_uri
+
+    def get_scope(self) -> str:
+        return self.scope
+
+
+@dataclass(kw_only=True)
+class ProviderAccessToken(TokenMixin):  # type: ignore[misc]  # authlib is untyped
+    """An opaque bearer access token; ``clock`` is the provider's, so tests can fast-forward."""
+
+    access_token: str
+    client_id: str
+    scope: str
+    issued_at: float
+    expires_at: float
+    clock: Callable[[], float] = field(repr=False, default=time.time)
+    revoked: bool = False
+
+    def check_client(self, client: Any) -> bool:
+        return bool(client.get_client_id() == self.client_id)
+
+    def get_scope(self) -> str:
+        return self.scope
+
+    def get_expires_in(self) -> int:
+        return int(self.expires_at - self.issued_at)
+
+    def is_expired(self) -> bool:
+        return self.clock() >= self.expires_at
+
+    def is_revoked(self) -> bool:
+        return self.revoked
+
+
+class ProviderCodeGrant(AuthorizationCodeGrant):  # type: ignore[misc]  # authlib is untyped
+    """authlib's code grant over ``provider.codes``: a code is for one client and expires."""
+
+    TOKEN_ENDPOINT_AUTH_METHODS = TOKEN_AUTH_METHODS
+
+    @property
+    def provider(self) -> ProviderState:
+        provider: ProviderState = self.server.provider
+        return provider
+
+    def code_fields(self, code: str, request: OAuth2Request) -> dict[str, Any]:
+        """The :class:`ProviderCode` fields of a code being issued for ``request``."""
+        data = request.payload.data
+        return {
+            "code": code,
+            "client_id": request.client.get_client_id(),
+            "redirect_uri": data.get("redirect_uri"),
+            "scope": request.scope or "",
+            "code_challenge": data.get("code_challenge"),
+            "code_challenge_method": data.get("code_challenge_method"),
+            "expires_at": self.provider.clock() + AUTHORIZATION_CODE_LIFETIME,
+        }
+
+    def query_authorization_code(self, code: str, client: PreRegisteredClient) -> Any:
+        record = self.provider.codes.get(code)
+        if record is None or record.client_id != client.client_id:
+            return None
+        if record.expires_at <= self.provider.clock():
+            self.provider.codes.pop(code, None)
+            return None
+        return record
+
+    def delete_authorization_code(self, authorization_code: ProviderCode) -> None:
+        self.provider.codes.pop(authorization_code.code, None)
+
+
+class ProviderTokenValidator(BearerTokenValidator):  # type: ignore[misc]  # authlib is untyped
+    """RFC 6750 bearer tokens looked up in the provider's ``tokens``."""
+
+    def __init__(self, realm: str, tokens: Mapping[str, ProviderAccessToken]) -> None:
+        super().__init__(realm=realm)
+        self._tokens = tokens
+
+    def authenticate_token(self, token_string: str) -> ProviderAccessToken | None:
+        return self._tokens.get(token_string)
+
+
+class ProviderAuthorizationServer(StarletteAuthorizationServer):
+    """authlib's authorization server for a provider with one pre-registered client."""
+
+    def __init__(self, provider: ProviderState) -> None:
+        super().__init__()
+        self.provider = provider
+
+    def query_client(self, client_id: str) -> PreRegisteredClient | None:
+        client = self.provider.client
+        return client if client.client_id == client_id else None
+
+    def register_opaque_tokens(
+        self, access_prefix: str, refresh_prefix: str, expires_in: Callable[[], int]
+    ) -> None:
+        """Random access and refresh tokens with recognisable prefixes (tests scan for leaks)."""
+        self.register_token_generator(
+            "default",
+            BearerTokenGenerator(
+                access_token_generator=lambda **_: access_prefix + str(generate_token(40)),
+                refresh_token_generator=lambda **_: refresh_prefix + str(generate_token(40)),
+                expires_generator=lambda client, grant_type: expires_in(),
+            ),
+        )
+
+    def register_issuer_parameter(self, response_issuer: Callable[[], str | None]) -> None:
+        """RFC 9207 ``iss`` in authorization responses, as ``response_issuer`` says."""
+        self.issuer_parameter = StarletteIssuerParameter(response_issuer)
+        self.register_extension(self.issuer_parameter)

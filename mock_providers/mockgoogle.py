@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,9 +37,9 @@ from joserfc.jwk import KeySet, RSAKey
 
 from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
 from .config import ClientSpec
-from .faults import DEFAULT_HANG_SECONDS, EndpointMode
 from .mockhub import IssMode
 from .oauth_provider import (
+    MockProvider,
     ProviderAccessToken,
     ProviderAuthorizationServer,
     ProviderCode,
@@ -49,7 +47,6 @@ from .oauth_provider import (
     ProviderTokenValidator,
 )
 from .pkce import RequiredS256CodeChallenge
-from .records import TokenRequestRecord
 
 ACCESS_TOKEN_PREFIX = "ya29.mockgoogle-"
 REFRESH_TOKEN_PREFIX = "1//mockgoogle-"
@@ -307,7 +304,7 @@ class MockGoogleAuthorizationServer(ProviderAuthorizationServer):
         self.google.store_token(token, request.client.get_client_id(), request.user)
 
 
-class MockGoogle:
+class MockGoogle(MockProvider):
     """State, knobs and counters of one MockGoogle instance.
 
     Knobs (assign freely in tests):
@@ -334,20 +331,13 @@ class MockGoogle:
         wrong_issuer: str | None = None,
     ) -> None:
         self.issuer = issuer
-        self.client = PreRegisteredClient.from_spec(client)
+        super().__init__(PreRegisteredClient.from_spec(client))
         self.iss_mode: IssMode = "correct"
         self.wrong_issuer = wrong_issuer or issuer.rsplit("/", 1)[0] + "/evil-google"
         self.access_token_ttl = access_token_ttl
-        self.token_endpoint_mode: EndpointMode = "ok"
-        self.api_mode: EndpointMode = "ok"
-        self.hang_seconds = DEFAULT_HANG_SECONDS
-        self.clock: Callable[[], float] = time.time
 
-        self.token_requests: list[TokenRequestRecord] = []
-        self.issued_access_tokens: set[str] = set()
         self.issued_refresh_tokens: set[str] = set()
         self.issued_id_tokens: list[str] = []
-        self.revoked_tokens: set[str] = set()
         self.userinfo_requests = 0
 
         self.codes: dict[str, MockGoogleCode] = {}

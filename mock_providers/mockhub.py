@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -30,8 +29,8 @@ from authlib.oauth2.rfc7009 import RevocationEndpoint
 
 from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
 from .config import ClientSpec
-from .faults import DEFAULT_HANG_SECONDS, EndpointMode
 from .oauth_provider import (
+    MockProvider,
     ProviderAccessToken,
     ProviderAuthorizationServer,
     ProviderCode,
@@ -47,6 +46,7 @@ IssMode = Literal["correct", "omit", "wrong"]
 ACCESS_TOKEN_PREFIX = "mhat_"
 REFRESH_TOKEN_PREFIX = "mhrt_"
 LOGIN_PATTERN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$")
+LOGIN_RULE = "A MockHub login is 1-39 letters, digits or single hyphens, not starting or ending with one."
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ class MockHubToken(ProviderAccessToken):
 
 class MockHubCodeGrant(ProviderCodeGrant):
     def save_authorization_code(self, code: str, request: OAuth2Request) -> None:
-        self.provider.codes[code] = MockHubCode(**self.code_fields(code, request), login=request.user.login)
+        self.store.codes[code] = MockHubCode(**self.code_fields(code, request), login=request.user.login)
 
     def authenticate_user(self, authorization_code: MockHubCode) -> MockHubAccount:
         return MockHubAccount.for_login(authorization_code.login)
@@ -132,7 +132,7 @@ class MockHubRefreshGrant(RefreshTokenGrant):  # type: ignore[misc]  # authlib i
         return record
 
     def authenticate_user(self, refresh_token: MockHubToken) -> MockHubAccount:
-        return self.hub.account(refresh_token.login)
+        return MockHubAccount.for_login(refresh_token.login)
 
     def issue_token(self, user: MockHubAccount, refresh_token: MockHubToken) -> dict[str, Any]:
         scope = self.request.payload.scope or refresh_token.get_scope()
@@ -185,7 +185,7 @@ class MockHubAuthorizationServer(ProviderAuthorizationServer):
         )
 
 
-class MockHub:
+class MockHub(MockProvider):
     """State, knobs and counters of one MockHub instance.
 
     Knobs (assign freely in tests):
@@ -222,22 +222,15 @@ class MockHub:
         wrong_issuer: str | None = None,
     ) -> None:
         self.issuer = issuer
-        self.client = MockHubClient.from_spec(client)
+        super().__init__(MockHubClient.from_spec(client))
         self.iss_mode: IssMode = "correct"
         self.wrong_issuer = wrong_issuer or issuer.rsplit("/", 1)[0] + "/evil-hub"
         self.access_token_ttl = access_token_ttl
         self.rotate_refresh_tokens = True
         self.revoke_grant_on_reuse = True
         self.refresh_token_lifetime: int | None = None
-        self.token_endpoint_mode: EndpointMode = "ok"
-        self.api_mode: EndpointMode = "ok"
-        self.hang_seconds = DEFAULT_HANG_SECONDS
-        self.clock: Callable[[], float] = time.time
 
-        self.token_requests: list[TokenRequestRecord] = []
-        self.issued_access_tokens: set[str] = set()
         self.issued_refresh_tokens: set[str] = set()
-        self.revoked_tokens: set[str] = set()
         self.user_requests = 0
         self.reuse_detections = 0
 
@@ -261,8 +254,10 @@ class MockHub:
             return self.wrong_issuer
         return self.issuer
 
-    def account(self, login: str) -> MockHubAccount:
-        return MockHubAccount.for_login(login)
+    def account(self, login: str) -> MockHubAccount | None:
+        """The account for ``login``; ``None`` if it is not a valid MockHub login (``LOGIN_RULE``)."""
+        login = login.strip()
+        return MockHubAccount.for_login(login) if LOGIN_PATTERN.match(login) else None
 
     def expire_access_tokens(self) -> None:
         """Make every access token issued so far expired (refresh tokens stay valid)."""

@@ -23,7 +23,6 @@ import base64
 import hashlib
 import re
 import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -33,10 +32,8 @@ from authlib.oauth2.rfc6749 import InvalidScopeError, OAuth2Request
 
 from .clients import PreRegisteredClient
 from .config import ClientSpec
-from .faults import DEFAULT_HANG_SECONDS, EndpointMode
-from .oauth_provider import ProviderAuthorizationServer, ProviderCode, ProviderCodeGrant
+from .oauth_provider import MockProvider, ProviderAuthorizationServer, ProviderCode, ProviderCodeGrant
 from .pkce import RequiredS256CodeChallenge
-from .records import TokenRequestRecord
 
 BOT_TOKEN_PREFIX = "xoxb-"
 USER_TOKEN_PREFIX = "xoxp-"
@@ -133,7 +130,7 @@ class RequireSomeScope:
 class MockSlackCodeGrant(ProviderCodeGrant):
     def save_authorization_code(self, code: str, request: OAuth2Request) -> None:
         account: MockSlackAccount = request.user
-        self.provider.codes[code] = MockSlackCode(
+        self.store.codes[code] = MockSlackCode(
             **self.code_fields(code, request),
             user_scope=",".join(split_scopes(request.payload.data.get("user_scope"))),
             login=account.login,
@@ -198,7 +195,7 @@ class MockSlackAuthorizationServer(ProviderAuthorizationServer):
         self.slack.store_install(token, request.client.get_client_id(), request.user)
 
 
-class MockSlack:
+class MockSlack(MockProvider):
     """State, knobs and counters of one MockSlack instance.
 
     Knobs (assign freely in tests):
@@ -216,22 +213,15 @@ class MockSlack:
 
     def __init__(self, base_url: str, client: ClientSpec) -> None:
         self.base_url = base_url
-        self.client = MockSlackClient.from_spec(client, grant_types=("authorization_code",))
+        super().__init__(MockSlackClient.from_spec(client, grant_types=("authorization_code",)))
         self.team_id = DEFAULT_TEAM_ID
         self.team_name = DEFAULT_TEAM_NAME
         self.app_id = slack_id("A", "app:" + client.client_id)
         self.bot_id = slack_id("B", "bot:" + client.client_id)
         self.bot_user_id = slack_id("U", "bot-user:" + client.client_id)
-        self.token_endpoint_mode: EndpointMode = "ok"
-        self.api_mode: EndpointMode = "ok"
-        self.hang_seconds = DEFAULT_HANG_SECONDS
-        self.clock: Callable[[], float] = time.time
 
-        self.token_requests: list[TokenRequestRecord] = []
         self.issued_bot_tokens: set[str] = set()
         self.issued_user_tokens: set[str] = set()
-        self.issued_access_tokens: set[str] = set()
-        self.revoked_tokens: set[str] = set()
         self.auth_test_requests = 0
 
         self.codes: dict[str, MockSlackCode] = {}

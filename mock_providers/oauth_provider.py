@@ -1,9 +1,11 @@
-"""What MockHub, MockGoogle and MockSlack share: authlib's server classes bound to one provider.
+"""What MockHub, MockGoogle and MockSlack (and, for codes and clients, the dev AS) share:
+authlib's server classes bound to one provider.
 
-Each provider keeps its own records, knobs and counters (``MockHub``, ``MockGoogle``,
-``MockSlack``); these bases are the parts that are the same for all of them: the authorization
-code record and its lookup (one pre-registered client, expiry by the provider's clock), opaque
-bearer access tokens and their validator, and the authorization server that knows the one client.
+Each provider (``MockHub``, ``MockGoogle``, ``MockSlack``) is a :class:`MockProvider` with its
+own records and knobs besides; these bases are the parts that are the same for all of them: the
+common knobs and counters, the authorization code record and its lookup (one pre-registered
+client, expiry by the provider's clock), opaque bearer access tokens and their validator, and the
+authorization server that knows the one client.
 """
 
 from __future__ import annotations
@@ -20,20 +22,42 @@ from authlib.oauth2.rfc6749.models import AuthorizationCodeMixin
 from authlib.oauth2.rfc6750 import BearerTokenGenerator, BearerTokenValidator
 
 from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
+from .faults import DEFAULT_HANG_SECONDS, EndpointMode
 from .issuer_parameter import StarletteIssuerParameter
+from .records import TokenRequestRecord
 from .starlette_adapter import StarletteAuthorizationServer
 
 AUTHORIZATION_CODE_LIFETIME = 600
 
 
-class ProviderState(Protocol):
-    """What the shared classes read from a provider: its client, its codes and its clock."""
+class MockProvider:
+    """State, knobs and counters every third-party mock has (docs/mock-providers.md).
+
+    Knobs: ``token_endpoint_mode`` / ``api_mode`` (:mod:`mock_providers.faults`),
+    ``hang_seconds``, ``clock`` (the time source for expiry; replace to fast-forward).
+    Counters: ``token_requests``, ``issued_access_tokens``, ``revoked_tokens``.
+    """
+
+    #: Authorization codes by value; each provider's own :class:`ProviderCode` subclass.
+    codes: dict[str, Any]
+    server: ProviderAuthorizationServer
+
+    def __init__(self, client: PreRegisteredClient) -> None:
+        self.client = client
+        self.token_endpoint_mode: EndpointMode = "ok"
+        self.api_mode: EndpointMode = "ok"
+        self.hang_seconds = DEFAULT_HANG_SECONDS
+        self.clock: Callable[[], float] = time.time
+        self.token_requests: list[TokenRequestRecord] = []
+        self.issued_access_tokens: set[str] = set()
+        self.revoked_tokens: set[str] = set()
+
+
+class CodeStore(Protocol):
+    """Where a code grant keeps its codes: a provider, or the dev AS's server."""
 
     codes: dict[str, Any]
     clock: Callable[[], float]
-
-    @property
-    def client(self) -> PreRegisteredClient: ...
 
 
 @dataclass(kw_only=True)
@@ -84,14 +108,15 @@ class ProviderAccessToken(TokenMixin):  # type: ignore[misc]  # authlib is untyp
 
 
 class ProviderCodeGrant(AuthorizationCodeGrant):  # type: ignore[misc]  # authlib is untyped
-    """authlib's code grant over ``provider.codes``: a code is for one client and expires."""
+    """authlib's code grant over ``store.codes``: a code is for one client and expires."""
 
     TOKEN_ENDPOINT_AUTH_METHODS = TOKEN_AUTH_METHODS
 
     @property
-    def provider(self) -> ProviderState:
-        provider: ProviderState = self.server.provider
-        return provider
+    def store(self) -> CodeStore:
+        """The provider (``server.provider``) by default."""
+        store: CodeStore = self.server.provider
+        return store
 
     def code_fields(self, code: str, request: OAuth2Request) -> dict[str, Any]:
         """The :class:`ProviderCode` fields of a code being issued for ``request``."""
@@ -103,20 +128,20 @@ class ProviderCodeGrant(AuthorizationCodeGrant):  # type: ignore[misc]  # authli
             "scope": request.scope or "",
             "code_challenge": data.get("code_challenge"),
             "code_challenge_method": data.get("code_challenge_method"),
-            "expires_at": self.provider.clock() + AUTHORIZATION_CODE_LIFETIME,
+            "expires_at": self.store.clock() + AUTHORIZATION_CODE_LIFETIME,
         }
 
     def query_authorization_code(self, code: str, client: PreRegisteredClient) -> Any:
-        record = self.provider.codes.get(code)
+        record = self.store.codes.get(code)
         if record is None or record.client_id != client.client_id:
             return None
-        if record.expires_at <= self.provider.clock():
-            self.provider.codes.pop(code, None)
+        if record.expires_at <= self.store.clock():
+            self.store.codes.pop(code, None)
             return None
         return record
 
     def delete_authorization_code(self, authorization_code: ProviderCode) -> None:
-        self.provider.codes.pop(authorization_code.code, None)
+        self.store.codes.pop(authorization_code.code, None)
 
 
 class ProviderTokenValidator(BearerTokenValidator):  # type: ignore[misc]  # authlib is untyped
@@ -133,7 +158,7 @@ class ProviderTokenValidator(BearerTokenValidator):  # type: ignore[misc]  # aut
 class ProviderAuthorizationServer(StarletteAuthorizationServer):
     """authlib's authorization server for a provider with one pre-registered client."""
 
-    def __init__(self, provider: ProviderState) -> None:
+    def __init__(self, provider: MockProvider) -> None:
         super().__init__()
         self.provider = provider
 

@@ -20,7 +20,7 @@ from authlib.oauth2.rfc6749 import OAuth2Request, ResourceProtector
 from authlib.oauth2.rfc6749.grants import RefreshTokenGrant
 from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint, InvalidRedirectURIError
 from authlib.oauth2.rfc9068 import JWTBearerTokenValidator
-from authlib.oidc.core import OpenIDCode, UserInfoEndpoint
+from authlib.oidc.core import UserInfoEndpoint
 from joserfc.jwk import KeySet
 
 from .clients import TOKEN_AUTH_METHODS
@@ -29,7 +29,7 @@ from .dev_as_models import PUBLIC, DevAuthorizationCode, DevClient, DevRefreshTo
 from .dev_keys import DevKeys
 from .dev_tokens import DevAccessTokenGenerator, DevUser
 from .issuer_parameter import StarletteIssuerParameter
-from .oauth_provider import ProviderCodeGrant
+from .oauth_provider import ProviderCodeGrant, SignedIDTokens
 from .pkce import RequiredS256CodeChallenge
 from .starlette_adapter import StarletteAuthorizationServer
 
@@ -74,7 +74,7 @@ class ResourceIndicator:
             raise InvalidTargetError("'resource' differs from the authorization request.")
 
 
-class DevAuthorizationCodeGrant(ProviderCodeGrant):
+class DevAuthorizationCodeGrant(ProviderCodeGrant["DevAuthorizationServer"]):
     @property
     def store(self) -> DevAuthorizationServer:
         server: DevAuthorizationServer = self.server
@@ -127,26 +127,12 @@ class DevRefreshTokenGrant(RefreshTokenGrant):  # type: ignore[misc]  # authlib 
         server.refresh_tokens.pop(refresh_token.refresh_token, None)
 
 
-class DevOpenIDCode(OpenIDCode):  # type: ignore[misc]  # authlib is untyped
+class DevOpenIDCode(SignedIDTokens):
     """OIDC for the code grant: an ID token when the scope contains ``openid``."""
 
     def __init__(self, server: DevAuthorizationServer) -> None:
-        super().__init__(require_nonce=False)
+        super().__init__(server, server.keys.private_key_set, server.keys.kid, server.keys.alg)
         self._server = server
-
-    def exists_nonce(self, nonce: str, request: OAuth2Request) -> bool:
-        client_id = request.payload.client_id
-        return any(c.nonce == nonce and c.client_id == client_id for c in self._server.codes.values())
-
-    def resolve_client_private_key(self, client: DevClient) -> KeySet:
-        return self._server.keys.private_key_set()
-
-    def get_client_algorithm(self, client: DevClient) -> str:
-        return self._server.keys.alg
-
-    def get_encode_header(self, client: DevClient) -> dict[str, str]:
-        keys = self._server.keys
-        return {"alg": keys.alg, "typ": "JWT", "kid": keys.kid}
 
     def get_client_claims(self, client: DevClient) -> dict[str, Any]:
         return {"iss": self._server.issuer, "aud": client.get_client_id()}

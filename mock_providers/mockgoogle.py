@@ -29,13 +29,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from authlib.oauth2.rfc6749 import OAuth2Request, ResourceProtector
-from authlib.oauth2.rfc6749.grants import RefreshTokenGrant
 from authlib.oauth2.rfc6749.util import scope_to_list
-from authlib.oauth2.rfc7009 import RevocationEndpoint
-from authlib.oidc.core import AuthorizationCodeMixin, OpenIDCode
+from authlib.oidc.core import AuthorizationCodeMixin
 from joserfc.jwk import KeySet, RSAKey
 
-from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
+from .clients import PreRegisteredClient
 from .config import ClientSpec
 from .mockhub import IssMode
 from .oauth_provider import (
@@ -44,7 +42,10 @@ from .oauth_provider import (
     ProviderAuthorizationServer,
     ProviderCode,
     ProviderCodeGrant,
+    ProviderRefreshGrant,
+    ProviderRevocationEndpoint,
     ProviderTokenValidator,
+    SignedIDTokens,
 )
 from .pkce import RequiredS256CodeChallenge
 
@@ -145,27 +146,22 @@ class MockGoogleRefreshToken:
         return self.scope
 
 
-class MockGoogleCodeGrant(ProviderCodeGrant):
-    @property
-    def google(self) -> MockGoogle:
-        google: MockGoogle = self.server.provider
-        return google
-
+class MockGoogleCodeGrant(ProviderCodeGrant["MockGoogle"]):
     def save_authorization_code(self, code: str, request: OAuth2Request) -> None:
         data = request.payload.data
         account: MockGoogleAccount = request.user
-        self.google.codes[code] = MockGoogleCode(
+        self.store.codes[code] = MockGoogleCode(
             **self.code_fields(code, request),
             email=account.email,
             nonce=data.get("nonce"),
-            auth_time=int(self.google.clock()),
-            offline=self.google.consent_offline(
+            auth_time=int(self.store.clock()),
+            offline=self.store.consent_offline(
                 request.client.get_client_id(), account, data.get("access_type"), data.get("prompt")
             ),
         )
 
     def authenticate_user(self, authorization_code: MockGoogleCode) -> MockGoogleAccount | None:
-        return self.google.account(authorization_code.email)
+        return self.store.account(authorization_code.email)
 
     def generate_token(
         self,
@@ -186,47 +182,28 @@ class MockGoogleCodeGrant(ProviderCodeGrant):
         return token
 
 
-class MockGoogleRefreshGrant(RefreshTokenGrant):  # type: ignore[misc]  # authlib is untyped
+class MockGoogleRefreshGrant(ProviderRefreshGrant["MockGoogle"]):
     """Google's refresh: the refresh token stays valid and is not sent again."""
 
-    TOKEN_ENDPOINT_AUTH_METHODS = TOKEN_AUTH_METHODS
     INCLUDE_NEW_REFRESH_TOKEN = False
 
-    @property
-    def google(self) -> MockGoogle:
-        google: MockGoogle = self.server.provider
-        return google
-
     def authenticate_refresh_token(self, refresh_token: str) -> MockGoogleRefreshToken | None:
-        record = self.google.refresh_tokens.get(refresh_token)
+        record = self.provider.refresh_tokens.get(refresh_token)
         return None if record is None or record.revoked else record
 
     def authenticate_user(self, refresh_token: MockGoogleRefreshToken) -> MockGoogleAccount | None:
-        return self.google.account(refresh_token.email)
+        return self.provider.account(refresh_token.email)
 
     def revoke_old_credential(self, refresh_token: MockGoogleRefreshToken) -> None:
         """Nothing to retire: Google's refresh tokens do not rotate."""
 
 
-class MockGoogleOpenIDCode(OpenIDCode):  # type: ignore[misc]  # authlib is untyped
+class MockGoogleOpenIDCode(SignedIDTokens):
     """ID tokens for ``openid`` grants: on the code exchange and on every refresh."""
 
     def __init__(self, google: MockGoogle) -> None:
-        super().__init__(require_nonce=False)
+        super().__init__(google, google.private_key_set, google.kid, ALG)
         self._google = google
-
-    def exists_nonce(self, nonce: str, request: OAuth2Request) -> bool:
-        client_id = request.payload.client_id
-        return any(c.nonce == nonce and c.client_id == client_id for c in self._google.codes.values())
-
-    def resolve_client_private_key(self, client: PreRegisteredClient) -> KeySet:
-        return self._google.private_key_set()
-
-    def get_client_algorithm(self, client: PreRegisteredClient) -> str:
-        return ALG
-
-    def get_encode_header(self, client: PreRegisteredClient) -> dict[str, str]:
-        return {"alg": ALG, "typ": "JWT", "kid": self._google.kid}
 
     def get_client_claims(self, client: PreRegisteredClient) -> dict[str, Any]:
         now = int(self._google.clock())
@@ -249,17 +226,12 @@ class MockGoogleOpenIDCode(OpenIDCode):  # type: ignore[misc]  # authlib is unty
         return token
 
 
-class MockGoogleRevocationEndpoint(RevocationEndpoint):  # type: ignore[misc]  # authlib is untyped
+class MockGoogleRevocationEndpoint(ProviderRevocationEndpoint["MockGoogle"]):
     """Google's ``/revoke``: no client authentication; the token may be in the query.
 
     Either token revokes the user's whole grant to the client. ``200 {}`` on
     success, ``400 invalid_token`` for an unknown or already revoked token.
     """
-
-    @property
-    def google(self) -> MockGoogle:
-        google: MockGoogle = self.server.provider
-        return google
 
     def create_endpoint_response(self, request: OAuth2Request) -> tuple[int, dict[str, str], list[Any]]:
         headers = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
@@ -279,12 +251,12 @@ class MockGoogleRevocationEndpoint(RevocationEndpoint):  # type: ignore[misc]  #
     def query_token(
         self, token_string: str, token_type_hint: str | None
     ) -> MockGoogleAccessToken | MockGoogleRefreshToken | None:
-        return self.google.tokens.get(token_string) or self.google.refresh_tokens.get(token_string)
+        return self.provider.tokens.get(token_string) or self.provider.refresh_tokens.get(token_string)
 
     def revoke_token(
         self, token: MockGoogleAccessToken | MockGoogleRefreshToken, request: OAuth2Request
     ) -> None:
-        self.google.revoke_pair(token.client_id, token.sub)
+        self.provider.revoke_pair(token.client_id, token.sub)
 
 
 class MockGoogleAuthorizationServer(ProviderAuthorizationServer):

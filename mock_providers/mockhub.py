@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from authlib.oauth2.rfc6749 import OAuth2Request, ResourceProtector
-from authlib.oauth2.rfc6749.grants import RefreshTokenGrant
-from authlib.oauth2.rfc7009 import RevocationEndpoint
 
 from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
 from .config import ClientSpec
@@ -35,6 +33,8 @@ from .oauth_provider import (
     ProviderAuthorizationServer,
     ProviderCode,
     ProviderCodeGrant,
+    ProviderRefreshGrant,
+    ProviderRevocationEndpoint,
     ProviderTokenValidator,
 )
 from .pkce import RequiredS256CodeChallenge
@@ -95,7 +95,7 @@ class MockHubToken(ProviderAccessToken):
         return self.refresh_expires_at is not None and self.clock() >= self.refresh_expires_at
 
 
-class MockHubCodeGrant(ProviderCodeGrant):
+class MockHubCodeGrant(ProviderCodeGrant["MockHub"]):
     def save_authorization_code(self, code: str, request: OAuth2Request) -> None:
         self.store.codes[code] = MockHubCode(**self.code_fields(code, request), login=request.user.login)
 
@@ -103,7 +103,7 @@ class MockHubCodeGrant(ProviderCodeGrant):
         return MockHubAccount.for_login(authorization_code.login)
 
 
-class MockHubRefreshGrant(RefreshTokenGrant):  # type: ignore[misc]  # authlib is untyped
+class MockHubRefreshGrant(ProviderRefreshGrant["MockHub"]):
     """Refresh as a GitHub App's expiring user tokens do.
 
     With ``hub.rotate_refresh_tokens`` (the default) each use returns a new
@@ -113,20 +113,14 @@ class MockHubRefreshGrant(RefreshTokenGrant):  # type: ignore[misc]  # authlib i
     Without rotation the refresh token stays valid and is not sent again.
     """
 
-    TOKEN_ENDPOINT_AUTH_METHODS = TOKEN_AUTH_METHODS
     INCLUDE_NEW_REFRESH_TOKEN = True
 
-    @property
-    def hub(self) -> MockHub:
-        hub: MockHub = self.server.provider
-        return hub
-
     def authenticate_refresh_token(self, refresh_token: str) -> MockHubToken | None:
-        retired = self.hub.used_refresh_tokens.get(refresh_token)
+        retired = self.provider.used_refresh_tokens.get(refresh_token)
         if retired is not None:
-            self.hub.detect_reuse(retired)
+            self.provider.detect_reuse(retired)
             return None
-        record = self.hub.tokens_by_refresh.get(refresh_token)
+        record = self.provider.tokens_by_refresh.get(refresh_token)
         if record is None or record.refresh_token_expired():
             return None
         return record
@@ -137,35 +131,30 @@ class MockHubRefreshGrant(RefreshTokenGrant):  # type: ignore[misc]  # authlib i
     def issue_token(self, user: MockHubAccount, refresh_token: MockHubToken) -> dict[str, Any]:
         scope = self.request.payload.scope or refresh_token.get_scope()
         token: dict[str, Any] = self.generate_token(
-            user=user, scope=scope, include_refresh_token=self.hub.rotate_refresh_tokens
+            user=user, scope=scope, include_refresh_token=self.provider.rotate_refresh_tokens
         )
         return token
 
     def revoke_old_credential(self, refresh_token: MockHubToken) -> None:
-        if refresh_token.refresh_token and self.hub.rotate_refresh_tokens:
-            self.hub.tokens_by_refresh.pop(refresh_token.refresh_token, None)
-            self.hub.used_refresh_tokens[refresh_token.refresh_token] = refresh_token
+        if refresh_token.refresh_token and self.provider.rotate_refresh_tokens:
+            self.provider.tokens_by_refresh.pop(refresh_token.refresh_token, None)
+            self.provider.used_refresh_tokens[refresh_token.refresh_token] = refresh_token
 
 
-class MockHubRevocationEndpoint(RevocationEndpoint):  # type: ignore[misc]  # authlib is untyped
+class MockHubRevocationEndpoint(ProviderRevocationEndpoint["MockHub"]):
     """RFC 7009. Revoking either token of a pair revokes both."""
 
     CLIENT_AUTH_METHODS = TOKEN_AUTH_METHODS
 
-    @property
-    def hub(self) -> MockHub:
-        hub: MockHub = self.server.provider
-        return hub
-
     def query_token(self, token_string: str, token_type_hint: str | None) -> MockHubToken | None:
-        by_access = self.hub.tokens.get(token_string)
-        by_refresh = self.hub.tokens_by_refresh.get(token_string)
+        by_access = self.provider.tokens.get(token_string)
+        by_refresh = self.provider.tokens_by_refresh.get(token_string)
         if token_type_hint == "refresh_token":
             return by_refresh or by_access
         return by_access or by_refresh
 
     def revoke_token(self, token: MockHubToken, request: OAuth2Request) -> None:
-        self.hub.revoke(token)
+        self.provider.revoke(token)
 
 
 class MockHubAuthorizationServer(ProviderAuthorizationServer):

@@ -127,7 +127,7 @@ class RequireSomeScope:
             raise InvalidScopeError("Ask for bot scopes ('scope'), user scopes ('user_scope'), or both.")
 
 
-class MockSlackCodeGrant(ProviderCodeGrant):
+class MockSlackCodeGrant(ProviderCodeGrant["MockSlack"]):
     def save_authorization_code(self, code: str, request: OAuth2Request) -> None:
         account: MockSlackAccount = request.user
         self.store.codes[code] = MockSlackCode(

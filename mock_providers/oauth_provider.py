@@ -13,13 +13,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from authlib.common.security import generate_token
 from authlib.oauth2.rfc6749 import OAuth2Request, TokenMixin
-from authlib.oauth2.rfc6749.grants import AuthorizationCodeGrant
+from authlib.oauth2.rfc6749.grants import AuthorizationCodeGrant, RefreshTokenGrant
 from authlib.oauth2.rfc6749.models import AuthorizationCodeMixin
 from authlib.oauth2.rfc6750 import BearerTokenGenerator, BearerTokenValidator
+from authlib.oauth2.rfc7009 import RevocationEndpoint
+from authlib.oidc.core import OpenIDCode
+from joserfc.jwk import KeySet
 
 from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
 from .faults import DEFAULT_HANG_SECONDS, EndpointMode
@@ -58,6 +61,10 @@ class CodeStore(Protocol):
 
     codes: dict[str, Any]
     clock: Callable[[], float]
+
+
+StoreT = TypeVar("StoreT", bound=CodeStore)
+ProviderT = TypeVar("ProviderT", bound="MockProvider")
 
 
 @dataclass(kw_only=True)
@@ -107,15 +114,15 @@ class ProviderAccessToken(TokenMixin):  # type: ignore[misc]  # authlib is untyp
         return self.revoked
 
 
-class ProviderCodeGrant(AuthorizationCodeGrant):  # type: ignore[misc]  # authlib is untyped
+class ProviderCodeGrant(AuthorizationCodeGrant, Generic[StoreT]):  # type: ignore[misc]  # authlib is untyped
     """authlib's code grant over ``store.codes``: a code is for one client and expires."""
 
     TOKEN_ENDPOINT_AUTH_METHODS = TOKEN_AUTH_METHODS
 
     @property
-    def store(self) -> CodeStore:
+    def store(self) -> StoreT:
         """The provider (``server.provider``) by default."""
-        store: CodeStore = self.server.provider
+        store: StoreT = self.server.provider
         return store
 
     def code_fields(self, code: str, request: OAuth2Request) -> dict[str, Any]:
@@ -142,6 +149,51 @@ class ProviderCodeGrant(AuthorizationCodeGrant):  # type: ignore[misc]  # authli
 
     def delete_authorization_code(self, authorization_code: ProviderCode) -> None:
         self.store.codes.pop(authorization_code.code, None)
+
+
+class ProviderRefreshGrant(RefreshTokenGrant, Generic[ProviderT]):  # type: ignore[misc]  # authlib is untyped
+    """authlib's refresh grant with the providers' client authentication methods."""
+
+    TOKEN_ENDPOINT_AUTH_METHODS = TOKEN_AUTH_METHODS
+
+    @property
+    def provider(self) -> ProviderT:
+        provider: ProviderT = self.server.provider
+        return provider
+
+
+class ProviderRevocationEndpoint(RevocationEndpoint, Generic[ProviderT]):  # type: ignore[misc]  # authlib is untyped
+    """authlib's RFC 7009 endpoint bound to the server's provider."""
+
+    @property
+    def provider(self) -> ProviderT:
+        provider: ProviderT = self.server.provider
+        return provider
+
+
+class SignedIDTokens(OpenIDCode):  # type: ignore[misc]  # authlib is untyped
+    """OpenID Connect ID tokens for ``openid`` grants, signed with one RSA key (``kid`` in the
+    header); a nonce counts as used while a code of the same client carries it."""
+
+    def __init__(self, store: CodeStore, key_set: Callable[[], KeySet], kid: str, alg: str) -> None:
+        super().__init__(require_nonce=False)
+        self._store = store
+        self._key_set = key_set
+        self._kid = kid
+        self._alg = alg
+
+    def exists_nonce(self, nonce: str, request: OAuth2Request) -> bool:
+        client_id = request.payload.client_id
+        return any(c.nonce == nonce and c.client_id == client_id for c in self._store.codes.values())
+
+    def resolve_client_private_key(self, client: Any) -> KeySet:
+        return self._key_set()
+
+    def get_client_algorithm(self, client: Any) -> str:
+        return self._alg
+
+    def get_encode_header(self, client: Any) -> dict[str, str]:
+        return {"alg": self._alg, "typ": "JWT", "kid": self._kid}
 
 
 class ProviderTokenValidator(BearerTokenValidator):  # type: ignore[misc]  # authlib is untyped

@@ -28,23 +28,21 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from authlib.oauth2.rfc6749 import OAuth2Request, ResourceProtector
+from authlib.oauth2.rfc6749 import OAuth2Request
 from authlib.oauth2.rfc6749.util import scope_to_list
 from authlib.oidc.core import AuthorizationCodeMixin
 from joserfc.jwk import KeySet, RSAKey
 
 from .clients import PreRegisteredClient
 from .config import ClientSpec
-from .mockhub import IssMode
 from .oauth_provider import (
-    MockProvider,
+    IssuingProvider,
     ProviderAccessToken,
     ProviderAuthorizationServer,
     ProviderCode,
     ProviderCodeGrant,
     ProviderRefreshGrant,
     ProviderRevocationEndpoint,
-    ProviderTokenValidator,
     SignedIDTokens,
 )
 from .pkce import RequiredS256CodeChallenge
@@ -276,7 +274,7 @@ class MockGoogleAuthorizationServer(ProviderAuthorizationServer):
         self.google.store_token(token, request.client.get_client_id(), request.user)
 
 
-class MockGoogle(MockProvider):
+class MockGoogle(IssuingProvider):
     """State, knobs and counters of one MockGoogle instance.
 
     Knobs (assign freely in tests):
@@ -302,13 +300,14 @@ class MockGoogle(MockProvider):
         access_token_ttl: int = DEFAULT_ACCESS_TOKEN_TTL,
         wrong_issuer: str | None = None,
     ) -> None:
-        self.issuer = issuer
-        super().__init__(PreRegisteredClient.from_spec(client))
-        self.iss_mode: IssMode = "correct"
-        self.wrong_issuer = wrong_issuer or issuer.rsplit("/", 1)[0] + "/evil-google"
-        self.access_token_ttl = access_token_ttl
+        super().__init__(
+            issuer,
+            PreRegisteredClient.from_spec(client),
+            access_token_ttl=access_token_ttl,
+            wrong_issuer=wrong_issuer or issuer.rsplit("/", 1)[0] + "/evil-google",
+            realm="mockgoogle",
+        )
 
-        self.issued_refresh_tokens: set[str] = set()
         self.issued_id_tokens: list[str] = []
         self.userinfo_requests = 0
 
@@ -321,8 +320,6 @@ class MockGoogle(MockProvider):
             2048, parameters={"alg": ALG, "use": "sig"}, private=True, auto_kid=True
         )
         self.server = MockGoogleAuthorizationServer(self)
-        self.protector = ResourceProtector()
-        self.protector.register_token_validator(ProviderTokenValidator("mockgoogle", self.tokens))
 
     # -- keys ------------------------------------------------------------------
 
@@ -340,22 +337,8 @@ class MockGoogle(MockProvider):
 
     # -- knobs and test helpers ------------------------------------------------
 
-    def response_issuer(self) -> str | None:
-        """The ``iss`` value for the next authorization response, per ``iss_mode``."""
-        if self.iss_mode == "omit":
-            return None
-        if self.iss_mode == "wrong":
-            return self.wrong_issuer
-        return self.issuer
-
     def account(self, login: str) -> MockGoogleAccount | None:
         return MockGoogleAccount.for_login(login)
-
-    def expire_access_tokens(self) -> None:
-        """Make every access token issued so far expired (refresh tokens stay valid)."""
-        now = self.clock()
-        for token in self.tokens.values():
-            token.expires_at = min(token.expires_at, now)
 
     def revoke_grant(self, login: str) -> int:
         """As if ``login`` removed the app's access in their Google account.

@@ -21,28 +21,26 @@ import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from authlib.oauth2.rfc6749 import OAuth2Request, ResourceProtector
+from authlib.oauth2.rfc6749 import OAuth2Request
 
 from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
 from .config import ClientSpec
 from .oauth_provider import (
-    MockProvider,
+    IssuingProvider,
     ProviderAccessToken,
     ProviderAuthorizationServer,
     ProviderCode,
     ProviderCodeGrant,
     ProviderRefreshGrant,
     ProviderRevocationEndpoint,
-    ProviderTokenValidator,
 )
 from .pkce import RequiredS256CodeChallenge
 from .records import TokenRequestRecord
 
 __all__ = ["MockHub", "MockHubAccount", "MockHubClient", "MockHubToken", "TokenRequestRecord"]
 
-IssMode = Literal["correct", "omit", "wrong"]
 ACCESS_TOKEN_PREFIX = "mhat_"
 REFRESH_TOKEN_PREFIX = "mhrt_"
 LOGIN_PATTERN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$")
@@ -174,7 +172,7 @@ class MockHubAuthorizationServer(ProviderAuthorizationServer):
         )
 
 
-class MockHub(MockProvider):
+class MockHub(IssuingProvider):
     """State, knobs and counters of one MockHub instance.
 
     Knobs (assign freely in tests):
@@ -210,16 +208,17 @@ class MockHub(MockProvider):
         access_token_ttl: int = 28800,
         wrong_issuer: str | None = None,
     ) -> None:
-        self.issuer = issuer
-        super().__init__(MockHubClient.from_spec(client))
-        self.iss_mode: IssMode = "correct"
-        self.wrong_issuer = wrong_issuer or issuer.rsplit("/", 1)[0] + "/evil-hub"
-        self.access_token_ttl = access_token_ttl
+        super().__init__(
+            issuer,
+            MockHubClient.from_spec(client),
+            access_token_ttl=access_token_ttl,
+            wrong_issuer=wrong_issuer or issuer.rsplit("/", 1)[0] + "/evil-hub",
+            realm="mockhub",
+        )
         self.rotate_refresh_tokens = True
         self.revoke_grant_on_reuse = True
         self.refresh_token_lifetime: int | None = None
 
-        self.issued_refresh_tokens: set[str] = set()
         self.user_requests = 0
         self.reuse_detections = 0
 
@@ -230,29 +229,13 @@ class MockHub(MockProvider):
         self.used_refresh_tokens: dict[str, MockHubToken] = {}
 
         self.server = MockHubAuthorizationServer(self)
-        self.protector = ResourceProtector()
-        self.protector.register_token_validator(ProviderTokenValidator("mockhub", self.tokens))
 
     # -- knobs and test helpers ------------------------------------------------
-
-    def response_issuer(self) -> str | None:
-        """The ``iss`` value for the next authorization response, per ``iss_mode``."""
-        if self.iss_mode == "omit":
-            return None
-        if self.iss_mode == "wrong":
-            return self.wrong_issuer
-        return self.issuer
 
     def account(self, login: str) -> MockHubAccount | None:
         """The account for ``login``; ``None`` if it is not a valid MockHub login (``LOGIN_RULE``)."""
         login = login.strip()
         return MockHubAccount.for_login(login) if LOGIN_PATTERN.match(login) else None
-
-    def expire_access_tokens(self) -> None:
-        """Make every access token issued so far expired (refresh tokens stay valid)."""
-        now = self.clock()
-        for token in self.tokens.values():
-            token.expires_at = min(token.expires_at, now)
 
     def expire_refresh_tokens(self) -> None:
         """Make every refresh token issued so far expired (refreshing answers ``invalid_grant``)."""

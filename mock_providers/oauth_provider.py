@@ -11,12 +11,12 @@ authorization server that knows the one client.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from authlib.common.security import generate_token
-from authlib.oauth2.rfc6749 import OAuth2Request, TokenMixin
+from authlib.oauth2.rfc6749 import OAuth2Request, ResourceProtector, TokenMixin
 from authlib.oauth2.rfc6749.grants import AuthorizationCodeGrant, RefreshTokenGrant
 from authlib.oauth2.rfc6749.models import AuthorizationCodeMixin
 from authlib.oauth2.rfc6750 import BearerTokenGenerator, BearerTokenValidator
@@ -31,6 +31,7 @@ from .records import TokenRequestRecord
 from .starlette_adapter import StarletteAuthorizationServer
 
 AUTHORIZATION_CODE_LIFETIME = 600
+IssMode = Literal["correct", "omit", "wrong"]
 
 
 class MockProvider:
@@ -54,6 +55,50 @@ class MockProvider:
         self.token_requests: list[TokenRequestRecord] = []
         self.issued_access_tokens: set[str] = set()
         self.revoked_tokens: set[str] = set()
+
+
+class IssuingProvider(MockProvider):
+    """A provider with an issuer of its own and expiring bearer access tokens (``tokens``) that
+    its API checks (``protector``): MockHub and MockGoogle.
+
+    Knobs: ``iss_mode``: ``"correct"`` (default), ``"omit"`` or ``"wrong"`` -- the ``iss`` the
+    authorization response carries (RFC 9207 mix-up tests; ``"wrong"`` sends ``wrong_issuer``);
+    ``access_token_ttl``: seconds, for tokens issued from now on.
+    """
+
+    tokens: dict[str, Any]
+
+    def __init__(
+        self,
+        issuer: str,
+        client: PreRegisteredClient,
+        *,
+        access_token_ttl: int,
+        wrong_issuer: str,
+        realm: str,
+    ) -> None:
+        super().__init__(client)
+        self.issuer = issuer
+        self.iss_mode: IssMode = "correct"
+        self.wrong_issuer = wrong_issuer
+        self.access_token_ttl = access_token_ttl
+        self.issued_refresh_tokens: set[str] = set()
+        self.protector = ResourceProtector()
+        self.protector.register_token_validator(ProviderTokenValidator(realm, self))
+
+    def response_issuer(self) -> str | None:
+        """The ``iss`` value for the next authorization response, per ``iss_mode``."""
+        if self.iss_mode == "omit":
+            return None
+        if self.iss_mode == "wrong":
+            return self.wrong_issuer
+        return self.issuer
+
+    def expire_access_tokens(self) -> None:
+        """Make every access token issued so far expired (refresh tokens stay valid)."""
+        now = self.clock()
+        for token in self.tokens.values():
+            token.expires_at = min(token.expires_at, now)
 
 
 class CodeStore(Protocol):
@@ -199,12 +244,13 @@ class SignedIDTokens(OpenIDCode):  # type: ignore[misc]  # authlib is untyped
 class ProviderTokenValidator(BearerTokenValidator):  # type: ignore[misc]  # authlib is untyped
     """RFC 6750 bearer tokens looked up in the provider's ``tokens``."""
 
-    def __init__(self, realm: str, tokens: Mapping[str, ProviderAccessToken]) -> None:
+    def __init__(self, realm: str, provider: IssuingProvider) -> None:
         super().__init__(realm=realm)
-        self._tokens = tokens
+        self._provider = provider
 
     def authenticate_token(self, token_string: str) -> ProviderAccessToken | None:
-        return self._tokens.get(token_string)
+        token: ProviderAccessToken | None = self._provider.tokens.get(token_string)
+        return token
 
 
 class ProviderAuthorizationServer(StarletteAuthorizationServer):

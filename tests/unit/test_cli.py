@@ -249,3 +249,12 @@ def _wait_for_listener(port: int, timeout: float = 20.0) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"nothing listens on {port}")
+
+
+def test_production_packages_do_not_import_the_mock_providers() -> None:
+    imports = "import sys, service.cli, service.app, connect_routes, token_store"
+    code = f"{imports}; print('mock_providers' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60, check=True
+    )
+    assert result.stdout.strip() == "False"

@@ -21,6 +21,16 @@ from .pages import Pages
 from .starlette_adapter import StarletteAuthorizationServer, StarletteOAuth2Request, read_oauth2_request
 
 ScopeGroups = list[tuple[str, list[str]]]
+#: The authorization parameters every consent form carries back (providers add their own).
+STANDARD_PARAMETERS = (
+    "response_type",
+    "client_id",
+    "redirect_uri",
+    "scope",
+    "state",
+    "code_challenge",
+    "code_challenge_method",
+)
 
 
 def listed_scopes(data: dict[str, str]) -> ScopeGroups:
@@ -35,12 +45,13 @@ class ConsentSettings:
 
     provider: str
     action: str
-    parameters: tuple[str, ...]
     account_label: str
     default_login: str
     login_rule: str
     login_maxlength: int = 254
     login_hint_parameter: str | None = None
+    #: Provider-specific authorization parameters the form carries besides the standard ones.
+    extra_parameters: tuple[str, ...] = ()
     approve_label: str = "Allow"
     #: Authorization parameters the provider makes optional (filled in when absent).
     defaults: tuple[tuple[str, str], ...] = ()
@@ -135,7 +146,8 @@ class ConsentFlow:
         status_code: int,
     ) -> Response:
         data = oauth_request.payload.data
-        hidden = [(name, data[name]) for name in self.settings.parameters if data.get(name)]
+        names = (*STANDARD_PARAMETERS, *self.settings.extra_parameters)
+        hidden = [(name, data[name]) for name in names if data.get(name)]
         return self.pages.render(
             "consent.html",
             status_code,

@@ -36,6 +36,7 @@ from joserfc.jwk import KeySet, RSAKey
 from .clients import PreRegisteredClient
 from .config import ClientSpec
 from .oauth_provider import (
+    GrantedToClient,
     IssuingProvider,
     ProviderAccessToken,
     ProviderAuthorizationServer,
@@ -126,22 +127,14 @@ class MockGoogleAccessToken(ProviderAccessToken):
     sub: str
 
 
-@dataclass
-class MockGoogleRefreshToken:
+@dataclass(kw_only=True)
+class MockGoogleRefreshToken(GrantedToClient):
     """A long-lived refresh token: valid until its grant is revoked."""
 
     refresh_token: str
-    client_id: str
-    scope: str
     email: str
     sub: str
     revoked: bool = False
-
-    def check_client(self, client: Any) -> bool:
-        return bool(client.get_client_id() == self.client_id)
-
-    def get_scope(self) -> str:
-        return self.scope
 
 
 class MockGoogleCodeGrant(ProviderCodeGrant["MockGoogle"]):

@@ -15,19 +15,16 @@ from .provider_routes import ProviderRoutes
 PREFIX = "/mockgoogle"
 DISCOVERY_PATH = PREFIX + "/.well-known/openid-configuration"
 DEFAULT_LOGIN = f"alice@{EMAIL_DOMAIN}"
-_CONSENT_PARAMETERS = (
-    "response_type",
-    "client_id",
-    "redirect_uri",
-    "scope",
-    "state",
-    "code_challenge",
-    "code_challenge_method",
-    "nonce",
-    "access_type",
-    "prompt",
-    "login_hint",
-    "include_granted_scopes",
+
+
+_CONSENT = ConsentSettings(
+    provider="MockGoogle",
+    action=PREFIX + "/authorize",
+    extra_parameters=("nonce", "access_type", "prompt", "login_hint", "include_granted_scopes"),
+    account_label="MockGoogle account (email)",
+    default_login=DEFAULT_LOGIN,
+    login_rule=LOGIN_RULE,
+    login_hint_parameter="login_hint",
 )
 
 
@@ -35,21 +32,7 @@ class MockGoogleRoutes(ProviderRoutes):
     def __init__(self, google: MockGoogle, pages: Pages, origin: str) -> None:
         super().__init__(google, google.protector, pages, origin)
         self.google = google
-        self.consent = ConsentFlow(
-            google.server,
-            pages,
-            origin,
-            ConsentSettings(
-                provider="MockGoogle",
-                action=PREFIX + "/authorize",
-                parameters=_CONSENT_PARAMETERS,
-                account_label="MockGoogle account (email)",
-                default_login=DEFAULT_LOGIN,
-                login_rule=LOGIN_RULE,
-                login_hint_parameter="login_hint",
-            ),
-            account=google.account,
-        )
+        self.consent = ConsentFlow(google.server, pages, origin, _CONSENT, account=google.account)
 
     def routes(self) -> list[Route]:
         return [

@@ -24,17 +24,19 @@ from .provider_routes import ProviderRoutes
 
 PREFIX = "/mockhub"
 METADATA_PATH = "/.well-known/oauth-authorization-server" + PREFIX
-_CONSENT_PARAMETERS = (
-    "response_type",
-    "client_id",
-    "redirect_uri",
-    "scope",
-    "state",
-    "code_challenge",
-    "code_challenge_method",
-)
 DEFAULT_LOGIN = "octocat"
 LOGIN_SUFFIX = "-hub"
+
+
+_CONSENT = ConsentSettings(
+    provider="MockHub",
+    action=PREFIX + "/authorize",
+    account_label="MockHub account",
+    default_login=DEFAULT_LOGIN,
+    login_rule=LOGIN_RULE,
+    login_maxlength=39,
+    approve_label="Authorize",
+)
 
 
 def login_for_dev_user(request: Request) -> str | None:
@@ -51,21 +53,7 @@ class MockHubRoutes(ProviderRoutes):
         super().__init__(hub, hub.protector, pages, origin)
         self.hub = hub
         self.consent = ConsentFlow(
-            hub.server,
-            pages,
-            origin,
-            ConsentSettings(
-                provider="MockHub",
-                action=PREFIX + "/authorize",
-                parameters=_CONSENT_PARAMETERS,
-                account_label="MockHub account",
-                default_login=DEFAULT_LOGIN,
-                login_rule=LOGIN_RULE,
-                login_maxlength=39,
-                approve_label="Authorize",
-            ),
-            account=hub.account,
-            suggest_login=login_for_dev_user,
+            hub.server, pages, origin, _CONSENT, account=hub.account, suggest_login=login_for_dev_user
         )
 
     def routes(self) -> list[Route]:

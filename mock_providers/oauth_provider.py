@@ -132,22 +132,28 @@ class ProviderCode(AuthorizationCodeMixin):  # type: ignore[misc]  # authlib is 
 
 
 @dataclass(kw_only=True)
-class ProviderAccessToken(TokenMixin):  # type: ignore[misc]  # authlib is untyped
-    """An opaque bearer access token; ``clock`` is the provider's, so tests can fast-forward."""
+class GrantedToClient:
+    """A token record: which client it was issued to, for what scope."""
 
-    access_token: str
     client_id: str
     scope: str
-    issued_at: float
-    expires_at: float
-    clock: Callable[[], float] = field(repr=False, default=time.time)
-    revoked: bool = False
 
     def check_client(self, client: Any) -> bool:
         return bool(client.get_client_id() == self.client_id)
 
     def get_scope(self) -> str:
         return self.scope
+
+
+@dataclass(kw_only=True)
+class ProviderAccessToken(GrantedToClient, TokenMixin):  # type: ignore[misc]  # authlib is untyped
+    """An opaque bearer access token; ``clock`` is the provider's, so tests can fast-forward."""
+
+    access_token: str
+    issued_at: float
+    expires_at: float
+    clock: Callable[[], float] = field(repr=False, default=time.time)
+    revoked: bool = False
 
     def get_expires_in(self) -> int:
         return int(self.expires_at - self.issued_at)
@@ -196,24 +202,25 @@ class ProviderCodeGrant(AuthorizationCodeGrant, Generic[StoreT]):  # type: ignor
         self.store.codes.pop(authorization_code.code, None)
 
 
-class ProviderRefreshGrant(RefreshTokenGrant, Generic[ProviderT]):  # type: ignore[misc]  # authlib is untyped
+class ServesProvider(Generic[ProviderT]):
+    """For authlib grants and endpoints: ``provider``, typed, is their server's provider."""
+
+    server: Any
+
+    @property
+    def provider(self) -> ProviderT:
+        provider: ProviderT = self.server.provider
+        return provider
+
+
+class ProviderRefreshGrant(ServesProvider[ProviderT], RefreshTokenGrant):  # type: ignore[misc]  # authlib is untyped
     """authlib's refresh grant with the providers' client authentication methods."""
 
     TOKEN_ENDPOINT_AUTH_METHODS = TOKEN_AUTH_METHODS
 
-    @property
-    def provider(self) -> ProviderT:
-        provider: ProviderT = self.server.provider
-        return provider
 
-
-class ProviderRevocationEndpoint(RevocationEndpoint, Generic[ProviderT]):  # type: ignore[misc]  # authlib is untyped
+class ProviderRevocationEndpoint(ServesProvider[ProviderT], RevocationEndpoint):  # type: ignore[misc]  # authlib is untyped
     """authlib's RFC 7009 endpoint bound to the server's provider."""
-
-    @property
-    def provider(self) -> ProviderT:
-        provider: ProviderT = self.server.provider
-        return provider
 
 
 class SignedIDTokens(OpenIDCode):  # type: ignore[misc]  # authlib is untyped

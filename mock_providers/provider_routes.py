@@ -31,11 +31,9 @@ class ProviderRoutes:
         return await read_oauth2_request(request, self.origin)
 
     async def token(self, request: Request) -> Response:
-        server = self.provider.server
-        try:
-            oauth_request = await self.oauth2_request(request)
-        except OAuth2Error as error:
-            return server.handle_error_response(None, error)
+        oauth_request = await self._read(request)
+        if isinstance(oauth_request, Response):
+            return oauth_request
         mode = check_mode(self.provider.token_endpoint_mode)
         if mode != "ok":
             # Recorded first: a hanging request is usually cancelled and never returns.
@@ -43,18 +41,24 @@ class ProviderRoutes:
             faulty = await fault_response(mode, request, hang_seconds=self.provider.hang_seconds)
             if faulty is not None:
                 return faulty
-        response: Response = server.create_token_response(oauth_request)
+        response: Response = self.provider.server.create_token_response(oauth_request)
         self.provider.token_requests.append(record_token_request(oauth_request, response))
         return response
 
     async def revoke(self, request: Request) -> Response:
-        server = self.provider.server
-        try:
-            oauth_request = await self.oauth2_request(request)
-        except OAuth2Error as error:
-            return server.handle_error_response(None, error)
-        response: Response = server.create_endpoint_response("revocation", oauth_request)
+        oauth_request = await self._read(request)
+        if isinstance(oauth_request, Response):
+            return oauth_request
+        response: Response = self.provider.server.create_endpoint_response("revocation", oauth_request)
         return response
+
+    async def _read(self, request: Request) -> StarletteOAuth2Request | Response:
+        """The request as authlib's, or authlib's error response when it cannot be read."""
+        try:
+            return await self.oauth2_request(request)
+        except OAuth2Error as error:
+            response: Response = self.provider.server.handle_error_response(None, error)
+            return response
 
     async def api_token(self, request: Request) -> Any:
         """The access token record of an API request, or the :class:`Response` to send instead:

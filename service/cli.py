@@ -141,6 +141,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     configure_logging(args.log_level)
     providers_port = args.providers_port or args.port + 1
+    if providers_port == args.port:
+        return _configuration_error(ValueError(f"--port and --providers-port are both {args.port}"))
     try:
         demo = build_demo(args.host, args.port, providers_port, args.data_dir)
     except SettingsError as exc:

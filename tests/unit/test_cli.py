@@ -161,6 +161,15 @@ def test_demo_on_a_busy_port_exits_at_once_with_one_line(tmp_path: Path, held_po
     assert f"port {held_port}" in lines[0] and which in lines[0] and "Traceback" not in lines[0]
 
 
+def test_demo_refuses_one_port_for_both_servers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["demo", "--port", "9100", "--providers-port", "9100", "--data-dir", str(tmp_path)]
+    assert main(argv) == 2
+    assert (
+        capsys.readouterr().err
+        == "mcp-url-connect: configuration error: --port and --providers-port are both 9100\n"
+    )
+
+
 def test_demo_stops_both_servers_on_sigterm(tmp_path: Path) -> None:
     port, providers_port = _free_port(), _free_port()
     argv = ["demo", "--port", str(port), "--providers-port", str(providers_port), "--data-dir", str(tmp_path)]

@@ -1,11 +1,12 @@
 """What MockHub, MockGoogle and MockSlack (and, for codes and clients, the dev AS) share:
 authlib's server classes bound to one provider.
 
-Each provider (``MockHub``, ``MockGoogle``, ``MockSlack``) is a :class:`MockProvider` with its
-own records and knobs besides; these bases are the parts that are the same for all of them: the
-common knobs and counters, the authorization code record and its lookup (one pre-registered
-client, expiry by the provider's clock), opaque bearer access tokens and their validator, and the
-authorization server that knows the one client.
+Each provider is a :class:`MockProvider` (MockHub and MockGoogle, which have an issuer and a
+bearer-token API, an :class:`IssuingProvider`) with its own records and knobs besides. These
+bases are the parts that are the same for all of them: the common knobs and counters, the
+authorization code record and its lookup (one pre-registered client, expiry by the provider's
+clock), opaque bearer access tokens and their validator, ID-token signing, and the authorization
+server that knows the one client.
 """
 
 from __future__ import annotations

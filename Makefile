@@ -14,8 +14,13 @@ $(STAMP): pyproject.toml requirements-dev.lock
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
+# `make demo PORT=9000` moves the MCP server; the dev AS and mock providers take PORT+1
+# unless PROVIDERS_PORT says otherwise.
+PORT           ?= 8000
+PROVIDERS_PORT ?= $(shell echo $$(($(PORT) + 1)))
+
 demo: $(STAMP)
-	$(BIN)/mcp-url-connect demo
+	$(BIN)/mcp-url-connect demo --port $(PORT) --providers-port $(PROVIDERS_PORT)
 
 # -rs lists every skipped test with why and how to enable it (Redis, nginx, chromium, and
 # `bash tests/integration/node/install.sh` for tests/integration); with CI set they fail instead.

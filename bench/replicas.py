@@ -25,9 +25,9 @@ import redis.asyncio
 from redis.asyncio.client import Redis
 
 from mock_providers import create_mock_providers_app
+from mock_providers.demo import build_dev_setup
 from mock_providers.testing.browser import Browser, callback_location
 from mock_providers.testing.client import Recorder, legacy_elicitation, mcp_client
-from mock_providers.testing.demo import build_dev_setup
 from mock_providers.testing.servers import HOST, ThreadedServers, free_port
 from service.app import create_app
 

@@ -12,6 +12,10 @@ Their knobs and counters (on ``app.state``) are described in docs/mock-providers
 
 :func:`mint_access_token` signs dev-AS access tokens offline with the key the
 server persisted in ``<data_dir>/dev-as.json``.
+
+:mod:`mock_providers.demo` wires these servers to an MCP server's settings for
+``mcp-url-connect demo`` and ``mcp-url-connect mock-providers`` (the production
+packages never import this package; the CLI loads it inside those commands).
 """
 
 from .app import create_mock_providers_app

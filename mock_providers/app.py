@@ -16,7 +16,8 @@ from .mockgoogle import MockGoogle
 from .mockgoogle_routes import MockGoogleRoutes
 from .mockhub import MockHub
 from .mockhub_routes import MockHubRoutes
-from .mockkeys import MockKeys, MockKeysRoutes
+from .mockkeys import MockKeys
+from .mockkeys_routes import MockKeysRoutes
 from .mockslack import MockSlack
 from .mockslack_routes import MockSlackRoutes
 from .pages import Pages

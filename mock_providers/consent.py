@@ -1,9 +1,9 @@
-"""The consent page of MockGoogle and MockSlack: one form, approve or deny.
+"""The consent page of MockHub, MockGoogle and MockSlack: one form, approve or deny.
 
-Like MockHub's: the validated authorization parameters travel as hidden
-fields and authlib validates them again on POST, so a test may POST them
-directly with ``login`` (the account) and ``decision`` (``approve``/``deny``).
-There is no session: every authorization shows the page.
+The validated authorization parameters travel as hidden fields and authlib
+validates them again on POST, so a test may POST them directly with ``login``
+(the account) and ``decision`` (``approve``/``deny``). The providers keep no
+session of their own: every authorization shows the page.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from authlib.oauth2 import OAuth2Error
+from authlib.oauth2.rfc6749.util import scope_to_list
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -20,6 +21,22 @@ from .pages import Pages
 from .starlette_adapter import StarletteAuthorizationServer, StarletteOAuth2Request, read_oauth2_request
 
 ScopeGroups = list[tuple[str, list[str]]]
+#: The authorization parameters every consent form carries back (providers add their own).
+STANDARD_PARAMETERS = (
+    "response_type",
+    "client_id",
+    "redirect_uri",
+    "scope",
+    "state",
+    "code_challenge",
+    "code_challenge_method",
+)
+
+
+def listed_scopes(data: dict[str, str]) -> ScopeGroups:
+    """The requested ``scope`` (space-separated) under one heading."""
+    scopes = scope_to_list(data.get("scope") or "") or []
+    return [("It asks for these scopes:", scopes)] if scopes else []
 
 
 @dataclass(frozen=True)
@@ -28,12 +45,14 @@ class ConsentSettings:
 
     provider: str
     action: str
-    parameters: tuple[str, ...]
     account_label: str
     default_login: str
     login_rule: str
     login_maxlength: int = 254
     login_hint_parameter: str | None = None
+    #: Provider-specific authorization parameters the form carries besides the standard ones.
+    extra_parameters: tuple[str, ...] = ()
+    approve_label: str = "Allow"
     #: Authorization parameters the provider makes optional (filled in when absent).
     defaults: tuple[tuple[str, str], ...] = ()
 
@@ -43,7 +62,8 @@ class ConsentFlow:
 
     ``account`` maps the submitted login to the account authlib binds to the
     code, or ``None`` when the login is not acceptable; ``scope_groups`` lists
-    the requested scopes under headings for the page.
+    the requested scopes under headings for the page; ``suggest_login``, if
+    given, proposes the login to prefill when the request has no usable hint.
     """
 
     def __init__(
@@ -54,7 +74,8 @@ class ConsentFlow:
         settings: ConsentSettings,
         *,
         account: Callable[[str], Any | None],
-        scope_groups: Callable[[dict[str, str]], ScopeGroups],
+        scope_groups: Callable[[dict[str, str]], ScopeGroups] = listed_scopes,
+        suggest_login: Callable[[Request], str | None] | None = None,
     ) -> None:
         self.server = server
         self.pages = pages
@@ -62,6 +83,7 @@ class ConsentFlow:
         self.settings = settings
         self.account = account
         self.scope_groups = scope_groups
+        self.suggest_login = suggest_login
 
     async def handle(self, request: Request) -> Response:
         server = self.server
@@ -79,9 +101,7 @@ class ConsentFlow:
 
         data = oauth_request.payload.data
         if request.method == "GET":
-            hint = data.get(self.settings.login_hint_parameter or "") or ""
-            login = hint if self.account(hint) is not None else self.settings.default_login
-            return self._page(oauth_request, grant.redirect_uri, login, None, 200)
+            return self._page(oauth_request, grant.redirect_uri, self._prefill(request, data), None, 200)
 
         decision = data.get("decision")
         login = (data.get("login") or "").strip()
@@ -91,7 +111,8 @@ class ConsentFlow:
             )
             return denied
         if decision != "approve":
-            return self._page(oauth_request, grant.redirect_uri, login, "Choose Allow or Deny.", 400)
+            choose = f"Choose {self.settings.approve_label} or Deny."
+            return self._page(oauth_request, grant.redirect_uri, login, choose, 400)
         account = self.account(login)
         if account is None:
             return self._page(oauth_request, grant.redirect_uri, login, self.settings.login_rule, 400)
@@ -99,6 +120,15 @@ class ConsentFlow:
             grant.request, grant_user=account, grant=grant
         )
         return approved
+
+    def _prefill(self, request: Request, data: dict[str, str]) -> str:
+        """The login hint if valid, else the suggested login if valid, else the default."""
+        hint = data.get(self.settings.login_hint_parameter or "")
+        suggested = self.suggest_login(request) if self.suggest_login is not None else None
+        for login in (hint, suggested):
+            if login and self.account(login) is not None:
+                return login
+        return self.settings.default_login
 
     def _bad_request(self, error: OAuth2Error) -> Response:
         description = error.description or error.error or "invalid request"
@@ -116,7 +146,8 @@ class ConsentFlow:
         status_code: int,
     ) -> Response:
         data = oauth_request.payload.data
-        hidden = [(name, data[name]) for name in self.settings.parameters if data.get(name)]
+        names = (*STANDARD_PARAMETERS, *self.settings.extra_parameters)
+        hidden = [(name, data[name]) for name in names if data.get(name)]
         return self.pages.render(
             "consent.html",
             status_code,
@@ -129,5 +160,6 @@ class ConsentFlow:
             account_label=self.settings.account_label,
             login=login,
             login_maxlength=self.settings.login_maxlength,
+            approve_label=self.settings.approve_label,
             error=error,
         )

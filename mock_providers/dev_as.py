@@ -10,28 +10,28 @@ state is in memory except the signing key (see :mod:`mock_providers.dev_keys`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from authlib.consts import default_json_headers
 from authlib.oauth2 import OAuth2Error
 from authlib.oauth2.rfc6749 import OAuth2Request, ResourceProtector
-from authlib.oauth2.rfc6749.grants import AuthorizationCodeGrant, RefreshTokenGrant
+from authlib.oauth2.rfc6749.grants import RefreshTokenGrant
 from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint, InvalidRedirectURIError
 from authlib.oauth2.rfc9068 import JWTBearerTokenValidator
-from authlib.oidc.core import OpenIDCode, UserInfoEndpoint
+from authlib.oidc.core import UserInfoEndpoint
 from joserfc.jwk import KeySet
 
+from .clients import TOKEN_AUTH_METHODS
 from .config import ClientSpec, MockProvidersConfig
 from .dev_as_models import PUBLIC, DevAuthorizationCode, DevClient, DevRefreshToken
 from .dev_keys import DevKeys
 from .dev_tokens import DevAccessTokenGenerator, DevUser
 from .issuer_parameter import StarletteIssuerParameter
+from .oauth_provider import ProviderCodeGrant, SignedIDTokens
 from .pkce import RequiredS256CodeChallenge
 from .starlette_adapter import StarletteAuthorizationServer
-
-AUTHORIZATION_CODE_LIFETIME = 600
-TOKEN_AUTH_METHODS = ("client_secret_basic", "client_secret_post", "none")
 
 
 class InvalidTargetError(OAuth2Error):  # type: ignore[misc]  # authlib is untyped
@@ -74,40 +74,22 @@ class ResourceIndicator:
             raise InvalidTargetError("'resource' differs from the authorization request.")
 
 
-class DevAuthorizationCodeGrant(AuthorizationCodeGrant):  # type: ignore[misc]  # authlib is untyped
-    TOKEN_ENDPOINT_AUTH_METHODS = TOKEN_AUTH_METHODS
+class DevAuthorizationCodeGrant(ProviderCodeGrant["DevAuthorizationServer"]):
+    @property
+    def store(self) -> DevAuthorizationServer:
+        server: DevAuthorizationServer = self.server
+        return server
 
     def save_authorization_code(self, code: str, request: OAuth2Request) -> None:
-        server: DevAuthorizationServer = self.server
         user: DevUser = request.user
         data = request.payload.data
-        server.codes[code] = DevAuthorizationCode(
-            code=code,
-            client_id=request.client.get_client_id(),
-            redirect_uri=data.get("redirect_uri"),
-            scope=request.scope or "",
+        self.store.codes[code] = DevAuthorizationCode(
+            **self.code_fields(code, request),
             username=user.username,
             auth_time=user.auth_time,
-            audience=data.get("resource") or server.keys.audience,
+            audience=data.get("resource") or self.store.keys.audience,
             nonce=data.get("nonce"),
-            code_challenge=data.get("code_challenge"),
-            code_challenge_method=data.get("code_challenge_method"),
-            expires_at=time.time() + AUTHORIZATION_CODE_LIFETIME,
         )
-
-    def query_authorization_code(self, code: str, client: DevClient) -> DevAuthorizationCode | None:
-        server: DevAuthorizationServer = self.server
-        record = server.codes.get(code)
-        if record is None or record.client_id != client.client_id:
-            return None
-        if record.expires_at < time.time():
-            server.codes.pop(code, None)
-            return None
-        return record
-
-    def delete_authorization_code(self, authorization_code: DevAuthorizationCode) -> None:
-        server: DevAuthorizationServer = self.server
-        server.codes.pop(authorization_code.code, None)
 
     def authenticate_user(self, authorization_code: DevAuthorizationCode) -> DevUser:
         return DevUser(
@@ -145,26 +127,12 @@ class DevRefreshTokenGrant(RefreshTokenGrant):  # type: ignore[misc]  # authlib 
         server.refresh_tokens.pop(refresh_token.refresh_token, None)
 
 
-class DevOpenIDCode(OpenIDCode):  # type: ignore[misc]  # authlib is untyped
+class DevOpenIDCode(SignedIDTokens):
     """OIDC for the code grant: an ID token when the scope contains ``openid``."""
 
     def __init__(self, server: DevAuthorizationServer) -> None:
-        super().__init__(require_nonce=False)
+        super().__init__(server, server.keys.private_key_set, server.keys.kid, server.keys.alg)
         self._server = server
-
-    def exists_nonce(self, nonce: str, request: OAuth2Request) -> bool:
-        client_id = request.payload.client_id
-        return any(c.nonce == nonce and c.client_id == client_id for c in self._server.codes.values())
-
-    def resolve_client_private_key(self, client: DevClient) -> KeySet:
-        return self._server.keys.private_key_set()
-
-    def get_client_algorithm(self, client: DevClient) -> str:
-        return self._server.keys.alg
-
-    def get_encode_header(self, client: DevClient) -> dict[str, str]:
-        keys = self._server.keys
-        return {"alg": keys.alg, "typ": "JWT", "kid": keys.kid}
 
     def get_client_claims(self, client: DevClient) -> dict[str, Any]:
         return {"iss": self._server.issuer, "aud": client.get_client_id()}
@@ -260,6 +228,7 @@ class DevAuthorizationServer(StarletteAuthorizationServer):
         self.clients: dict[str, DevClient] = {}
         self.codes: dict[str, DevAuthorizationCode] = {}
         self.refresh_tokens: dict[str, DevRefreshToken] = {}
+        self.clock: Callable[[], float] = time.time
         self.access_token_generator = DevAccessTokenGenerator(keys)
         self.issuer_parameter = StarletteIssuerParameter(lambda: self.issuer)
 

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import ipaddress
-import secrets
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from authlib.oauth2.rfc6749 import ClientMixin, TokenMixin
+from authlib.oauth2.rfc6749 import TokenMixin
 from authlib.oidc.core import AuthorizationCodeMixin
 
+from .clients import PreRegisteredClient
+from .oauth_provider import ProviderCode
+
 PUBLIC = "none"
-SECRET_METHODS = ("client_secret_basic", "client_secret_post")
 
 
 def _is_loopback_http(uri: str) -> bool:
@@ -37,7 +38,7 @@ def _same_except_port(a: str, b: str) -> bool:
 
 
 @dataclass
-class DevClient(ClientMixin):  # type: ignore[misc]  # authlib is untyped
+class DevClient(PreRegisteredClient):
     """A client of the dev AS: pre-registered or registered through RFC 7591.
 
     Public clients (no secret) authenticate with ``none``; confidential ones
@@ -46,10 +47,6 @@ class DevClient(ClientMixin):  # type: ignore[misc]  # authlib is untyped
     any port (RFC 8252 section 7.3).
     """
 
-    client_id: str
-    client_secret: str | None
-    redirect_uris: tuple[str, ...]
-    grant_types: tuple[str, ...] = ("authorization_code", "refresh_token")
     response_types: tuple[str, ...] = ("code",)
     client_name: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -57,18 +54,6 @@ class DevClient(ClientMixin):  # type: ignore[misc]  # authlib is untyped
     @property
     def is_public(self) -> bool:
         return self.client_secret is None
-
-    def get_client_id(self) -> str:
-        return self.client_id
-
-    def get_default_redirect_uri(self) -> str | None:
-        return self.redirect_uris[0] if len(self.redirect_uris) == 1 else None
-
-    def get_allowed_scope(self, scope: str | None) -> str:
-        # The dev AS grants whatever scope is asked for.
-        if not scope:
-            return ""
-        return " ".join(dict.fromkeys(scope.split()))
 
     def check_redirect_uri(self, redirect_uri: str) -> bool:
         if redirect_uri in self.redirect_uris:
@@ -80,42 +65,16 @@ class DevClient(ClientMixin):  # type: ignore[misc]  # authlib is untyped
             for registered in self.redirect_uris
         )
 
-    def check_client_secret(self, client_secret: str) -> bool:
-        if self.client_secret is None:
-            return False
-        return secrets.compare_digest(self.client_secret.encode(), client_secret.encode())
-
-    def check_endpoint_auth_method(self, method: str, endpoint: str) -> bool:
-        if self.is_public:
-            return method == PUBLIC
-        return method in SECRET_METHODS
-
     def check_response_type(self, response_type: str) -> bool:
         return response_type in self.response_types
 
-    def check_grant_type(self, grant_type: str) -> bool:
-        return grant_type in self.grant_types
 
-
-@dataclass
-class DevAuthorizationCode(AuthorizationCodeMixin):  # type: ignore[misc]  # authlib is untyped
-    code: str
-    client_id: str
-    redirect_uri: str | None
-    scope: str
+@dataclass(kw_only=True)
+class DevAuthorizationCode(ProviderCode, AuthorizationCodeMixin):  # type: ignore[misc]  # authlib is untyped
     username: str
     auth_time: int | None
     audience: str
     nonce: str | None
-    code_challenge: str | None
-    code_challenge_method: str | None
-    expires_at: float
-
-    def get_redirect_uri(self) -> str | None:
-        return self.redirect_uri
-
-    def get_scope(self) -> str:
-        return self.scope
 
     def get_nonce(self) -> str | None:
         return self.nonce

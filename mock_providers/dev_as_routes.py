@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
+from functools import partial
 from urllib.parse import urlencode, urlsplit
 
 from authlib.oauth2 import OAuth2Error
@@ -82,20 +84,20 @@ class DevAuthorizationRoutes:
         return response
 
     async def token(self, request: Request) -> Response:
-        try:
-            oauth_request = await self._oauth2_request(request)
-        except OAuth2Error as error:
-            return self.server.handle_error_response(None, error)
-        response: Response = self.server.create_token_response(oauth_request)
-        return response
+        return await self._respond(request, self.server.create_token_response)
 
     async def userinfo(self, request: Request) -> Response:
+        return await self._respond(request, partial(self.server.create_endpoint_response, "userinfo"))
+
+    async def _respond(
+        self, request: Request, create_response: Callable[[StarletteOAuth2Request], Response]
+    ) -> Response:
+        """authlib's answer to ``request``, or its error response when the request is unreadable."""
         try:
             oauth_request = await self._oauth2_request(request)
         except OAuth2Error as error:
             return self.server.handle_error_response(None, error)
-        response: Response = self.server.create_endpoint_response("userinfo", oauth_request)
-        return response
+        return create_response(oauth_request)
 
     async def authorize(self, request: Request) -> Response:
         try:

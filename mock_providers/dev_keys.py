@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -44,16 +45,21 @@ class DevKeys:
     def alg(self) -> str:
         return _ALG
 
+    @cached_property
+    def signing_key(self) -> RSAKey:
+        """The private key, imported once: importing an RSA JWK validates it (~40 ms), which
+        done for every signature was most of the mock process's CPU."""
+        return RSAKey.import_key(self.private_jwk)
+
     def private_key_set(self) -> KeySet:
         """The private key as a key set: joserfc then puts ``kid`` in JWS headers."""
-        return KeySet([RSAKey.import_key(self.private_jwk)])
+        return KeySet([self.signing_key])
 
     def public_key_set(self) -> KeySet:
         return KeySet([RSAKey.import_key(self.public_jwk())])
 
     def public_jwk(self) -> dict[str, Any]:
-        key = RSAKey.import_key(self.private_jwk)
-        return dict(key.as_dict(private=False, kid=self.kid, alg=_ALG, use="sig"))
+        return dict(self.signing_key.as_dict(private=False, kid=self.kid, alg=_ALG, use="sig"))
 
     def public_jwks(self) -> dict[str, Any]:
         return {"keys": [self.public_jwk()]}
@@ -132,14 +138,14 @@ def _parse(raw: str, path: Path) -> DevKeys:
         document = json.loads(raw)
         if document.get("format") != _FORMAT:
             raise ValueError(f"unknown format {document.get('format')!r}")
-        jwk = document["signing_key"]
-        RSAKey.import_key(jwk)  # fails loudly on a damaged key
-        return DevKeys(
+        keys = DevKeys(
             issuer=str(document["issuer"]),
             audience=str(document["audience"]),
-            private_jwk=dict(jwk),
+            private_jwk=dict(document["signing_key"]),
             session_secret=str(document["session_secret"]),
         )
+        keys.signing_key  # noqa: B018  # imported now: fails loudly on a damaged key
+        return keys
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"{path} is not a valid development key file: {exc}") from exc
 

@@ -25,34 +25,33 @@ from __future__ import annotations
 
 import hashlib
 import re
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from authlib.common.security import generate_token
-from authlib.oauth2.rfc6749 import OAuth2Request, ResourceProtector, TokenMixin
-from authlib.oauth2.rfc6749.grants import AuthorizationCodeGrant, RefreshTokenGrant
+from authlib.oauth2.rfc6749 import OAuth2Request
 from authlib.oauth2.rfc6749.util import scope_to_list
-from authlib.oauth2.rfc6750 import BearerTokenGenerator, BearerTokenValidator
-from authlib.oauth2.rfc7009 import RevocationEndpoint
-from authlib.oidc.core import AuthorizationCodeMixin, OpenIDCode
+from authlib.oidc.core import AuthorizationCodeMixin
 from joserfc.jwk import KeySet, RSAKey
 
-from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
+from .clients import PreRegisteredClient
 from .config import ClientSpec
-from .faults import DEFAULT_HANG_SECONDS, EndpointMode
-from .issuer_parameter import StarletteIssuerParameter
-from .mockhub import IssMode
+from .oauth_provider import (
+    GrantedToClient,
+    IssuingProvider,
+    ProviderAccessToken,
+    ProviderAuthorizationServer,
+    ProviderCode,
+    ProviderCodeGrant,
+    ProviderRefreshGrant,
+    ProviderRevocationEndpoint,
+    SignedIDTokens,
+)
 from .pkce import RequiredS256CodeChallenge
-from .records import TokenRequestRecord
-from .starlette_adapter import StarletteAuthorizationServer
 
 ACCESS_TOKEN_PREFIX = "ya29.mockgoogle-"
 REFRESH_TOKEN_PREFIX = "1//mockgoogle-"
 DEFAULT_ACCESS_TOKEN_TTL = 3599
 ID_TOKEN_LIFETIME = 3600
-AUTHORIZATION_CODE_LIFETIME = 600
 ALG = "RS256"
 EMAIL_DOMAIN = "mockgoogle.test"
 LOGIN_RULE = (
@@ -107,26 +106,13 @@ class MockGoogleAccount:
         return claims
 
 
-@dataclass
-class MockGoogleCode(AuthorizationCodeMixin):  # type: ignore[misc]  # authlib is untyped
-    code: str
-    client_id: str
-    redirect_uri: str | None
-    scope: str
+@dataclass(kw_only=True)
+class MockGoogleCode(ProviderCode, AuthorizationCodeMixin):  # type: ignore[misc]  # authlib is untyped
     email: str
     nonce: str | None
     auth_time: int
-    code_challenge: str | None
-    code_challenge_method: str | None
-    expires_at: float
     #: Whether exchanging this code returns a refresh token (decided at consent).
     offline: bool
-
-    def get_redirect_uri(self) -> str | None:
-        return self.redirect_uri
-
-    def get_scope(self) -> str:
-        return self.scope
 
     def get_nonce(self) -> str | None:
         return self.nonce
@@ -135,94 +121,38 @@ class MockGoogleCode(AuthorizationCodeMixin):  # type: ignore[misc]  # authlib i
         return self.auth_time
 
 
-@dataclass
-class MockGoogleAccessToken(TokenMixin):  # type: ignore[misc]  # authlib is untyped
-    access_token: str
-    client_id: str
-    scope: str
+@dataclass(kw_only=True)
+class MockGoogleAccessToken(ProviderAccessToken):
     email: str
     sub: str
-    issued_at: float
-    expires_at: float
-    clock: Callable[[], float] = field(repr=False, default=time.time)
-    revoked: bool = False
-
-    def check_client(self, client: Any) -> bool:
-        return bool(client.get_client_id() == self.client_id)
-
-    def get_scope(self) -> str:
-        return self.scope
-
-    def get_expires_in(self) -> int:
-        return int(self.expires_at - self.issued_at)
-
-    def is_expired(self) -> bool:
-        return self.clock() >= self.expires_at
-
-    def is_revoked(self) -> bool:
-        return self.revoked
 
 
-@dataclass
-class MockGoogleRefreshToken:
+@dataclass(kw_only=True)
+class MockGoogleRefreshToken(GrantedToClient):
     """A long-lived refresh token: valid until its grant is revoked."""
 
     refresh_token: str
-    client_id: str
-    scope: str
     email: str
     sub: str
     revoked: bool = False
 
-    def check_client(self, client: Any) -> bool:
-        return bool(client.get_client_id() == self.client_id)
 
-    def get_scope(self) -> str:
-        return self.scope
-
-
-class MockGoogleCodeGrant(AuthorizationCodeGrant):  # type: ignore[misc]  # authlib is untyped
-    TOKEN_ENDPOINT_AUTH_METHODS = TOKEN_AUTH_METHODS
-
-    @property
-    def google(self) -> MockGoogle:
-        google: MockGoogle = self.server.google
-        return google
-
+class MockGoogleCodeGrant(ProviderCodeGrant["MockGoogle"]):
     def save_authorization_code(self, code: str, request: OAuth2Request) -> None:
         data = request.payload.data
         account: MockGoogleAccount = request.user
-        client_id = request.client.get_client_id()
-        self.google.codes[code] = MockGoogleCode(
-            code=code,
-            client_id=client_id,
-            redirect_uri=data.get("redirect_uri"),
-            scope=request.scope or "",
+        self.store.codes[code] = MockGoogleCode(
+            **self.code_fields(code, request),
             email=account.email,
             nonce=data.get("nonce"),
-            auth_time=int(self.google.clock()),
-            code_challenge=data.get("code_challenge"),
-            code_challenge_method=data.get("code_challenge_method"),
-            expires_at=self.google.clock() + AUTHORIZATION_CODE_LIFETIME,
-            offline=self.google.consent_offline(
-                client_id, account, data.get("access_type"), data.get("prompt")
+            auth_time=int(self.store.clock()),
+            offline=self.store.consent_offline(
+                request.client.get_client_id(), account, data.get("access_type"), data.get("prompt")
             ),
         )
 
-    def query_authorization_code(self, code: str, client: PreRegisteredClient) -> MockGoogleCode | None:
-        record = self.google.codes.get(code)
-        if record is None or record.client_id != client.client_id:
-            return None
-        if record.expires_at <= self.google.clock():
-            self.google.codes.pop(code, None)
-            return None
-        return record
-
-    def delete_authorization_code(self, authorization_code: MockGoogleCode) -> None:
-        self.google.codes.pop(authorization_code.code, None)
-
     def authenticate_user(self, authorization_code: MockGoogleCode) -> MockGoogleAccount | None:
-        return self.google.account(authorization_code.email)
+        return self.store.account(authorization_code.email)
 
     def generate_token(
         self,
@@ -243,47 +173,28 @@ class MockGoogleCodeGrant(AuthorizationCodeGrant):  # type: ignore[misc]  # auth
         return token
 
 
-class MockGoogleRefreshGrant(RefreshTokenGrant):  # type: ignore[misc]  # authlib is untyped
+class MockGoogleRefreshGrant(ProviderRefreshGrant["MockGoogle"]):
     """Google's refresh: the refresh token stays valid and is not sent again."""
 
-    TOKEN_ENDPOINT_AUTH_METHODS = TOKEN_AUTH_METHODS
     INCLUDE_NEW_REFRESH_TOKEN = False
 
-    @property
-    def google(self) -> MockGoogle:
-        google: MockGoogle = self.server.google
-        return google
-
     def authenticate_refresh_token(self, refresh_token: str) -> MockGoogleRefreshToken | None:
-        record = self.google.refresh_tokens.get(refresh_token)
+        record = self.provider.refresh_tokens.get(refresh_token)
         return None if record is None or record.revoked else record
 
     def authenticate_user(self, refresh_token: MockGoogleRefreshToken) -> MockGoogleAccount | None:
-        return self.google.account(refresh_token.email)
+        return self.provider.account(refresh_token.email)
 
     def revoke_old_credential(self, refresh_token: MockGoogleRefreshToken) -> None:
         """Nothing to retire: Google's refresh tokens do not rotate."""
 
 
-class MockGoogleOpenIDCode(OpenIDCode):  # type: ignore[misc]  # authlib is untyped
+class MockGoogleOpenIDCode(SignedIDTokens):
     """ID tokens for ``openid`` grants: on the code exchange and on every refresh."""
 
     def __init__(self, google: MockGoogle) -> None:
-        super().__init__(require_nonce=False)
+        super().__init__(google, google.private_key_set, google.kid, ALG)
         self._google = google
-
-    def exists_nonce(self, nonce: str, request: OAuth2Request) -> bool:
-        client_id = request.payload.client_id
-        return any(c.nonce == nonce and c.client_id == client_id for c in self._google.codes.values())
-
-    def resolve_client_private_key(self, client: PreRegisteredClient) -> KeySet:
-        return self._google.private_key_set()
-
-    def get_client_algorithm(self, client: PreRegisteredClient) -> str:
-        return ALG
-
-    def get_encode_header(self, client: PreRegisteredClient) -> dict[str, str]:
-        return {"alg": ALG, "typ": "JWT", "kid": self._google.kid}
 
     def get_client_claims(self, client: PreRegisteredClient) -> dict[str, Any]:
         now = int(self._google.clock())
@@ -306,17 +217,12 @@ class MockGoogleOpenIDCode(OpenIDCode):  # type: ignore[misc]  # authlib is unty
         return token
 
 
-class MockGoogleRevocationEndpoint(RevocationEndpoint):  # type: ignore[misc]  # authlib is untyped
+class MockGoogleRevocationEndpoint(ProviderRevocationEndpoint["MockGoogle"]):
     """Google's ``/revoke``: no client authentication; the token may be in the query.
 
     Either token revokes the user's whole grant to the client. ``200 {}`` on
     success, ``400 invalid_token`` for an unknown or already revoked token.
     """
-
-    @property
-    def google(self) -> MockGoogle:
-        google: MockGoogle = self.server.google
-        return google
 
     def create_endpoint_response(self, request: OAuth2Request) -> tuple[int, dict[str, str], list[Any]]:
         headers = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
@@ -336,51 +242,32 @@ class MockGoogleRevocationEndpoint(RevocationEndpoint):  # type: ignore[misc]  #
     def query_token(
         self, token_string: str, token_type_hint: str | None
     ) -> MockGoogleAccessToken | MockGoogleRefreshToken | None:
-        return self.google.tokens.get(token_string) or self.google.refresh_tokens.get(token_string)
+        return self.provider.tokens.get(token_string) or self.provider.refresh_tokens.get(token_string)
 
     def revoke_token(
         self, token: MockGoogleAccessToken | MockGoogleRefreshToken, request: OAuth2Request
     ) -> None:
-        self.google.revoke_pair(token.client_id, token.sub)
+        self.provider.revoke_pair(token.client_id, token.sub)
 
 
-class MockGoogleTokenValidator(BearerTokenValidator):  # type: ignore[misc]  # authlib is untyped
+class MockGoogleAuthorizationServer(ProviderAuthorizationServer):
     def __init__(self, google: MockGoogle) -> None:
-        super().__init__(realm="mockgoogle")
-        self._google = google
-
-    def authenticate_token(self, token_string: str) -> MockGoogleAccessToken | None:
-        return self._google.tokens.get(token_string)
-
-
-class MockGoogleAuthorizationServer(StarletteAuthorizationServer):
-    def __init__(self, google: MockGoogle) -> None:
-        super().__init__()
+        super().__init__(google)
         self.google = google
-        self.issuer_parameter = StarletteIssuerParameter(google.response_issuer)
-        self.register_token_generator(
-            "default",
-            BearerTokenGenerator(
-                access_token_generator=lambda **_: ACCESS_TOKEN_PREFIX + str(generate_token(40)),
-                refresh_token_generator=lambda **_: REFRESH_TOKEN_PREFIX + str(generate_token(40)),
-                expires_generator=lambda client, grant_type: google.access_token_ttl,
-            ),
+        self.register_opaque_tokens(
+            ACCESS_TOKEN_PREFIX, REFRESH_TOKEN_PREFIX, lambda: google.access_token_ttl
         )
         openid = MockGoogleOpenIDCode(google)
         self.register_grant(MockGoogleCodeGrant, [RequiredS256CodeChallenge(), openid])
         self.register_grant(MockGoogleRefreshGrant, [openid])
         self.register_endpoint(MockGoogleRevocationEndpoint)
-        self.register_extension(self.issuer_parameter)
-
-    def query_client(self, client_id: str) -> PreRegisteredClient | None:
-        client = self.google.client
-        return client if client.client_id == client_id else None
+        self.register_issuer_parameter(google.response_issuer)
 
     def save_token(self, token: dict[str, Any], request: OAuth2Request) -> None:
         self.google.store_token(token, request.client.get_client_id(), request.user)
 
 
-class MockGoogle:
+class MockGoogle(IssuingProvider):
     """State, knobs and counters of one MockGoogle instance.
 
     Knobs (assign freely in tests):
@@ -406,21 +293,15 @@ class MockGoogle:
         access_token_ttl: int = DEFAULT_ACCESS_TOKEN_TTL,
         wrong_issuer: str | None = None,
     ) -> None:
-        self.issuer = issuer
-        self.client = PreRegisteredClient.from_spec(client)
-        self.iss_mode: IssMode = "correct"
-        self.wrong_issuer = wrong_issuer or issuer.rsplit("/", 1)[0] + "/evil-google"
-        self.access_token_ttl = access_token_ttl
-        self.token_endpoint_mode: EndpointMode = "ok"
-        self.api_mode: EndpointMode = "ok"
-        self.hang_seconds = DEFAULT_HANG_SECONDS
-        self.clock: Callable[[], float] = time.time
+        super().__init__(
+            issuer,
+            PreRegisteredClient.from_spec(client),
+            access_token_ttl=access_token_ttl,
+            wrong_issuer=wrong_issuer or issuer.rsplit("/", 1)[0] + "/evil-google",
+            realm="mockgoogle",
+        )
 
-        self.token_requests: list[TokenRequestRecord] = []
-        self.issued_access_tokens: set[str] = set()
-        self.issued_refresh_tokens: set[str] = set()
         self.issued_id_tokens: list[str] = []
-        self.revoked_tokens: set[str] = set()
         self.userinfo_requests = 0
 
         self.codes: dict[str, MockGoogleCode] = {}
@@ -432,8 +313,6 @@ class MockGoogle:
             2048, parameters={"alg": ALG, "use": "sig"}, private=True, auto_kid=True
         )
         self.server = MockGoogleAuthorizationServer(self)
-        self.protector = ResourceProtector()
-        self.protector.register_token_validator(MockGoogleTokenValidator(self))
 
     # -- keys ------------------------------------------------------------------
 
@@ -451,22 +330,8 @@ class MockGoogle:
 
     # -- knobs and test helpers ------------------------------------------------
 
-    def response_issuer(self) -> str | None:
-        """The ``iss`` value for the next authorization response, per ``iss_mode``."""
-        if self.iss_mode == "omit":
-            return None
-        if self.iss_mode == "wrong":
-            return self.wrong_issuer
-        return self.issuer
-
     def account(self, login: str) -> MockGoogleAccount | None:
         return MockGoogleAccount.for_login(login)
-
-    def expire_access_tokens(self) -> None:
-        """Make every access token issued so far expired (refresh tokens stay valid)."""
-        now = self.clock()
-        for token in self.tokens.values():
-            token.expires_at = min(token.expires_at, now)
 
     def revoke_grant(self, login: str) -> int:
         """As if ``login`` removed the app's access in their Google account.

@@ -2,65 +2,37 @@
 
 from __future__ import annotations
 
-from authlib.oauth2 import OAuth2Error
-from authlib.oauth2.rfc6749.util import scope_to_list
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .consent import ConsentFlow, ConsentSettings, ScopeGroups
+from .consent import ConsentFlow, ConsentSettings
 from .cors import allow_cors
-from .faults import check_mode, fault_label, fault_response
 from .mockgoogle import ALG, EMAIL_DOMAIN, LOGIN_RULE, MockGoogle
 from .pages import Pages
-from .records import record_fault, record_token_request
-from .starlette_adapter import StarletteOAuth2Request, read_oauth2_request
+from .provider_routes import ProviderRoutes
 
 PREFIX = "/mockgoogle"
 DISCOVERY_PATH = PREFIX + "/.well-known/openid-configuration"
 DEFAULT_LOGIN = f"alice@{EMAIL_DOMAIN}"
-_CONSENT_PARAMETERS = (
-    "response_type",
-    "client_id",
-    "redirect_uri",
-    "scope",
-    "state",
-    "code_challenge",
-    "code_challenge_method",
-    "nonce",
-    "access_type",
-    "prompt",
-    "login_hint",
-    "include_granted_scopes",
+
+
+_CONSENT = ConsentSettings(
+    provider="MockGoogle",
+    action=PREFIX + "/authorize",
+    extra_parameters=("nonce", "access_type", "prompt", "login_hint", "include_granted_scopes"),
+    account_label="MockGoogle account (email)",
+    default_login=DEFAULT_LOGIN,
+    login_rule=LOGIN_RULE,
+    login_hint_parameter="login_hint",
 )
 
 
-def _scope_groups(data: dict[str, str]) -> ScopeGroups:
-    scopes = scope_to_list(data.get("scope") or "") or []
-    return [("It asks for these scopes:", scopes)] if scopes else []
-
-
-class MockGoogleRoutes:
+class MockGoogleRoutes(ProviderRoutes):
     def __init__(self, google: MockGoogle, pages: Pages, origin: str) -> None:
+        super().__init__(google, google.protector, pages, origin)
         self.google = google
-        self.pages = pages
-        self.origin = origin
-        self.consent = ConsentFlow(
-            google.server,
-            pages,
-            origin,
-            ConsentSettings(
-                provider="MockGoogle",
-                action=PREFIX + "/authorize",
-                parameters=_CONSENT_PARAMETERS,
-                account_label="MockGoogle account (email)",
-                default_login=DEFAULT_LOGIN,
-                login_rule=LOGIN_RULE,
-                login_hint_parameter="login_hint",
-            ),
-            account=google.account,
-            scope_groups=_scope_groups,
-        )
+        self.consent = ConsentFlow(google.server, pages, origin, _CONSENT, account=google.account)
 
     def routes(self) -> list[Route]:
         return [
@@ -112,45 +84,11 @@ class MockGoogleRoutes:
     async def jwks(self, request: Request) -> Response:
         return JSONResponse(self.google.jwks(), headers={"Cache-Control": "max-age=300"})
 
-    async def _oauth2_request(self, request: Request) -> StarletteOAuth2Request:
-        return await read_oauth2_request(request, self.origin)
-
-    async def token(self, request: Request) -> Response:
-        server = self.google.server
-        try:
-            oauth_request = await self._oauth2_request(request)
-        except OAuth2Error as error:
-            return server.handle_error_response(None, error)
-        mode = check_mode(self.google.token_endpoint_mode)
-        if mode != "ok":
-            self.google.token_requests.append(record_fault(oauth_request, fault_label(mode)))
-            faulty = await fault_response(mode, request, hang_seconds=self.google.hang_seconds)
-            if faulty is not None:
-                return faulty
-        response: Response = server.create_token_response(oauth_request)
-        self.google.token_requests.append(record_token_request(oauth_request, response))
-        return response
-
     async def userinfo(self, request: Request) -> Response:
         self.google.userinfo_requests += 1
-        faulty = await fault_response(self.google.api_mode, request, hang_seconds=self.google.hang_seconds)
-        if faulty is not None:
-            return faulty
-        server = self.google.server
-        try:
-            oauth_request = await self._oauth2_request(request)
-            token = self.google.protector.validate_request(None, oauth_request)
-        except OAuth2Error as error:
-            return server.handle_error_response(None, error)
+        token = await self.api_token(request)
+        if isinstance(token, Response):
+            return token
         account = self.google.account(token.email)
         claims = account.claims(token.scope) if account is not None else {"sub": token.sub}
         return JSONResponse(claims, headers={"Cache-Control": "no-store"})
-
-    async def revoke(self, request: Request) -> Response:
-        server = self.google.server
-        try:
-            oauth_request = await self._oauth2_request(request)
-        except OAuth2Error as error:
-            return server.handle_error_response(None, error)
-        response: Response = server.create_endpoint_response("revocation", oauth_request)
-        return response

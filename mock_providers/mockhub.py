@@ -19,33 +19,32 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
-from authlib.common.security import generate_token
-from authlib.oauth2.rfc6749 import OAuth2Request, ResourceProtector, TokenMixin
-from authlib.oauth2.rfc6749.grants import AuthorizationCodeGrant, RefreshTokenGrant
-from authlib.oauth2.rfc6749.models import AuthorizationCodeMixin
-from authlib.oauth2.rfc6750 import BearerTokenGenerator, BearerTokenValidator
-from authlib.oauth2.rfc7009 import RevocationEndpoint
+from authlib.oauth2.rfc6749 import OAuth2Request
 
 from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
 from .config import ClientSpec
-from .faults import DEFAULT_HANG_SECONDS, EndpointMode
-from .issuer_parameter import StarletteIssuerParameter
+from .oauth_provider import (
+    IssuingProvider,
+    ProviderAccessToken,
+    ProviderAuthorizationServer,
+    ProviderCode,
+    ProviderCodeGrant,
+    ProviderRefreshGrant,
+    ProviderRevocationEndpoint,
+)
 from .pkce import RequiredS256CodeChallenge
 from .records import TokenRequestRecord
-from .starlette_adapter import StarletteAuthorizationServer
 
 __all__ = ["MockHub", "MockHubAccount", "MockHubClient", "MockHubToken", "TokenRequestRecord"]
 
-IssMode = Literal["correct", "omit", "wrong"]
 ACCESS_TOKEN_PREFIX = "mhat_"
 REFRESH_TOKEN_PREFIX = "mhrt_"
-AUTHORIZATION_CODE_LIFETIME = 600
 LOGIN_PATTERN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$")
+LOGIN_RULE = "A MockHub login is 1-39 letters, digits or single hyphens, not starting or ending with one."
 
 
 @dataclass(frozen=True)
@@ -71,26 +70,13 @@ class MockHubClient(PreRegisteredClient):
     """The one registered client. Redirect URIs must match exactly."""
 
 
-@dataclass
-class MockHubCode(AuthorizationCodeMixin):  # type: ignore[misc]  # authlib is untyped
-    code: str
-    client_id: str
-    redirect_uri: str | None
-    scope: str
+@dataclass(kw_only=True)
+class MockHubCode(ProviderCode):
     login: str
-    code_challenge: str | None
-    code_challenge_method: str | None
-    expires_at: float
-
-    def get_redirect_uri(self) -> str | None:
-        return self.redirect_uri
-
-    def get_scope(self) -> str:
-        return self.scope
 
 
-@dataclass
-class MockHubToken(TokenMixin):  # type: ignore[misc]  # authlib is untyped
+@dataclass(kw_only=True)
+class MockHubToken(ProviderAccessToken):
     """One access token with (usually) its refresh token.
 
     ``grant_id`` names the authorization (one code exchange) the token descends
@@ -98,75 +84,24 @@ class MockHubToken(TokenMixin):  # type: ignore[misc]  # authlib is untyped
     ``refresh_expires_at`` is ``None`` when the refresh token does not expire.
     """
 
-    access_token: str
     refresh_token: str | None
-    client_id: str
-    scope: str
     login: str
-    issued_at: float
-    expires_at: float
-    clock: Callable[[], float] = field(repr=False, default=time.time)
-    revoked: bool = False
     grant_id: str = ""
     refresh_expires_at: float | None = None
 
     def refresh_token_expired(self) -> bool:
         return self.refresh_expires_at is not None and self.clock() >= self.refresh_expires_at
 
-    def check_client(self, client: Any) -> bool:
-        return bool(client.get_client_id() == self.client_id)
 
-    def get_scope(self) -> str:
-        return self.scope
-
-    def get_expires_in(self) -> int:
-        return int(self.expires_at - self.issued_at)
-
-    def is_expired(self) -> bool:
-        return self.clock() >= self.expires_at
-
-    def is_revoked(self) -> bool:
-        return self.revoked
-
-
-class MockHubCodeGrant(AuthorizationCodeGrant):  # type: ignore[misc]  # authlib is untyped
-    TOKEN_ENDPOINT_AUTH_METHODS = TOKEN_AUTH_METHODS
-
-    @property
-    def hub(self) -> MockHub:
-        hub: MockHub = self.server.hub
-        return hub
-
+class MockHubCodeGrant(ProviderCodeGrant["MockHub"]):
     def save_authorization_code(self, code: str, request: OAuth2Request) -> None:
-        data = request.payload.data
-        self.hub.codes[code] = MockHubCode(
-            code=code,
-            client_id=request.client.get_client_id(),
-            redirect_uri=data.get("redirect_uri"),
-            scope=request.scope or "",
-            login=request.user.login,
-            code_challenge=data.get("code_challenge"),
-            code_challenge_method=data.get("code_challenge_method"),
-            expires_at=self.hub.clock() + AUTHORIZATION_CODE_LIFETIME,
-        )
-
-    def query_authorization_code(self, code: str, client: MockHubClient) -> MockHubCode | None:
-        record = self.hub.codes.get(code)
-        if record is None or record.client_id != client.client_id:
-            return None
-        if record.expires_at <= self.hub.clock():
-            self.hub.codes.pop(code, None)
-            return None
-        return record
-
-    def delete_authorization_code(self, authorization_code: MockHubCode) -> None:
-        self.hub.codes.pop(authorization_code.code, None)
+        self.store.codes[code] = MockHubCode(**self.code_fields(code, request), login=request.user.login)
 
     def authenticate_user(self, authorization_code: MockHubCode) -> MockHubAccount:
-        return self.hub.account(authorization_code.login)
+        return MockHubAccount.for_login(authorization_code.login)
 
 
-class MockHubRefreshGrant(RefreshTokenGrant):  # type: ignore[misc]  # authlib is untyped
+class MockHubRefreshGrant(ProviderRefreshGrant["MockHub"]):
     """Refresh as a GitHub App's expiring user tokens do.
 
     With ``hub.rotate_refresh_tokens`` (the default) each use returns a new
@@ -176,99 +111,59 @@ class MockHubRefreshGrant(RefreshTokenGrant):  # type: ignore[misc]  # authlib i
     Without rotation the refresh token stays valid and is not sent again.
     """
 
-    TOKEN_ENDPOINT_AUTH_METHODS = TOKEN_AUTH_METHODS
     INCLUDE_NEW_REFRESH_TOKEN = True
 
-    @property
-    def hub(self) -> MockHub:
-        hub: MockHub = self.server.hub
-        return hub
-
     def authenticate_refresh_token(self, refresh_token: str) -> MockHubToken | None:
-        retired = self.hub.used_refresh_tokens.get(refresh_token)
+        retired = self.provider.used_refresh_tokens.get(refresh_token)
         if retired is not None:
-            self.hub.detect_reuse(retired)
+            self.provider.detect_reuse(retired)
             return None
-        record = self.hub.tokens_by_refresh.get(refresh_token)
+        record = self.provider.tokens_by_refresh.get(refresh_token)
         if record is None or record.refresh_token_expired():
             return None
         return record
 
     def authenticate_user(self, refresh_token: MockHubToken) -> MockHubAccount:
-        return self.hub.account(refresh_token.login)
+        return MockHubAccount.for_login(refresh_token.login)
 
     def issue_token(self, user: MockHubAccount, refresh_token: MockHubToken) -> dict[str, Any]:
         scope = self.request.payload.scope or refresh_token.get_scope()
         token: dict[str, Any] = self.generate_token(
-            user=user, scope=scope, include_refresh_token=self.hub.rotate_refresh_tokens
+            user=user, scope=scope, include_refresh_token=self.provider.rotate_refresh_tokens
         )
         return token
 
     def revoke_old_credential(self, refresh_token: MockHubToken) -> None:
-        if refresh_token.refresh_token and self.hub.rotate_refresh_tokens:
-            self.hub.tokens_by_refresh.pop(refresh_token.refresh_token, None)
-            self.hub.used_refresh_tokens[refresh_token.refresh_token] = refresh_token
+        if refresh_token.refresh_token and self.provider.rotate_refresh_tokens:
+            self.provider.tokens_by_refresh.pop(refresh_token.refresh_token, None)
+            self.provider.used_refresh_tokens[refresh_token.refresh_token] = refresh_token
 
 
-class MockHubRevocationEndpoint(RevocationEndpoint):  # type: ignore[misc]  # authlib is untyped
+class MockHubRevocationEndpoint(ProviderRevocationEndpoint["MockHub"]):
     """RFC 7009. Revoking either token of a pair revokes both."""
 
     CLIENT_AUTH_METHODS = TOKEN_AUTH_METHODS
 
-    @property
-    def hub(self) -> MockHub:
-        hub: MockHub = self.server.hub
-        return hub
-
     def query_token(self, token_string: str, token_type_hint: str | None) -> MockHubToken | None:
-        by_access = self.hub.tokens.get(token_string)
-        by_refresh = self.hub.tokens_by_refresh.get(token_string)
+        by_access = self.provider.tokens.get(token_string)
+        by_refresh = self.provider.tokens_by_refresh.get(token_string)
         if token_type_hint == "refresh_token":
             return by_refresh or by_access
         return by_access or by_refresh
 
     def revoke_token(self, token: MockHubToken, request: OAuth2Request) -> None:
-        self.hub.revoke(token)
+        self.provider.revoke(token)
 
 
-class MockHubTokenValidator(BearerTokenValidator):  # type: ignore[misc]  # authlib is untyped
+class MockHubAuthorizationServer(ProviderAuthorizationServer):
     def __init__(self, hub: MockHub) -> None:
-        super().__init__(realm="mockhub")
-        self._hub = hub
-
-    def authenticate_token(self, token_string: str) -> MockHubToken | None:
-        return self._hub.tokens.get(token_string)
-
-
-class MockHubAuthorizationServer(StarletteAuthorizationServer):
-    def __init__(self, hub: MockHub) -> None:
-        super().__init__()
+        super().__init__(hub)
         self.hub = hub
-        self.issuer_parameter = StarletteIssuerParameter(hub.response_issuer)
-        self.register_token_generator(
-            "default",
-            BearerTokenGenerator(
-                access_token_generator=self._new_access_token,
-                refresh_token_generator=self._new_refresh_token,
-                expires_generator=lambda client, grant_type: hub.access_token_ttl,
-            ),
-        )
+        self.register_opaque_tokens(ACCESS_TOKEN_PREFIX, REFRESH_TOKEN_PREFIX, lambda: hub.access_token_ttl)
         self.register_grant(MockHubCodeGrant, [RequiredS256CodeChallenge()])
         self.register_grant(MockHubRefreshGrant)
         self.register_endpoint(MockHubRevocationEndpoint)
-        self.register_extension(self.issuer_parameter)
-
-    @staticmethod
-    def _new_access_token(**_: Any) -> str:
-        return ACCESS_TOKEN_PREFIX + str(generate_token(40))
-
-    @staticmethod
-    def _new_refresh_token(**_: Any) -> str:
-        return REFRESH_TOKEN_PREFIX + str(generate_token(40))
-
-    def query_client(self, client_id: str) -> MockHubClient | None:
-        client = self.hub.client
-        return client if client.client_id == client_id else None
+        self.register_issuer_parameter(hub.response_issuer)
 
     def save_token(self, token: dict[str, Any], request: OAuth2Request) -> None:
         # request.refresh_token is the record being refreshed (None for a code exchange).
@@ -277,7 +172,7 @@ class MockHubAuthorizationServer(StarletteAuthorizationServer):
         )
 
 
-class MockHub:
+class MockHub(IssuingProvider):
     """State, knobs and counters of one MockHub instance.
 
     Knobs (assign freely in tests):
@@ -313,23 +208,17 @@ class MockHub:
         access_token_ttl: int = 28800,
         wrong_issuer: str | None = None,
     ) -> None:
-        self.issuer = issuer
-        self.client = MockHubClient(client.client_id, client.client_secret, tuple(client.redirect_uris))
-        self.iss_mode: IssMode = "correct"
-        self.wrong_issuer = wrong_issuer or issuer.rsplit("/", 1)[0] + "/evil-hub"
-        self.access_token_ttl = access_token_ttl
+        super().__init__(
+            issuer,
+            MockHubClient.from_spec(client),
+            access_token_ttl=access_token_ttl,
+            wrong_issuer=wrong_issuer or issuer.rsplit("/", 1)[0] + "/evil-hub",
+            realm="mockhub",
+        )
         self.rotate_refresh_tokens = True
         self.revoke_grant_on_reuse = True
         self.refresh_token_lifetime: int | None = None
-        self.token_endpoint_mode: EndpointMode = "ok"
-        self.api_mode: EndpointMode = "ok"
-        self.hang_seconds = DEFAULT_HANG_SECONDS
-        self.clock: Callable[[], float] = time.time
 
-        self.token_requests: list[TokenRequestRecord] = []
-        self.issued_access_tokens: set[str] = set()
-        self.issued_refresh_tokens: set[str] = set()
-        self.revoked_tokens: set[str] = set()
         self.user_requests = 0
         self.reuse_detections = 0
 
@@ -340,27 +229,13 @@ class MockHub:
         self.used_refresh_tokens: dict[str, MockHubToken] = {}
 
         self.server = MockHubAuthorizationServer(self)
-        self.protector = ResourceProtector()
-        self.protector.register_token_validator(MockHubTokenValidator(self))
 
     # -- knobs and test helpers ------------------------------------------------
 
-    def response_issuer(self) -> str | None:
-        """The ``iss`` value for the next authorization response, per ``iss_mode``."""
-        if self.iss_mode == "omit":
-            return None
-        if self.iss_mode == "wrong":
-            return self.wrong_issuer
-        return self.issuer
-
-    def account(self, login: str) -> MockHubAccount:
-        return MockHubAccount.for_login(login)
-
-    def expire_access_tokens(self) -> None:
-        """Make every access token issued so far expired (refresh tokens stay valid)."""
-        now = self.clock()
-        for token in self.tokens.values():
-            token.expires_at = min(token.expires_at, now)
+    def account(self, login: str) -> MockHubAccount | None:
+        """The account for ``login``; ``None`` if it is not a valid MockHub login (``LOGIN_RULE``)."""
+        login = login.strip()
+        return MockHubAccount.for_login(login) if LOGIN_PATTERN.match(login) else None
 
     def expire_refresh_tokens(self) -> None:
         """Make every refresh token issued so far expired (refreshing answers ``invalid_grant``)."""

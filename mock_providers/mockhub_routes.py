@@ -1,50 +1,65 @@
 """HTTP endpoints of MockHub under ``/mockhub`` (Starlette handlers).
 
-The consent page is a plain form: the validated authorization parameters
-travel as hidden fields and are validated again by authlib on POST, so a
-test may also POST them directly with ``login`` and ``decision``.
+The consent page is the shared :class:`~mock_providers.consent.ConsentFlow`. It
+prefills a login derived from the user signed in at the dev AS (``alice`` ->
+``alice-hub``), so the account a user connects is recognisably theirs;
+``octocat`` when nobody is signed in there.
 """
 
 from __future__ import annotations
 
-from authlib.oauth2 import OAuth2Error
+import re
+
 from authlib.oauth2.rfc6749.util import scope_to_list
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from .consent import ConsentFlow, ConsentSettings
 from .cors import allow_cors
-from .faults import check_mode, fault_label, fault_response
-from .mockhub import LOGIN_PATTERN, MockHub, TokenRequestRecord
+from .dev_as_routes import session_user
+from .mockhub import LOGIN_RULE, MockHub, MockHubAccount
 from .pages import Pages
-from .records import record_fault, record_token_request
-from .starlette_adapter import StarletteOAuth2Request, read_oauth2_request
+from .provider_routes import ProviderRoutes
 
 PREFIX = "/mockhub"
 METADATA_PATH = "/.well-known/oauth-authorization-server" + PREFIX
-_CONSENT_PARAMETERS = (
-    "response_type",
-    "client_id",
-    "redirect_uri",
-    "scope",
-    "state",
-    "code_challenge",
-    "code_challenge_method",
-)
 DEFAULT_LOGIN = "octocat"
-_LOGIN_RULE = "A MockHub login is 1-39 letters, digits or single hyphens, not starting or ending with one."
+LOGIN_SUFFIX = "-hub"
 
 
-class MockHubRoutes:
+_CONSENT = ConsentSettings(
+    provider="MockHub",
+    action=PREFIX + "/authorize",
+    account_label="MockHub account",
+    default_login=DEFAULT_LOGIN,
+    login_rule=LOGIN_RULE,
+    login_maxlength=39,
+    approve_label="Authorize",
+)
+
+
+def login_for_dev_user(request: Request) -> str | None:
+    """``<dev-AS user>-hub`` for the user signed in at the dev AS (same origin, same session)."""
+    user = session_user(request)
+    if user is None:
+        return None
+    stem = re.sub(r"[^A-Za-z0-9]+", "-", user.username).strip("-")[: 39 - len(LOGIN_SUFFIX)].rstrip("-")
+    return stem + LOGIN_SUFFIX if stem else None
+
+
+class MockHubRoutes(ProviderRoutes):
     def __init__(self, hub: MockHub, pages: Pages, origin: str) -> None:
+        super().__init__(hub, hub.protector, pages, origin)
         self.hub = hub
-        self.pages = pages
-        self.origin = origin
+        self.consent = ConsentFlow(
+            hub.server, pages, origin, _CONSENT, account=hub.account, suggest_login=login_for_dev_user
+        )
 
     def routes(self) -> list[Route]:
         return [
             Route(METADATA_PATH, allow_cors(self.metadata), methods=["GET", "OPTIONS"]),
-            Route(PREFIX + "/authorize", self.authorize, methods=["GET", "POST"]),
+            Route(PREFIX + "/authorize", self.consent.handle, methods=["GET", "POST"]),
             Route(PREFIX + "/token", self.token, methods=["POST"]),
             Route(PREFIX + "/revoke", self.revoke, methods=["POST"]),
             Route(PREFIX + "/user", self.user, methods=["GET"]),
@@ -52,11 +67,7 @@ class MockHubRoutes:
 
     def metadata_document(self) -> dict[str, object]:
         issuer = self.hub.issuer
-        auth_methods = (
-            ["none"]
-            if self.hub.client.client_secret is None
-            else ["client_secret_basic", "client_secret_post"]
-        )
+        auth_methods = self.hub.client.auth_methods
         return {
             "issuer": issuer,
             "authorization_endpoint": issuer + "/authorize",
@@ -74,115 +85,12 @@ class MockHubRoutes:
     async def metadata(self, request: Request) -> Response:
         return JSONResponse(self.metadata_document())
 
-    async def _oauth2_request(self, request: Request) -> StarletteOAuth2Request:
-        return await read_oauth2_request(request, self.origin)
-
-    def _bad_request(self, error: OAuth2Error) -> Response:
-        description = error.description or error.error or "invalid request"
-        return self.pages.message(
-            "MockHub: invalid authorization request", f"{error.error}: {description}", 400
-        )
-
-    async def authorize(self, request: Request) -> Response:
-        server = self.hub.server
-        try:
-            oauth_request = await self._oauth2_request(request)
-        except OAuth2Error as error:
-            return self._bad_request(error)
-        try:
-            grant = server.get_consent_grant(oauth_request, end_user=None)
-        except OAuth2Error as error:
-            redirect = server.authorization_error_response(oauth_request, error)
-            return redirect or self._bad_request(error)
-        except ValueError as error:  # authlib refuses to build some error descriptions
-            return self.pages.message("MockHub: invalid authorization request", str(error), 400)
-
-        if request.method == "GET":
-            return self._consent_page(oauth_request, grant.redirect_uri, DEFAULT_LOGIN, None, 200)
-
-        data = oauth_request.payload.data
-        decision = data.get("decision")
-        login = (data.get("login") or "").strip()
-        if decision == "deny":
-            denied: Response = server.create_authorization_response(
-                grant.request, grant_user=None, grant=grant
-            )
-            return denied
-        if decision != "approve":
-            return self._consent_page(
-                oauth_request, grant.redirect_uri, login, "Choose Authorize or Deny.", 400
-            )
-        if not LOGIN_PATTERN.match(login):
-            return self._consent_page(oauth_request, grant.redirect_uri, login, _LOGIN_RULE, 400)
-        approved: Response = server.create_authorization_response(
-            grant.request, grant_user=self.hub.account(login), grant=grant
-        )
-        return approved
-
-    def _consent_page(
-        self,
-        oauth_request: StarletteOAuth2Request,
-        redirect_uri: str,
-        login: str,
-        error: str | None,
-        status_code: int,
-    ) -> Response:
-        data = oauth_request.payload.data
-        hidden = [(name, data[name]) for name in _CONSENT_PARAMETERS if data.get(name)]
-        return self.pages.render(
-            "mockhub_consent.html",
-            status_code,
-            action=PREFIX + "/authorize",
-            client_id=data.get("client_id", ""),
-            redirect_uri=redirect_uri,
-            scopes=scope_to_list(data.get("scope") or "") or [],
-            hidden=hidden,
-            login=login,
-            error=error,
-        )
-
-    async def token(self, request: Request) -> Response:
-        server = self.hub.server
-        try:
-            oauth_request = await self._oauth2_request(request)
-        except OAuth2Error as error:
-            return server.handle_error_response(None, error)
-        mode = check_mode(self.hub.token_endpoint_mode)
-        if mode != "ok":
-            # Recorded first: a hanging request is usually cancelled and never returns.
-            self.hub.token_requests.append(record_fault(oauth_request, fault_label(mode)))
-            faulty = await fault_response(mode, request, hang_seconds=self.hub.hang_seconds)
-            if faulty is not None:
-                return faulty
-        response: Response = server.create_token_response(oauth_request)
-        self.hub.token_requests.append(self._record(oauth_request, response))
-        return response
-
-    @staticmethod
-    def _record(oauth_request: StarletteOAuth2Request, response: Response) -> TokenRequestRecord:
-        return record_token_request(oauth_request, response)
-
-    async def revoke(self, request: Request) -> Response:
-        server = self.hub.server
-        try:
-            oauth_request = await self._oauth2_request(request)
-        except OAuth2Error as error:
-            return server.handle_error_response(None, error)
-        response: Response = server.create_endpoint_response("revocation", oauth_request)
-        return response
-
     async def user(self, request: Request) -> Response:
         self.hub.user_requests += 1
-        faulty = await fault_response(self.hub.api_mode, request, hang_seconds=self.hub.hang_seconds)
-        if faulty is not None:
-            return faulty
-        server = self.hub.server
-        try:
-            oauth_request = await self._oauth2_request(request)
-            token = self.hub.protector.validate_request(None, oauth_request)
-        except OAuth2Error as error:
-            return server.handle_error_response(None, error)
-        account = self.hub.account(token.login)
+        token = await self.api_token(request)
+        if isinstance(token, Response):
+            return token
+        account = MockHubAccount.for_login(token.login)
         scopes = scope_to_list(token.scope) or []
         return JSONResponse(
             {"id": account.id, "login": account.login, "name": account.name, "scopes": scopes},

@@ -1,7 +1,5 @@
-"""MockKeys: a tiny API-key service (no OAuth) for tests of API-key providers, under ``/mockkeys``.
-
-* ``GET /mockkeys/me`` with header ``X-API-Key: <key>`` answers ``{"id", "login"}`` for a key
-  :meth:`MockKeys.issue` created (and not revoked), 401 ``{"error": "invalid_api_key"}`` otherwise.
+"""MockKeys: a tiny API-key service (no OAuth) for tests of API-key providers, under ``/mockkeys``
+(its endpoint: :mod:`mock_providers.mockkeys_routes`).
 
 Keys (``mk_...``) exist only in memory; a test mints one with ``app.state.mockkeys.issue("alice")``
 and pastes it into the server's API-key page. Always served (no configuration needed).
@@ -17,15 +15,9 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from .faults import DEFAULT_HANG_SECONDS, EndpointMode
 
-from .faults import DEFAULT_HANG_SECONDS, EndpointMode, fault_response
-
-PREFIX = "/mockkeys"
 KEY_PREFIX = "mk_"
-HEADER = "X-API-Key"
 
 
 @dataclass(frozen=True)
@@ -75,26 +67,3 @@ class MockKeys:
     def reset_counters(self) -> None:
         self.me_requests = 0
         self.rejected_requests = 0
-
-
-class MockKeysRoutes:
-    def __init__(self, keys: MockKeys) -> None:
-        self.keys = keys
-
-    def routes(self) -> list[Route]:
-        return [Route(PREFIX + "/me", self.me, methods=["GET"])]
-
-    async def me(self, request: Request) -> Response:
-        self.keys.me_requests += 1
-        faulty = await fault_response(self.keys.api_mode, request, hang_seconds=self.keys.hang_seconds)
-        if faulty is not None:
-            return faulty
-        account = self.keys.account(request.headers.get(HEADER, ""))
-        if account is None:
-            self.keys.rejected_requests += 1
-            return JSONResponse(
-                {"error": "invalid_api_key"},
-                status_code=401,
-                headers={"WWW-Authenticate": f'ApiKey header="{HEADER}"', "Cache-Control": "no-store"},
-            )
-        return JSONResponse({"id": account.id, "login": account.login}, headers={"Cache-Control": "no-store"})

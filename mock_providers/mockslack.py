@@ -23,26 +23,20 @@ import base64
 import hashlib
 import re
 import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from authlib.common.security import generate_token
 from authlib.oauth2.rfc6749 import InvalidScopeError, OAuth2Request
-from authlib.oauth2.rfc6749.grants import AuthorizationCodeGrant
-from authlib.oauth2.rfc6749.models import AuthorizationCodeMixin
 
-from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
+from .clients import PreRegisteredClient
 from .config import ClientSpec
-from .faults import DEFAULT_HANG_SECONDS, EndpointMode
+from .oauth_provider import MockProvider, ProviderAuthorizationServer, ProviderCode, ProviderCodeGrant
 from .pkce import RequiredS256CodeChallenge
-from .records import TokenRequestRecord
-from .starlette_adapter import StarletteAuthorizationServer
 
 BOT_TOKEN_PREFIX = "xoxb-"
 USER_TOKEN_PREFIX = "xoxp-"
-AUTHORIZATION_CODE_LIFETIME = 600
 LOGIN_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 LOGIN_RULE = "A MockSlack user name is 1-80 letters, digits, dots, underscores or hyphens."
 DEFAULT_TEAM_ID = "T0MOCKTEAM"
@@ -91,23 +85,10 @@ class MockSlackInstall:
         return self.account.id
 
 
-@dataclass
-class MockSlackCode(AuthorizationCodeMixin):  # type: ignore[misc]  # authlib is untyped
-    code: str
-    client_id: str
-    redirect_uri: str | None
-    scope: str
+@dataclass(kw_only=True)
+class MockSlackCode(ProviderCode):
     user_scope: str
     login: str
-    code_challenge: str | None
-    code_challenge_method: str | None
-    expires_at: float
-
-    def get_redirect_uri(self) -> str | None:
-        return self.redirect_uri
-
-    def get_scope(self) -> str:
-        return self.scope
 
 
 @dataclass
@@ -146,40 +127,14 @@ class RequireSomeScope:
             raise InvalidScopeError("Ask for bot scopes ('scope'), user scopes ('user_scope'), or both.")
 
 
-class MockSlackCodeGrant(AuthorizationCodeGrant):  # type: ignore[misc]  # authlib is untyped
-    TOKEN_ENDPOINT_AUTH_METHODS = TOKEN_AUTH_METHODS
-
-    @property
-    def slack(self) -> MockSlack:
-        slack: MockSlack = self.server.slack
-        return slack
-
+class MockSlackCodeGrant(ProviderCodeGrant["MockSlack"]):
     def save_authorization_code(self, code: str, request: OAuth2Request) -> None:
-        data = request.payload.data
         account: MockSlackAccount = request.user
-        self.slack.codes[code] = MockSlackCode(
-            code=code,
-            client_id=request.client.get_client_id(),
-            redirect_uri=data.get("redirect_uri"),
-            scope=request.scope or "",
-            user_scope=",".join(split_scopes(data.get("user_scope"))),
+        self.store.codes[code] = MockSlackCode(
+            **self.code_fields(code, request),
+            user_scope=",".join(split_scopes(request.payload.data.get("user_scope"))),
             login=account.login,
-            code_challenge=data.get("code_challenge"),
-            code_challenge_method=data.get("code_challenge_method"),
-            expires_at=self.slack.clock() + AUTHORIZATION_CODE_LIFETIME,
         )
-
-    def query_authorization_code(self, code: str, client: PreRegisteredClient) -> MockSlackCode | None:
-        record = self.slack.codes.get(code)
-        if record is None or record.client_id != client.client_id:
-            return None
-        if record.expires_at <= self.slack.clock():
-            self.slack.codes.pop(code, None)
-            return None
-        return record
-
-    def delete_authorization_code(self, authorization_code: MockSlackCode) -> None:
-        self.slack.codes.pop(authorization_code.code, None)
 
     def authenticate_user(self, authorization_code: MockSlackCode) -> MockSlackInstall | None:
         account = MockSlackAccount.for_login(authorization_code.login)
@@ -229,22 +184,18 @@ class MockSlackTokenGenerator:
         return token
 
 
-class MockSlackAuthorizationServer(StarletteAuthorizationServer):
+class MockSlackAuthorizationServer(ProviderAuthorizationServer):
     def __init__(self, slack: MockSlack) -> None:
-        super().__init__()
+        super().__init__(slack)
         self.slack = slack
         self.register_token_generator("default", MockSlackTokenGenerator(slack))
         self.register_grant(MockSlackCodeGrant, [RequiredS256CodeChallenge(), RequireSomeScope()])
-
-    def query_client(self, client_id: str) -> PreRegisteredClient | None:
-        client = self.slack.client
-        return client if client.client_id == client_id else None
 
     def save_token(self, token: dict[str, Any], request: OAuth2Request) -> None:
         self.slack.store_install(token, request.client.get_client_id(), request.user)
 
 
-class MockSlack:
+class MockSlack(MockProvider):
     """State, knobs and counters of one MockSlack instance.
 
     Knobs (assign freely in tests):
@@ -262,22 +213,15 @@ class MockSlack:
 
     def __init__(self, base_url: str, client: ClientSpec) -> None:
         self.base_url = base_url
-        self.client = MockSlackClient.from_spec(client, grant_types=("authorization_code",))
+        super().__init__(MockSlackClient.from_spec(client, grant_types=("authorization_code",)))
         self.team_id = DEFAULT_TEAM_ID
         self.team_name = DEFAULT_TEAM_NAME
         self.app_id = slack_id("A", "app:" + client.client_id)
         self.bot_id = slack_id("B", "bot:" + client.client_id)
         self.bot_user_id = slack_id("U", "bot-user:" + client.client_id)
-        self.token_endpoint_mode: EndpointMode = "ok"
-        self.api_mode: EndpointMode = "ok"
-        self.hang_seconds = DEFAULT_HANG_SECONDS
-        self.clock: Callable[[], float] = time.time
 
-        self.token_requests: list[TokenRequestRecord] = []
         self.issued_bot_tokens: set[str] = set()
         self.issued_user_tokens: set[str] = set()
-        self.issued_access_tokens: set[str] = set()
-        self.revoked_tokens: set[str] = set()
         self.auth_test_requests = 0
 
         self.codes: dict[str, MockSlackCode] = {}

@@ -24,17 +24,6 @@ from .starlette_adapter import StarletteOAuth2Request, read_form_items, read_oau
 
 PREFIX = "/mockslack"
 DEFAULT_LOGIN = "alice"
-_CONSENT_PARAMETERS = (
-    "response_type",
-    "client_id",
-    "redirect_uri",
-    "scope",
-    "user_scope",
-    "state",
-    "code_challenge",
-    "code_challenge_method",
-    "team",
-)
 _SLACK_SERVER_ERROR = {"ok": False, "error": "internal_error"}
 # authlib's OAuth 2 error codes as Slack's oauth.v2.access names them.
 _ERRORS = {
@@ -44,6 +33,18 @@ _ERRORS = {
     "invalid_request": "invalid_arguments",
     "invalid_scope": "invalid_scope",
 }
+
+
+_CONSENT = ConsentSettings(
+    provider="MockSlack",
+    action=PREFIX + "/authorize",
+    extra_parameters=("user_scope", "team"),
+    account_label="MockSlack user name",
+    default_login=DEFAULT_LOGIN,
+    login_rule=LOGIN_RULE,
+    login_maxlength=80,
+    defaults=(("response_type", "code"),),
+)
 
 
 def _scope_groups(data: dict[str, str]) -> ScopeGroups:
@@ -81,21 +82,7 @@ class MockSlackRoutes:
         self.pages = pages
         self.origin = origin
         self.consent = ConsentFlow(
-            slack.server,
-            pages,
-            origin,
-            ConsentSettings(
-                provider="MockSlack",
-                action=PREFIX + "/authorize",
-                parameters=_CONSENT_PARAMETERS,
-                account_label="MockSlack user name",
-                default_login=DEFAULT_LOGIN,
-                login_rule=LOGIN_RULE,
-                login_maxlength=80,
-                defaults=(("response_type", "code"),),
-            ),
-            account=slack.account,
-            scope_groups=_scope_groups,
+            slack.server, pages, origin, _CONSENT, account=slack.account, scope_groups=_scope_groups
         )
 
     def routes(self) -> list[Route]:

@@ -1,11 +1,20 @@
-"""Console entry point: `mcp-url-connect demo | serve | dev-token`."""
+"""Console entry point: `mcp-url-connect demo | serve | mock-providers | keys rotate | dev-token`.
+
+The development commands (demo, mock-providers, dev-token) import `mock_providers` inside the
+command: the production packages never depend on the mock providers.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import logging
+import signal
+import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 
 import httpx
@@ -16,35 +25,140 @@ from service.providers import ProviderError, resolve_discovery
 from service.redaction import configure_logging
 from service.settings import DEFAULT_DATA_DIR, Settings, SettingsError, load_settings
 
+# Which server a log line comes from, when one process runs two (`demo`); set per server task.
+_SERVER_LABEL: ContextVar[str] = ContextVar("server_label", default="")
 
-def _server(app: ASGIApp, host: str, port: int) -> uvicorn.Server:
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves SIGINT/SIGTERM to :func:`serve_until_stopped`.
+
+    uvicorn installs its own handler per server, so with two servers in one process only the
+    last one started would hear Ctrl-C and the other would keep the process alive.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class _LabelServerLogs(logging.Filter):
+    """Prefix uvicorn's lines with the server's label ("Started server process" etc. appear
+    once per server)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        label = _SERVER_LABEL.get()
+        if label and isinstance(record.msg, str):
+            record.msg = f"[{label}] {record.msg}"
+        return True
+
+
+def build_server(app: ASGIApp, host: str, port: int) -> _Server:
     # log_config=None: uvicorn's loggers propagate to our root handler and its redacting filter.
-    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_config=None, lifespan="on"))
+    return _Server(uvicorn.Config(app, host=host, port=port, log_config=None, lifespan="on"))
 
 
-async def _serve_all(servers: list[uvicorn.Server]) -> None:
-    await asyncio.gather(*(s.serve() for s in servers))
+async def _serve_labelled(label: str, server: _Server) -> bool:
+    """Run one server; False if it failed (uvicorn exits the process when it cannot start)."""
+    _SERVER_LABEL.set(label)
+    try:
+        await server.serve()
+    except SystemExit:
+        return False
+    return server.started
+
+
+async def serve_until_stopped(servers: dict[str, _Server]) -> int:
+    """Run the servers until SIGINT/SIGTERM or until any one stops, then stop them all.
+
+    Returns 1 if a server failed or stopped on its own, 0 after a signal.
+    """
+    loop = asyncio.get_running_loop()
+    signalled = False
+
+    def stop_all(*_: object) -> None:
+        nonlocal signalled
+        for server in servers.values():
+            server.force_exit = signalled  # a second Ctrl-C does not wait for open connections
+            server.should_exit = True
+        signalled = True
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop_all)
+    label_filter = _LabelServerLogs()
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    if len(servers) > 1:
+        uvicorn_log.addFilter(label_filter)
+    try:
+        tasks = [asyncio.create_task(_serve_labelled(label, s)) for label, s in servers.items()]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        stopped_by_signal = signalled
+        for server in servers.values():
+            server.should_exit = True
+        results = await asyncio.gather(*tasks)
+    finally:
+        uvicorn_log.removeFilter(label_filter)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    return 0 if stopped_by_signal and all(results) else 1
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """Whether `port` can be bound on `host` now (as uvicorn binds it: with SO_REUSEADDR)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _busy_port(host: str, options: dict[int, str]) -> int:
+    """Refuse, in one line, to start on a port already taken (before any banner or server)."""
+    for port, option in options.items():
+        if not port_is_free(host, port):
+            print(
+                f"mcp-url-connect: port {port} on {host} is already in use; choose another with {option}",
+                file=sys.stderr,
+            )
+            return 1
+    return 0
+
+
+def _configuration_error(exc: Exception) -> int:
+    print(f"mcp-url-connect: configuration error: {exc}", file=sys.stderr)
+    return 2
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from mock_providers import create_mock_providers_app
+    from mock_providers.demo import banner, build_demo
     from service.app import create_app
-    from service.demo import banner, build_demo
 
     configure_logging(args.log_level)
     providers_port = args.providers_port or args.port + 1
+    if providers_port == args.port:
+        return _configuration_error(ValueError(f"--port and --providers-port are both {args.port}"))
     try:
         demo = build_demo(args.host, args.port, providers_port, args.data_dir)
     except SettingsError as exc:
-        print(f"mcp-url-connect: {exc} (the demo runs on a loopback host only)", file=sys.stderr)
-        return 2
+        return _configuration_error(SettingsError(f"{exc} (the demo runs on a loopback host only)"))
+    options = {
+        args.port: "--port N (or `make demo PORT=N`)",
+        providers_port: "--providers-port N (or `make demo PROVIDERS_PORT=N`)",
+    }
+    if busy := _busy_port(args.host, options):
+        return busy
+    try:
+        servers = {
+            "providers": build_server(create_mock_providers_app(demo.providers), args.host, providers_port),
+            "mcp": build_server(create_app(demo.settings), args.host, args.port),
+        }
+    except ValueError as exc:  # a malformed key or URL found while building the apps
+        return _configuration_error(exc)
     print(banner(demo), flush=True)
-    servers = [
-        _server(create_mock_providers_app(demo.providers), args.host, providers_port),
-        _server(create_app(demo.settings), args.host, args.port),
-    ]
-    asyncio.run(_serve_all(servers))
-    return 0
+    return asyncio.run(serve_until_stopped(servers))
 
 
 async def resolve_providers(settings: Settings) -> Settings:
@@ -59,29 +173,33 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     try:
         settings = asyncio.run(resolve_providers(load_settings(config_file=args.config).validate()))
-    except (SettingsError, ProviderError) as exc:
-        print(f"mcp-url-connect: configuration error: {exc}", file=sys.stderr)
-        return 2
+        app = create_app(settings)
+    except (SettingsError, ProviderError, ValueError) as exc:  # ValueError: e.g. a malformed key
+        return _configuration_error(exc)
     configure_logging(settings.log_level)
-    asyncio.run(_serve_all([_server(create_app(settings), settings.host, settings.port)]))
-    return 0
+    return asyncio.run(serve_until_stopped({"mcp": build_server(app, settings.host, settings.port)}))
 
 
 def cmd_mock_providers(args: argparse.Namespace) -> int:
     from mock_providers import create_mock_providers_app
-    from service.demo import build_dev_setup, write_serve_env
+    from mock_providers.demo import build_dev_setup, write_serve_env
 
     configure_logging(args.log_level)
     public_url = args.public_url or f"http://{args.host}:{args.port}"
-    setup = build_dev_setup(args.mcp_public_url, public_url, args.data_dir)
+    try:
+        setup = build_dev_setup(args.mcp_public_url, public_url, args.data_dir)
+        app = create_mock_providers_app(setup.providers)
+    except (SettingsError, ValueError) as exc:
+        return _configuration_error(exc)
+    if busy := _busy_port(args.host, {args.port: "--port N"}):
+        return busy
     env_file = write_serve_env(setup)
     print(
         f"mock providers (development only): dev AS {public_url}, mockhub {public_url}/mockhub\n"
         f"configuration for `mcp-url-connect serve` replicas: {env_file} (secrets, mode 0600)",
         flush=True,
     )
-    asyncio.run(_serve_all([_server(create_mock_providers_app(setup.providers), args.host, args.port)]))
-    return 0
+    return asyncio.run(serve_until_stopped({"providers": build_server(app, args.host, args.port)}))
 
 
 def cmd_keys_rotate(args: argparse.Namespace) -> int:
@@ -90,8 +208,7 @@ def cmd_keys_rotate(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(config_file=args.config).validate()
     except SettingsError as exc:
-        print(f"mcp-url-connect: configuration error: {exc}", file=sys.stderr)
-        return 2
+        return _configuration_error(exc)
 
     async def rotate() -> int:
         store = await open_store(

@@ -32,9 +32,9 @@ from mcp.shared.exceptions import UrlElicitationRequiredError
 from starlette.applications import Starlette
 
 from mock_providers import ClientSpec, create_mock_providers_app
+from mock_providers.demo import MOCKHUB_CLIENT_ID, Demo, build_dev_setup
 from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import Recorder, accept, legacy_elicitation, mcp_client
-from mock_providers.testing.demo import MOCKHUB_CLIENT_ID, Demo, build_dev_setup
 from mock_providers.testing.servers import HOST, ThreadedServers, free_port
 from service.app import create_app
 from service.providers import ProviderConfig, build_provider

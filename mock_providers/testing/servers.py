@@ -21,7 +21,7 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 
 from mock_providers import create_mock_providers_app
-from mock_providers.testing.demo import Demo, build_demo
+from mock_providers.demo import Demo, build_demo
 from service.app import create_app
 from service.broker import ConnectionBroker
 from service.providers import ProviderConfig

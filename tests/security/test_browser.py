@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from connect_routes.browser_session import session_middleware
+from mock_providers.demo import build_dev_setup
 from mock_providers.testing.browser import Browser, forms_in
 from mock_providers.testing.client import MODES
-from mock_providers.testing.demo import build_dev_setup
 from service.app import create_app
 from tests.security.attack import Servers, attack, connection_records, elicitation_status, unique
 from tests.security.flows import (

@@ -20,8 +20,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from jwt.algorithms import RSAAlgorithm
 
+from mock_providers.demo import LOGIN_CLIENT_ID
 from mock_providers.testing.browser import forms_in
-from mock_providers.testing.demo import LOGIN_CLIENT_ID
 from tests.security.attack import Servers
 
 

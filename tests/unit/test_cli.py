@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import contextlib
+import os
+import signal
+import socket
 import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import jwt
 import pytest
 
 from mock_providers import create_mock_providers_app
-from mock_providers.testing.demo import build_demo
-from service.cli import main
+from mock_providers.demo import banner, build_demo
+from service.cli import build_server, main, serve_until_stopped
 
 
 def test_dev_token_refuses_without_dev_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -58,7 +68,7 @@ def test_demo_refuses_a_non_loopback_host_with_a_message(
 
 
 def test_mock_providers_writes_a_private_serve_configuration(tmp_path: Path) -> None:
-    from mock_providers.testing.demo import build_dev_setup, write_serve_env
+    from mock_providers.demo import build_dev_setup, write_serve_env
     from service.settings import load_settings
 
     setup = build_dev_setup("http://127.0.0.1:8080", "http://127.0.0.1:8001", tmp_path)
@@ -115,3 +125,145 @@ def test_keys_rotate_reencrypts_under_the_newest_key(
     assert "re-encrypted 1 record" in capsys.readouterr().out
     # The old key is no longer needed: the record reads under the new key alone.
     assert asyncio.run(put_and_read(new, write=False))[0] == "tok"
+
+
+# -- the demo a newcomer runs: busy ports, bad configuration, Ctrl-C ---------------------------
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(*argv: str) -> list[str]:
+    return [sys.executable, "-m", "service.cli", *argv]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+
+
+@pytest.fixture
+def held_port() -> Iterator[int]:
+    """A port another process could hold: bound and listening for the test's duration."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+@pytest.mark.parametrize("which", ["--port", "--providers-port"])
+def test_demo_on_a_busy_port_exits_at_once_with_one_line(tmp_path: Path, held_port: int, which: str) -> None:
+    port, providers_port = (held_port, _free_port()) if which == "--port" else (_free_port(), held_port)
+    argv = ["demo", "--port", str(port), "--providers-port", str(providers_port), "--data-dir", str(tmp_path)]
+    result = subprocess.run(_cli(*argv), capture_output=True, text=True, timeout=20, env=_env())
+    assert result.returncode == 1
+    assert result.stdout == ""  # no banner for a demo that cannot start
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert f"port {held_port}" in lines[0] and which in lines[0] and "Traceback" not in lines[0]
+
+
+def test_demo_refuses_one_port_for_both_servers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["demo", "--port", "9100", "--providers-port", "9100", "--data-dir", str(tmp_path)]
+    assert main(argv) == 2
+    assert (
+        capsys.readouterr().err
+        == "mcp-url-connect: configuration error: --port and --providers-port are both 9100\n"
+    )
+
+
+def test_demo_stops_both_servers_on_sigterm(tmp_path: Path) -> None:
+    port, providers_port = _free_port(), _free_port()
+    argv = ["demo", "--port", str(port), "--providers-port", str(providers_port), "--data-dir", str(tmp_path)]
+    demo = subprocess.Popen(
+        _cli(*argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env()
+    )
+    try:
+        _wait_for_listener(port)
+        _wait_for_listener(providers_port)
+        demo.send_signal(signal.SIGTERM)
+        output, _ = demo.communicate(timeout=10)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+    assert demo.returncode == 0
+    assert ".venv/bin/mcp-url-connect dev-token alice" in output
+    # Two uvicorn servers in one process: each of their lines says which one it is.
+    assert output.count("[mcp] Started server process") == 1
+    assert output.count("[providers] Started server process") == 1
+    assert "[mcp] Finished server process" in output and "[providers] Finished server process" in output
+
+
+def test_a_server_failing_to_start_stops_the_others(held_port: int) -> None:
+    from starlette.applications import Starlette
+
+    healthy = build_server(Starlette(), "127.0.0.1", 0)
+    failing = build_server(Starlette(), "127.0.0.1", held_port)
+    code = asyncio.run(asyncio.wait_for(serve_until_stopped({"ok": healthy, "bad": failing}), 10))
+    assert code == 1
+    assert healthy.should_exit
+
+
+def test_banner_commands_run_from_the_repository_root(tmp_path: Path) -> None:
+    text = banner(build_demo("127.0.0.1", 9100, 9101, tmp_path))
+    steps = text.split("Next:", 1)[1].splitlines()
+    commands = [line.strip() for line in steps if line.strip().startswith((".venv/", "mcp-", "python"))]
+    assert len(commands) == 3
+    for command in commands:
+        program, *rest = command.split()
+        assert program in (".venv/bin/mcp-url-connect", ".venv/bin/python")
+        if program.endswith("python"):
+            assert (REPO_ROOT / rest[0]).is_file()
+
+
+def test_serve_with_a_placeholder_encryption_key_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    environ = {
+        "MCPUC_PUBLIC_URL": "https://mcp.example.com",
+        "MCPUC_AUTH_ISSUER": "https://as.example.com",
+        "MCPUC_LOGIN_CLIENT_ID": "login",
+        "MCPUC_SESSION_SECRET": "s" * 40,
+        "MCPUC_ENCRYPTION_KEYS": "REPLACE_ME",
+        "MCPUC_REQUEST_STATE_KEYS": base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("="),
+    }
+    monkeypatch.delenv("MCPUC_CONFIG_FILE", raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mcp-url-connect: configuration error: ") and err.count("\n") == 1
+
+
+def test_mock_providers_for_a_non_loopback_mcp_url_is_a_configuration_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["mock-providers", "--mcp-public-url", "http://non-loopback.example", "--data-dir", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mcp-url-connect: configuration error: ") and err.count("\n") == 1
+    assert "MCPUC_PUBLIC_URL" in err
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _wait_for_listener(port: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"nothing listens on {port}")
+
+
+def test_production_packages_do_not_import_the_mock_providers() -> None:
+    imports = "import sys, service.cli, service.app, connect_routes, token_store"
+    code = f"{imports}; print('mock_providers' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60, check=True
+    )
+    assert result.stdout.strip() == "False"

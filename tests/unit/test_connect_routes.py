@@ -18,10 +18,10 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import itsdangerous
 import pytest
+from service.demo import build_demo
 
 from connect_routes.browser_session import binding_of, cookie_name
 from service.app import create_app
-from service.demo import build_demo
 from service.runtime import Runtime
 from service.settings import Settings
 from token_store import ElicitationStatus, PendingElicitation, StoreUnavailable, UserRef

@@ -255,7 +255,7 @@ def test_mcp_env_example_is_complete_and_fails_closed_until_filled() -> None:
 
 
 def test_compose_config_and_env_match_what_mock_providers_writes(tmp_path: Path) -> None:
-    from mock_providers.testing.demo import build_dev_setup, write_serve_env
+    from mock_providers.demo import build_dev_setup, write_serve_env
 
     setup = build_dev_setup(COMPOSE_MCP_PUBLIC_URL, COMPOSE_PROVIDERS_URL, tmp_path)
     serve_env = _env_file(write_serve_env(setup))

@@ -26,7 +26,7 @@ from starlette.applications import Starlette
 from connect_routes.browser_session import session_middleware
 from connect_routes.error_pages import ERROR_PAGES
 from connect_routes.login import Login
-from mock_providers.testing.demo import build_demo
+from mock_providers.demo import build_demo
 from service.broker import ConnectionBroker, _RequestState
 from service.completion import CompletionHub
 from service.connect_flow import ConnectFlow

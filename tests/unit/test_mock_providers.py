@@ -784,3 +784,18 @@ async def test_mockhub_consent_page_validates_login_and_escapes(client: httpx.As
     assert bad_login.status_code == 400 and "location" not in bad_login.headers
     no_decision = await client.post("/mockhub/authorize", data={**params, "login": "octocat"})
     assert no_decision.status_code == 400 and "location" not in no_decision.headers
+
+
+async def test_mockhub_consent_prefills_a_login_from_the_dev_as_user(
+    client: httpx.AsyncClient,
+) -> None:
+    _, challenge = pkce_pair()
+    params = hub_authorize_params(challenge)
+    anonymous = only_form((await client.get("/mockhub/authorize", params=params)).text)
+    assert anonymous["fields"]["login"] == "octocat"
+    await client.post("/login", data={"username": "alice", "return_to": ""})
+    signed_in = only_form((await client.get("/mockhub/authorize", params=params)).text)
+    assert signed_in["fields"]["login"] == "alice-hub"
+    await client.post("/login", data={"username": "erin.o_neil@example", "return_to": ""})
+    odd = only_form((await client.get("/mockhub/authorize", params=params)).text)
+    assert odd["fields"]["login"] == "erin-o-neil-example-hub"

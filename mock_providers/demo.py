@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mock_providers import ClientSpec, MockProvidersConfig
 from service.providers import ProviderConfig
 from service.settings import Settings
 from token_store import KeyRing
+
+from .config import ClientSpec, MockProvidersConfig
 
 LOGIN_CLIENT_ID = "mcp-url-connect-login"
 MOCKHUB_CLIENT_ID = "mcp-url-connect"
@@ -157,6 +158,9 @@ def _write_private(path: Path, text: str) -> None:
 
 def banner(demo: Demo) -> str:
     s = demo.settings
+    client = (
+        f".venv/bin/python examples/client.py --user alice --server {s.resource_url} --data-dir {s.data_dir}"
+    )
     return f"""
 mcp-url-connect demo (development only: dev authorization server, mock provider, local store)
 
@@ -169,11 +173,13 @@ mcp-url-connect demo (development only: dev authorization server, mock provider,
 
 Next:
   1. Get a bearer token for user "alice":
-       mcp-url-connect dev-token alice --data-dir {s.data_dir}
+       .venv/bin/mcp-url-connect dev-token alice --data-dir {s.data_dir}
   2. Run the example client (legacy 2025-11-25 and stateless 2026-07-28 modes):
-       python examples/client.py --server {s.resource_url} --data-dir {s.data_dir} --user alice
+       {client} --mode legacy
+       {client} --mode 2026-07-28
      It prints a connect URL: open it, sign in as alice, approve at MockHub.
   3. Any MCP client: point it at {s.resource_url} with
        Authorization: Bearer <the dev token>
      or let it discover the dev authorization server (RFC 9728 -> RFC 8414, dynamic registration).
+Commands are relative to the repository root. Ctrl-C stops both servers.
 """

@@ -1,0 +1,74 @@
+"""The HTTP handlers MockHub and MockGoogle share: token endpoint, revocation, API authentication."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from authlib.oauth2 import OAuth2Error
+from authlib.oauth2.rfc6749 import ResourceProtector
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .faults import check_mode, fault_label, fault_response
+from .oauth_provider import MockProvider
+from .pages import Pages
+from .records import record_fault, record_token_request
+from .starlette_adapter import StarletteOAuth2Request, read_oauth2_request
+
+
+class ProviderRoutes:
+    """Handlers over one provider's authlib server; ``protector`` checks its API's bearer tokens."""
+
+    def __init__(
+        self, provider: MockProvider, protector: ResourceProtector, pages: Pages, origin: str
+    ) -> None:
+        self.provider = provider
+        self.protector = protector
+        self.pages = pages
+        self.origin = origin
+
+    async def oauth2_request(self, request: Request) -> StarletteOAuth2Request:
+        return await read_oauth2_request(request, self.origin)
+
+    async def token(self, request: Request) -> Response:
+        oauth_request = await self._read(request)
+        if isinstance(oauth_request, Response):
+            return oauth_request
+        mode = check_mode(self.provider.token_endpoint_mode)
+        if mode != "ok":
+            # Recorded first: a hanging request is usually cancelled and never returns.
+            self.provider.token_requests.append(record_fault(oauth_request, fault_label(mode)))
+            faulty = await fault_response(mode, request, hang_seconds=self.provider.hang_seconds)
+            if faulty is not None:
+                return faulty
+        response: Response = self.provider.server.create_token_response(oauth_request)
+        self.provider.token_requests.append(record_token_request(oauth_request, response))
+        return response
+
+    async def revoke(self, request: Request) -> Response:
+        oauth_request = await self._read(request)
+        if isinstance(oauth_request, Response):
+            return oauth_request
+        response: Response = self.provider.server.create_endpoint_response("revocation", oauth_request)
+        return response
+
+    async def _read(self, request: Request) -> StarletteOAuth2Request | Response:
+        """The request as authlib's, or authlib's error response when it cannot be read."""
+        try:
+            return await self.oauth2_request(request)
+        except OAuth2Error as error:
+            response: Response = self.provider.server.handle_error_response(None, error)
+            return response
+
+    async def api_token(self, request: Request) -> Any:
+        """The access token record of an API request, or the :class:`Response` to send instead:
+        the fault ``api_mode`` asks for, or the RFC 6750 error for a missing or bad token."""
+        provider = self.provider
+        faulty = await fault_response(provider.api_mode, request, hang_seconds=provider.hang_seconds)
+        if faulty is not None:
+            return faulty
+        try:
+            oauth_request = await self.oauth2_request(request)
+            return self.protector.validate_request(None, oauth_request)
+        except OAuth2Error as error:
+            return provider.server.handle_error_response(None, error)

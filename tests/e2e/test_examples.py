@@ -14,8 +14,8 @@ import pytest
 from anyio.abc import Process
 
 from mock_providers import mint_access_token
-from tests.e2e.browser import Browser
-from tests.e2e.harness import DemoServers
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.servers import DemoServers
 from tests.needs import need_binary
 
 pytestmark = pytest.mark.e2e

@@ -17,11 +17,10 @@ from typing import Any
 import anyio
 import pytest
 
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.client import legacy_elicitation, mcp_client
+from mock_providers.testing.servers import DemoServers
 from service.outbound_http import KEEPALIVE_EXPIRY_SECONDS
-from tests.e2e.browser import Browser
-from tests.e2e.harness import DemoServers
-from tests.e2e.mcp_client import mcp_client
-from tests.e2e.test_connect_flow import legacy_elicitation
 
 pytestmark = pytest.mark.e2e
 

@@ -18,9 +18,9 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import itsdangerous
 import pytest
-from service.demo import build_demo
 
 from connect_routes.browser_session import binding_of, cookie_name
+from mock_providers.demo import build_demo
 from service.app import create_app
 from service.runtime import Runtime
 from service.settings import Settings

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_store_contract_support import (
+from tests.support.store_contract import (
     ALICE,
     REDIS_URL,
     RedisHarness,

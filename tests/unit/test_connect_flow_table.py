@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
+from service.demo import build_demo
 
 from service.connect_flow import TRANSITIONS, ConnectFlow, UnknownTransition
-from service.demo import build_demo
 from service.outbound_http import OutboundHttp
 from token_store import ElicitationStatus
 

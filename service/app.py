@@ -25,7 +25,11 @@ from connect_routes.headers import SecurityHeadersMiddleware
 from service.affinity import SessionAffinityMiddleware
 from service.bearer import JwksCache, JwtTokenVerifier
 from service.broker import ConnectionBroker
+from service.mcp_server import ObservedMCPServer
+from service.metrics import serve_metrics
+from service.request_id import RequestIdMiddleware
 from service.runtime import Runtime
+from service.session_limits import SessionLimits
 from service.settings import Settings
 from service.tools import register_tools
 from service.urls import LOOPBACK_HOSTS, is_loopback
@@ -53,8 +57,10 @@ def build_mcp_server(settings: Settings, runtime: Runtime) -> tuple[MCPServer[An
         algorithms=settings.auth_algorithms,
         jwks=JwksCache(settings.auth_issuer, runtime.http, settings.auth_jwks_url),
     )
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = ObservedMCPServer(
         "mcp-url-connect",
+        metrics=runtime.metrics,
+        tracing=runtime.tracing,
         version=package_version(),
         instructions=INSTRUCTIONS,
         token_verifier=verifier,
@@ -91,15 +97,27 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
     mcp_app = server.streamable_http_app(
         streamable_http_path="/mcp", transport_security=transport_security(settings)
     )
+    SessionLimits.around(
+        server.session_manager,
+        sessions_per_user=settings.max_sessions_per_user,
+        sessions_per_replica=settings.max_sessions_per_replica,
+        requests_per_user=settings.max_requests_per_user,
+    )
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
+        """Ready when the store answers and the completion bus is subscribed: a replica that
+        could not deliver a completion takes no traffic."""
         try:
             await runtime.store.ping()
-        except (StoreUnavailable, RuntimeError):
+        except StoreUnavailable:
             return JSONResponse({"status": "unavailable", "store": "unreachable"}, status_code=503)
+        if not runtime.completions.ready:
+            return JSONResponse(
+                {"status": "unavailable", "completion_bus": "not subscribed"}, status_code=503
+            )
         return JSONResponse({"status": "ready"})
 
     async def protected_resource_root(request: Request) -> Response:
@@ -115,6 +133,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
+        *([Route("/metrics", serve_metrics, methods=["GET"])] if settings.metrics_port == 0 else []),
         Route("/.well-known/oauth-protected-resource", protected_resource_root, methods=["GET"]),
         *browser_routes(runtime),
         Mount("/", app=SessionAffinityMiddleware(mcp_app, settings.replica_id)),
@@ -128,7 +147,11 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
 
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(SecurityHeadersMiddleware), session_middleware(settings)],
+        middleware=[
+            Middleware(RequestIdMiddleware),
+            Middleware(SecurityHeadersMiddleware),
+            session_middleware(settings),
+        ],
         lifespan=lifespan,
         exception_handlers=dict(ERROR_PAGES),
     )
@@ -136,4 +159,11 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
     # For embedding, tests and benchmarks: add tools (with `uses(app.state.broker.session, ...)`).
     app.state.mcp_server = server
     app.state.broker = broker
+    return app
+
+
+def metrics_app(runtime: Runtime) -> Starlette:
+    """`GET /metrics` alone, for `MCPUC_METRICS_PORT` (the runtime is the main app's)."""
+    app = Starlette(routes=[Route("/metrics", serve_metrics, methods=["GET"])])
+    app.state.runtime = runtime
     return app

@@ -1,4 +1,5 @@
-"""Audit events: one structured log line per use of a stored token, connect, refresh, revoke.
+"""Audit events: one structured log line per use of a stored token, connect, refresh, revoke,
+and per connect flow created, failed or expired.
 
 The logger is `mcp_url_connect.audit`; each message is a JSON object with `event` and the
 user, provider and account it concerns. Never a token: callers pass identifiers only.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 
-from token_store import ConnectionKey
+from token_store import ConnectionKey, UserRef
 
 LOGGER = logging.getLogger("mcp_url_connect.audit")
 
@@ -24,3 +25,12 @@ def audit(event: str, key: ConnectionKey, **details: str | int | float | bool | 
         **details,
     }
     LOGGER.info(json.dumps(record, sort_keys=True))
+
+
+def audit_flow(
+    event: str, user: UserRef, provider: str, flow_id: str, **details: str | int | float | bool | None
+) -> None:
+    """An event about a connect flow (created, failed, expired): no account exists yet, so the
+    flow id joins it to the flow's log lines."""
+    record = {"event": event, "iss": user.iss, "sub": user.sub, "provider": provider, "flow_id": flow_id}
+    LOGGER.info(json.dumps({**record, **details}, sort_keys=True))

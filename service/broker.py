@@ -33,12 +33,18 @@ from mcp_types import (
 from service.completion import CompletionHub
 from service.connect_flow import ConnectFlow
 from service.errors import ConnectionNeeded, InvalidRequestState, NeedsReauthorization, UnknownProvider
+from service.flow_events import failure_text
 from service.identity import Caller, current_caller
 from service.lifecycle import TokenLifecycle
 from service.mcp_errors import mcp_errors
 from service.provider_session import ProviderSession
 from service.providers import ProviderConfig
-from service.revision import is_stateless_revision, supports_url_elicitation
+from service.revision import (
+    LEGACY_REVISION,
+    STATELESS_REVISION,
+    is_stateless_revision,
+    supports_url_elicitation,
+)
 from service.security_checks import (
     mint_opaque_id,
     require_account_argument,
@@ -146,6 +152,11 @@ class ConnectionBroker:
             connection = await self._usable(stored, config, needed)
             if connection is not None:
                 return connection
+            failure = self._hub.take_failure(caller.mcp_session_id, config.name)
+            if failure is not None:
+                # This session's last flow ended without a connection: say what happened once;
+                # the next call asks again.
+                raise ConnectionNeeded(_tool_error(failure_text(failure.outcome, config.display_name)))
             # Incremental authorization: ask for what the stored grant has plus what is needed;
             # the stored grant stays until the new one arrives.
             wanted = tuple(sorted(set(needed) | set(stored.tokens.scopes if stored else ())))
@@ -189,7 +200,12 @@ class ConnectionBroker:
         """Create a pending elicitation and build the answer for this revision and client."""
         stateless = is_stateless_revision(ctx)
         elicitation = await self._flow.create(
-            caller.user, caller.client_id, None if stateless else caller.mcp_session_id, config, scopes
+            caller.user,
+            caller.client_id,
+            None if stateless else caller.mcp_session_id,
+            config,
+            scopes,
+            revision=STATELESS_REVISION if stateless else LEGACY_REVISION,
         )
         url = self.connect_url(elicitation.id)
         message = (
@@ -248,11 +264,8 @@ class ConnectionBroker:
             elicitation = await self._store().get_elicitation(state.elicitation_id)
 
         if elicitation is not None and elicitation.status is ElicitationStatus.FAILED:
-            raise ConnectionNeeded(
-                _tool_error(
-                    f"Connecting {config.display_name} did not succeed; call the tool again to retry."
-                )
-            )
+            failure = self._hub.failure_of(elicitation.id)
+            raise ConnectionNeeded(_tool_error(failure_text(failure, config.display_name)))
         if live and elicitation is not None:
             # Still in progress: ask again with state only, so the client does not prompt twice.
             raise ConnectionNeeded(

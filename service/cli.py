@@ -21,8 +21,8 @@ import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
+from service.logs import configure_logging
 from service.providers import ProviderError, resolve_discovery
-from service.redaction import configure_logging
 from service.settings import DEFAULT_DATA_DIR, Settings, SettingsError, load_settings
 
 # Which server a log line comes from, when one process runs two (`demo`); set per server task.
@@ -52,9 +52,21 @@ class _LabelServerLogs(logging.Filter):
         return True
 
 
-def build_server(app: ASGIApp, host: str, port: int) -> _Server:
+def build_server(
+    app: ASGIApp, host: str, port: int, *, keep_alive: float = 5.0, grace: float = 20.0
+) -> _Server:
     # log_config=None: uvicorn's loggers propagate to our root handler and its redacting filter.
-    return _Server(uvicorn.Config(app, host=host, port=port, log_config=None, lifespan="on"))
+    # timeout_graceful_shutdown: after SIGTERM, requests in flight get `grace` seconds to finish.
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        lifespan="on",
+        timeout_keep_alive=int(keep_alive),
+        timeout_graceful_shutdown=int(grace),
+    )
+    return _Server(config)
 
 
 async def _serve_labelled(label: str, server: _Server) -> bool:
@@ -169,15 +181,22 @@ async def resolve_providers(settings: Settings) -> Settings:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from service.app import create_app
+    from service.app import create_app, metrics_app
 
     try:
         settings = asyncio.run(resolve_providers(load_settings(config_file=args.config).validate()))
         app = create_app(settings)
     except (SettingsError, ProviderError, ValueError) as exc:  # ValueError: e.g. a malformed key
         return _configuration_error(exc)
-    configure_logging(settings.log_level)
-    return asyncio.run(serve_until_stopped({"mcp": build_server(app, settings.host, settings.port)}))
+    configure_logging(settings.log_level, settings.log_format, settings.replica_id)
+    timing = {"keep_alive": settings.keep_alive_seconds, "grace": settings.shutdown_grace_seconds}
+    servers = {"mcp": build_server(app, settings.host, settings.port, **timing)}
+    if settings.metrics_port:
+        # Metrics on their own port only (not on the public one): the operator binds it privately.
+        servers["metrics"] = build_server(
+            metrics_app(app.state.runtime), settings.host, settings.metrics_port
+        )
+    return asyncio.run(serve_until_stopped(servers))
 
 
 def cmd_mock_providers(args: argparse.Namespace) -> int:

@@ -1,18 +1,22 @@
 """How a completed flow reaches the replica that holds the MCP session.
 
 The browser's `/callback` may land on any replica, but a 2025-11-25 session lives in exactly one.
-The replica that completes a flow publishes the elicitation record; every replica hands it to
-its own CompletionHub, and only the hub that registered that elicitation delivers (and forgets
-it), so the notification is sent once, to that session only. Redis pub/sub carries it between
-replicas; a single process uses the in-memory bus. Pub/sub is fire-and-forget: a replica that is
-disconnected at that moment misses the message, which the spec allows (completion
-notifications are not guaranteed; clients retry).
+The replica that finishes a flow (completed or failed) publishes the elicitation record; every
+replica hands it to its own CompletionHub, and only the hub that registered that elicitation
+delivers (and forgets it), so the notification is sent once, to that session only. Redis pub/sub
+carries it between replicas; a single process uses the in-memory bus.
+
+Pub/sub is only the wake-up; the store is the source of truth. A message published while a
+replica was disconnected is lost to it, so after every (re)subscription the replica calls
+`on_resubscribed`, which re-reads the store for the flows its sessions wait for
+(`CompletionHub.resync`). A publish that fails on a stale pooled connection (Redis restarted
+since) is sent again once, on a fresh connection.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Protocol
 
@@ -27,6 +31,11 @@ RECONNECT_DELAY = 1.0
 
 
 class CompletionBus(Protocol):
+    @property
+    def ready(self) -> bool:
+        """Subscribed and able to deliver (/readyz)."""
+        ...
+
     async def publish(self, elicitation: PendingElicitation) -> None: ...
 
     def running(self) -> AbstractAsyncContextManager[None]: ...
@@ -34,6 +43,8 @@ class CompletionBus(Protocol):
 
 class LocalBus:
     """One process: publishing is delivering."""
+
+    ready = True
 
     def __init__(self, hub: CompletionHub) -> None:
         self._hub = hub
@@ -49,18 +60,38 @@ class LocalBus:
 class RedisBus:
     """Several replicas: PUBLISH on one channel, every replica subscribed."""
 
-    def __init__(self, url: str, prefix: str, hub: CompletionHub) -> None:
+    def __init__(
+        self,
+        url: str,
+        prefix: str,
+        hub: CompletionHub,
+        *,
+        on_resubscribed: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self._client = redis.from_url(url, socket_timeout=None, socket_connect_timeout=2.0)
         self._channel = f"{prefix}completions"
         self._hub = hub
+        self._on_resubscribed = on_resubscribed
         self.subscribed = anyio.Event()  # for tests and readiness
 
+    @property
+    def ready(self) -> bool:
+        return self.subscribed.is_set()
+
     async def publish(self, elicitation: PendingElicitation) -> None:
-        try:
-            await self._client.publish(self._channel, elicitation.to_json())
-        except redis.RedisError as exc:
-            # The token is stored already; the client's retry will find it.
-            raise StoreUnavailable("publish completion") from exc
+        message = elicitation.to_json()
+        for attempt in (1, 2):
+            try:
+                await self._client.publish(self._channel, message)
+                return
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                # The pool dropped the broken connection; the second attempt opens a new one.
+                # Publishing twice is harmless: the hub delivers an elicitation once.
+                if attempt == 2:
+                    raise StoreUnavailable("publish completion") from exc
+            except redis.RedisError as exc:
+                # The token is stored already; the client's retry will find it.
+                raise StoreUnavailable("publish completion") from exc
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -85,6 +116,8 @@ class RedisBus:
         async with self._client.pubsub(ignore_subscribe_messages=True) as pubsub:
             await pubsub.subscribe(self._channel)
             self.subscribed.set()
+            if self._on_resubscribed is not None:
+                await self._on_resubscribed()
             async for message in pubsub.listen():
                 try:
                     elicitation = PendingElicitation.from_json(message["data"])

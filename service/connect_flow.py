@@ -17,7 +17,7 @@ import logging
 import re
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -38,6 +38,9 @@ from service.errors import (
     UnknownService,
     WrongBrowser,
 )
+from service.flow_events import FlowEvents, outcome_of
+from service.logs import Pseudonyms
+from service.metrics import FlowOutcome, Metrics
 from service.outbound_http import OutboundHttp
 from service.provider_api import ProviderApiError, fetch_userinfo, field_at
 from service.provider_oauth import TokenExchangeError, authorization_url, exchange_code, keep_refresh_token
@@ -53,6 +56,7 @@ from service.security_checks import (
     require_signed_in,
 )
 from service.settings import Settings
+from service.tracing import Tracing
 from token_store import (
     Connection,
     ConnectionKey,
@@ -126,12 +130,14 @@ class ConnectFlow:
         *,
         clock: Callable[[], float],
         publish: Callable[[PendingElicitation], Awaitable[None]] | None = None,
+        events: FlowEvents | None = None,
     ) -> None:
         self._settings = settings
         self._store = store  # a getter: the store is opened in the app lifespan
         self._outbound = outbound
         self._clock = clock
         self._publish = publish
+        self._events = events or FlowEvents(Metrics(), Pseudonyms(settings.session_secret), Tracing(), clock)
 
     # ---- the status machine ---------------------------------------------------------------------
 
@@ -157,6 +163,7 @@ class ConnectFlow:
         mcp_session_id: str | None,
         provider: ProviderConfig,
         scopes: tuple[str, ...],
+        revision: str = "2025-11-25",
     ) -> PendingElicitation:
         """→ pending: a new elicitation, counted against `max_pending_per_user` in the same step."""
         now = self._clock()
@@ -174,28 +181,43 @@ class ConnectFlow:
             await self._store().create_elicitation(elicitation, self._settings.max_pending_per_user)
         except TooManyPending:
             raise TooManyPendingConnections(provider.display_name) from None
+        self._events.created(elicitation, revision)
         return elicitation
 
     async def decline(self, elicitation_id: str) -> None:
         """pending → failed: the link stops working and stops counting against the limit."""
-        await self._transition(elicitation_id, PENDING, FAILED)
+        declined = await self._transition(elicitation_id, PENDING, FAILED)
+        if declined is not None:
+            await self._finished_without_connection(declined, FlowOutcome.DENIED, "client", "declined")
 
-    async def fail(self, elicitation: PendingElicitation) -> None:
-        """opened → failed. On a store failure the record expires on its own; the page already
-        says the flow failed."""
+    async def fail(self, elicitation: PendingElicitation, reason: BaseException | None = None) -> None:
+        """opened → failed, and the session that asked is told why. On a store failure the record
+        expires on its own; the page already says the flow failed."""
+        outcome, step, detail = outcome_of(reason) if reason is not None else (FlowOutcome.REFUSED, "", "")
         with contextlib.suppress(StoreUnavailable):
-            await self._transition(elicitation.id, OPENED, FAILED)
+            failed = await self._transition(elicitation.id, OPENED, FAILED)
+            if failed is not None:
+                await self._finished_without_connection(failed, outcome, step, detail)
+
+    async def _finished_without_connection(
+        self, failed: PendingElicitation, outcome: FlowOutcome, step: str, detail: str
+    ) -> None:
+        self._events.failed(failed, outcome, step, detail)
+        if self._publish is not None:
+            # The session learns the reason from the published record (the stored one keeps
+            # only the status): its retry answers with what happened instead of a new link.
+            await self._publish(replace(failed, failure=outcome.value))
 
     @contextlib.asynccontextmanager
     async def failing_closed(self, elicitation: PendingElicitation) -> AsyncIterator[None]:
         """Any error inside fails the flow (opened → failed) before it propagates; an unexpected
         one becomes `FlowFailed` (docs/threat-model.md, "8. Failure is closed")."""
         try:
-            yield
+            with self._events.step(elicitation, "callback"):
+                yield
         except Exception as exc:
-            await self.fail(elicitation)
+            await self.fail(elicitation, exc)
             if isinstance(exc, (DomainError, StoreUnavailable)):
-                logger.warning("connect flow failed: %s", type(exc).__name__)
                 raise
             logger.exception("connect flow: unexpected error")
             raise FlowFailed() from exc
@@ -337,6 +359,8 @@ class ConnectFlow:
         # elicitation's status: the user did authorize).
         self._allowed(OPENED, COMPLETE)
         completed = await store.complete_elicitation(connection, elicitation.id)
+        if completed is not None:
+            self._events.completed(completed)
         if completed is not None and self._publish is not None:
             try:
                 await self._publish(completed)

@@ -58,16 +58,3 @@ class RedactingFilter(logging.Filter):
             record.exc_text = redact(formatter.formatException(record.exc_info))
             record.exc_info = None
         return True
-
-
-def configure_logging(level: str = "INFO") -> None:
-    """Root logging to stderr through the redacting filter (idempotent)."""
-    root = logging.getLogger()
-    root.setLevel(level.upper())
-    for handler in root.handlers:
-        if any(isinstance(f, RedactingFilter) for f in handler.filters):
-            return
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(RedactingFilter())
-    root.addHandler(handler)

@@ -7,6 +7,10 @@ from typing import Any
 from mcp.server.mcpserver import Context
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+# Metric label values for the two families of revisions (never the client's raw string).
+LEGACY_REVISION = "2025-11-25"
+STATELESS_REVISION = "2026-07-28"
+
 
 def is_stateless_revision(ctx: Context[Any, Any]) -> bool:
     """True on 2026-07-28 and later: InputRequiredResult + requestState, never -32042."""

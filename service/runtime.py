@@ -1,33 +1,63 @@
-"""Long-lived objects one server process shares: the store, the outbound HTTP client, the hub.
+"""Long-lived objects one server process shares: the store, the outbound HTTP client, the hub,
+the connect flow, and what an operator sees (metrics, tracing, flow events).
 
 Built by the app factory and opened in the app lifespan; no module-level state.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+import anyio
+
 from service.completion import CompletionHub
 from service.completion_bus import CompletionBus, LocalBus, RedisBus
 from service.connect_flow import ConnectFlow
+from service.flow_events import FlowEvents
 from service.lifecycle import TokenLifecycle
+from service.logs import Pseudonyms
+from service.metrics import Metrics
 from service.outbound_http import OutboundHttp
 from service.settings import Settings
-from token_store import KeyRing, Store, open_store
+from service.tracing import Tracing, tracing_from_environment
+from token_store import KeyRing, Store, StoreUnavailable, open_store
+
+logger = logging.getLogger(__name__)
+
+EXPIRY_SWEEP_SECONDS = 1.0  # how soon a session hears that its link expired
+STORE_RETRY_SECONDS = 1.0  # how often a replica that started without its store tries again
 
 
 class Runtime:
-    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: Callable[[], float] = time.time,
+        tracing: Tracing | None = None,
+    ) -> None:
         self.settings = settings
         # Every TTL, expiry and timestamp in the process reads this clock, so tests can move
         # time instead of sleeping.
         self.clock = clock
         self.keyring = KeyRing.parse(settings.encryption_keys)
-        self.hub = CompletionHub()
+        self.metrics = Metrics()
+        # OTEL_* are the OpenTelemetry standard's own variables, read where its SDK would read them.
+        self.tracing = tracing if tracing is not None else tracing_from_environment(os.environ)
+        self.events = FlowEvents(self.metrics, Pseudonyms(settings.session_secret), self.tracing, clock)
+        self.hub = CompletionHub(clock, self.metrics)
+        self.hub.on_expired = self.events.expired
         self.completions: CompletionBus = (
-            RedisBus(settings.effective_store_url, settings.redis_prefix, self.hub)
+            RedisBus(
+                settings.effective_store_url,
+                settings.redis_prefix,
+                self.hub,
+                on_resubscribed=self._resync,
+            )
             if settings.uses_redis
             else LocalBus(self.hub)
         )
@@ -41,26 +71,74 @@ class Runtime:
         # The one owner of every elicitation's status (service/connect_flow.py), shared by the
         # broker (tool calls) and the browser routes.
         self.flow = ConnectFlow(
-            settings, lambda: self.store, self.outbound, clock=clock, publish=self.completions.publish
+            settings,
+            lambda: self.store,
+            self.outbound,
+            clock=clock,
+            publish=self.completions.publish,
+            events=self.events,
         )
 
     @property
     def store(self) -> Store:
+        """The open store. Until it is open (a replica that started while Redis was down) every
+        use fails like a store outage: 503 pages, -32603 tool errors, /readyz 503."""
         if self._store is None:
-            raise RuntimeError("the store is opened by the application lifespan")
+            raise StoreUnavailable("store not open yet")
         return self._store
+
+    @property
+    def store_open(self) -> bool:
+        return self._store is not None
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Runtime]:
-        self._store = await open_store(
-            self.settings.effective_store_url,
-            self.keyring,
-            prefix=self.settings.redis_prefix,
-            clock=self.clock,
-        )
         try:
-            async with self.completions.running():
-                yield self
+            async with anyio.create_task_group() as tasks:
+                if not await self._open_store():
+                    # Start anyway (health 200, readiness 503) and become ready by ourselves.
+                    tasks.start_soon(self._open_store_when_reachable)
+                tasks.start_soon(self._sweep_expired)
+                async with self.completions.running():
+                    yield self
+                tasks.cancel_scope.cancel()
         finally:
-            await self._store.close()
+            if self._store is not None:
+                await self._store.close()
             await self.outbound.aclose()
+            self.tracing.shutdown()
+
+    async def _open_store(self) -> bool:
+        try:
+            self._store = await open_store(
+                self.settings.effective_store_url,
+                self.keyring,
+                prefix=self.settings.redis_prefix,
+                clock=self.clock,
+            )
+        except StoreUnavailable:
+            if not self.settings.uses_redis:
+                raise  # a local file that cannot be opened is a configuration error
+            logger.warning("store: Redis unreachable at start-up; retrying every %.0f s", STORE_RETRY_SECONDS)
+            return False
+        return True
+
+    async def _open_store_when_reachable(self) -> None:
+        while True:
+            await anyio.sleep(STORE_RETRY_SECONDS)
+            if await self._open_store():
+                break
+        logger.info("store: connected")
+        await self._resync()
+
+    async def _sweep_expired(self) -> None:
+        while True:
+            await anyio.sleep(EXPIRY_SWEEP_SECONDS)
+            await self.hub.expire_due()
+
+    async def _resync(self) -> None:
+        """The bus (or the store) was away: deliver what finished meanwhile, from the store."""
+        if self._store is not None:
+            delivered = await self.hub.resync(self._store.get_elicitation)
+            if delivered:
+                logger.info("completion: %d notification(s) delivered after reconnecting", delivered)

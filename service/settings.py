@@ -16,7 +16,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator
@@ -87,8 +87,23 @@ class Settings(BaseSettings):
     # proxy can route each session back here. Empty on a single instance.
     replica_id: str = ""
     log_level: str = "INFO"
+    # `json`: one JSON object a line with request_id, replica, flow_id, user_key (docs/operations.md).
+    log_format: Literal["text", "json"] = "text"
     host: str = "127.0.0.1"
     port: int = 8000
+    # Prometheus metrics: 0 serves GET /metrics on the main port; another port serves them there
+    # only (bind it to an address your scraper reaches and the public does not).
+    metrics_port: int = 0
+    # Per-user and per-replica caps (HTTP 429 past them): 2025-11-25 sessions held open, and
+    # requests in progress (each may hold an SSE stream).
+    max_sessions_per_user: int = 20
+    max_sessions_per_replica: int = 5000
+    max_requests_per_user: int = 32
+    # Stopping: requests in flight get this long to finish after SIGTERM.
+    shutdown_grace_seconds: float = 20.0
+    # Idle keep-alive of client (and proxy) connections; the shipped nginx drops its idle
+    # upstream connections after 4 s, before this.
+    keep_alive_seconds: float = 5.0
 
     @classmethod
     def settings_customise_sources(
@@ -173,8 +188,16 @@ class Settings(BaseSettings):
         require_asymmetric_algorithms(self.auth_algorithms)
         if self.replica_id and not REPLICA_ID.fullmatch(self.replica_id):
             raise SettingsError("MCPUC_REPLICA_ID: lower-case letters, digits and - only (max 63)")
-        if self.max_pending_per_user < 1:
-            raise SettingsError("MCPUC_MAX_PENDING_PER_USER must be at least 1")
+        for name in (
+            "max_pending_per_user",
+            "max_sessions_per_user",
+            "max_sessions_per_replica",
+            "max_requests_per_user",
+        ):
+            if getattr(self, name) < 1:
+                raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
+        if not 0 <= self.metrics_port <= 65535 or (self.metrics_port and self.metrics_port == self.port):
+            raise SettingsError("MCPUC_METRICS_PORT: 0 (the main port) or another free port")
         return self
 
 

@@ -125,6 +125,10 @@ class PendingElicitation:
     created_at: float
     expires_at: float
     status: ElicitationStatus = ElicitationStatus.PENDING
+    # Why a FAILED flow failed (a FlowOutcome value: denied, provider_error, expired, ...). Set on
+    # the record published to the completion bus, so the session that asked learns the reason;
+    # the stored record keeps None (a retry that reads the store gives a generic message).
+    failure: str | None = None
 
     def to_json(self) -> str:
         data = asdict(self)

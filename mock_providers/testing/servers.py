@@ -25,6 +25,8 @@ from mock_providers.demo import Demo, build_demo
 from service.app import create_app
 from service.broker import ConnectionBroker
 from service.providers import ProviderConfig
+from service.runtime import Runtime
+from service.tracing import Tracing
 
 HOST = "127.0.0.1"
 START_TIMEOUT = 15.0
@@ -117,6 +119,7 @@ class DemoServers:
     providers: dict[str, ProviderConfig] = field(default_factory=dict)
     tools: RegisterTools | None = None
     wrap: Wrap = _unwrapped
+    tracing: Tracing | None = None  # the MCP server's spans go there (default: OTEL_* variables)
     demo: Demo = field(init=False)
     apps: dict[str, Any] = field(init=False, default_factory=dict)
     _threaded: ThreadedServers | None = field(init=False, default=None)
@@ -131,7 +134,7 @@ class DemoServers:
             self.demo = replace(self.demo, settings=settings)
         self.apps = {
             "providers": create_mock_providers_app(self.demo.providers),
-            "mcp": create_app(settings),
+            "mcp": create_app(settings, Runtime(settings, tracing=self.tracing)),
         }
         if self.tools is not None:
             self.tools(self.apps["mcp"].state.mcp_server, self.apps["mcp"].state.broker)

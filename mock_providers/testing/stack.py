@@ -25,16 +25,26 @@ from mock_providers.testing.browser import ScriptedUser
 from mock_providers.testing.client import ConnectLink, Recorder, accept, connect_url, mcp_client, retry
 from mock_providers.testing.providers import ProviderKnobs, SlowApi
 from mock_providers.testing.servers import DemoServers, RegisterTools
+from service.tracing import Tracing
 
 
 class Mcpuc:
     """The running stack; `data_dir` is fresh (its SQLite store and dev AS keys live there)."""
 
     def __init__(
-        self, data_dir: Path, *, tools: RegisterTools | None = None, **settings_overrides: Any
+        self,
+        data_dir: Path,
+        *,
+        tools: RegisterTools | None = None,
+        tracing: Tracing | None = None,
+        **settings_overrides: Any,
     ) -> None:
+        """`settings_overrides` are Settings fields (e.g. `elicitation_ttl=1`); `tracing` receives
+        the server's spans (`service.tracing.tracing_with(SimpleSpanProcessor(exporter))`)."""
         self._slow: SlowApi | None = None
-        self.servers = DemoServers(data_dir, overrides=settings_overrides, tools=tools, wrap=self._wrap)
+        self.servers = DemoServers(
+            data_dir, overrides=settings_overrides, tools=tools, wrap=self._wrap, tracing=tracing
+        )
         self._providers: ProviderKnobs | None = None
         self._recorders: dict[int, Recorder] = {}  # id(client) -> what it received
 

@@ -18,6 +18,7 @@ from mcp_types import INTERNAL_ERROR, URL_ELICITATION_REQUIRED
 from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import mcp_client
 from mock_providers.testing.servers import DemoServers
+from tests.e2e.readiness import wait_ready
 from tests.needs import RedisServer
 
 pytestmark = pytest.mark.e2e
@@ -67,8 +68,8 @@ async def test_redis_down_fails_closed_and_recovers(
         assert (await browser.get(url)).status_code == 503
 
         redis_server.start()  # same port, same (empty) data: nothing was persisted
-        async with httpx.AsyncClient() as http:
-            assert (await http.get(f"{servers.public_url}/readyz")).status_code == 200
+        # Ready again once the store answers and the completion bus has resubscribed.
+        await wait_ready(servers)
         with pytest.raises(MCPError) as again:
             await client.call_tool("whoami", {})
         assert again.value.error.code == URL_ELICITATION_REQUIRED

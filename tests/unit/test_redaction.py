@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import jwt
 import pytest
 
-from service.redaction import REDACTED, RedactingFilter, configure_logging, redact
+from service.logs import configure_logging
+from service.redaction import REDACTED, RedactingFilter, redact
 
 # A JWT that looks like an MCP access token (the signing key is irrelevant to redaction).
 BEARER_JWT = jwt.encode(

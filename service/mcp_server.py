@@ -1,0 +1,54 @@
+"""The SDK's MCPServer, with every tool call counted, timed and traced.
+
+One override of `call_tool` (the method the SDK's `tools/call` handler calls) instead of a
+decorator on each tool, so integrators' tools are observed too. The `tool` label is the tool's
+registered name; an unknown name is refused before it could become a label (a client must not
+be able to mint label values).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult
+
+from service.metrics import Metrics
+from service.tracing import Tracing
+
+URL_ELICITATION_REQUIRED = -32042
+
+
+class ObservedMCPServer(MCPServer[Any]):
+    def __init__(self, *args: Any, metrics: Metrics, tracing: Tracing, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._metrics = metrics
+        self._tracing = tracing
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        if self._tool_manager.get_tool(name) is None:
+            self._metrics.tool_calls.labels(tool="unknown", result="error").inc()
+            # A protocol error, not a tool result: the name does not exist on this server
+            # (MCP 2025-11-25, server/tools "Error Handling": an unknown tool is -32602).
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name[:64]!r}")
+        tool = name
+        started = time.perf_counter()
+        result = "error"
+        try:
+            with self._tracing.span("tool_call", tool=tool):
+                answer = await super().call_tool(name, arguments, context)
+            if isinstance(answer, InputRequiredResult):
+                result = "input_required"
+            else:
+                result = "error" if answer.is_error else "ok"
+            return answer
+        except MCPError as exc:
+            result = "elicitation" if exc.error.code == URL_ELICITATION_REQUIRED else "error"
+            raise
+        finally:
+            self._metrics.tool_calls.labels(tool=tool, result=result).inc()
+            self._metrics.tool_call_seconds.labels(tool=tool).observe(time.perf_counter() - started)

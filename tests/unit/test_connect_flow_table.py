@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-from service.demo import build_demo
 
 from mock_providers.demo import build_demo
 from service.connect_flow import TRANSITIONS, ConnectFlow, UnknownTransition

@@ -63,7 +63,11 @@ async def test_denied_at_the_provider(mcpuc: Mcpuc, mode: str) -> None:
     async with mcpuc.client("bob", mode=mode) as client:
         link = await mcpuc.connect_url(client, "hub_login", {})
         await mcpuc.browser("bob").deny(link.url)
-        # Still not connected: the tool asks again.
+        # The retry says what happened (on 2025-11-25 after the completion notification, which
+        # a failed flow sends too) ...
+        retry = await mcpuc.retry(client, link, "hub_login", {})
+        assert retry.is_error and "declined" in retry.content[0].text
+        # ... and the call after that asks again.
         again = await mcpuc.connect_url(client, "hub_login", {})
         assert again.elicitation_id != link.elicitation_id
 

@@ -205,5 +205,10 @@ async def test_callback_in_another_browser_of_the_same_user_is_refused(
         assert result.status_code == 403
         assert connection_rows(servers) == []
         assert servers.mockhub.token_requests == []
-        await anyio.sleep(0.3)
-        assert rec.completed_ids() == []
+        # The session is told its flow ended without a connection, and its retry says why.
+        with anyio.fail_after(5):
+            await rec.completed.wait()
+        assert rec.completed_ids() == [error.elicitations[0].elicitation_id]
+        retry = await client.call_tool("whoami", {})
+        assert retry.is_error and "refused" in retry.content[0].text
+        assert connection_rows(servers) == []

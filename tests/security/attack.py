@@ -9,8 +9,9 @@ manager every attack test runs in.
    digest of its sealed blob) are unchanged, unless the test allows `new_connections`;
 3. no token-endpoint call reached the provider (`mockhub.token_requests`), unless the test allows
    `token_requests`, and none of those succeeded unless it allows `exchanges_ok`;
-4. no `notifications/elicitation/complete` was sent, neither on the wire nor to any Recorder,
-   unless the test allows `completions`;
+4. no `notifications/elicitation/complete` announced a success: each one on the wire names a flow
+   that the store shows as `failed` (the session that asked is told its flow ended, and its retry
+   says why: never a connection), unless the test allows `completions`;
 5. no secret in any response of the MCP server (status, headers, body, SSE stream), in anything the
    test passed to `a.observe`, in the Recorders' notifications, in any log line at DEBUG (every
    logger, through `service.redaction.RedactingFilter`), or in the raw store, in plain,
@@ -50,7 +51,10 @@ from mock_providers.testing.servers import HOST, DemoServers
 from service.redaction import RedactingFilter
 
 MIN_CANARY = 12  # shorter values would match by accident
-COMPLETE_METHOD = b"notifications/elicitation/complete"
+# The elicitation id a completion notification names (the SDK writes method, then params).
+COMPLETE_NOTICE = re.compile(
+    rb'"method":\s*"notifications/elicitation/complete".*?"elicitationId":\s*"([A-Za-z0-9_-]+)"'
+)
 # Loggers set to DEBUG while an attack runs (the root handler sees every other logger too).
 LOGGERS = (
     "",
@@ -603,14 +607,22 @@ async def attack(
     assert len(new_requests) == token_requests, f"token endpoint reached: {new_requests}"
     assert sum(1 for r in new_requests if r.ok) == exchanges_ok, f"codes redeemed: {new_requests}"
 
-    # (4) no completion notification
+    # (4) no completion notification but the failure notices of failed flows
     events = servers.wire.since(mark)
-    sent = sum(
-        bytes(e.data).count(COMPLETE_METHOD) for e in events if e.exchange.app == "mcp" and e.kind == "body"
+    notified = [
+        elicitation_id
+        for e in events
+        if e.exchange.app == "mcp" and e.kind == "body"
+        for elicitation_id in COMPLETE_NOTICE.findall(bytes(e.data))
+    ]
+    successes = [i for i in notified if elicitation_status(servers, i.decode()) != "failed"]
+    assert len(successes) == completions, (
+        f"{len(successes)} completion notification(s) for flows that did not fail, expected {completions}"
     )
-    assert sent == completions, f"{sent} completion notification(s) on the wire, expected {completions}"
+    failure_notices = len(notified) - len(successes)
     for recorder, count in zip(recorders, before_completed, strict=True):
-        assert len(recorder.completed_ids()) - count <= completions, recorder.completed_ids()
+        received = len(recorder.completed_ids()) - count
+        assert received <= completions + failure_notices, recorder.completed_ids()
 
     # (1) no internal error
     errors = [e.exchange for e in events if e.kind == "start" and e.exchange.app == "mcp"]

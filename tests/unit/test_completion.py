@@ -7,28 +7,8 @@ from dataclasses import replace
 import anyio
 
 from service.completion import CompletionHub
-from token_store import ElicitationStatus, PendingElicitation, UserRef
-
-
-class FakeSession:
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-
-    async def send_elicit_complete(self, elicitation_id: str) -> None:
-        self.sent.append(elicitation_id)
-
-
-def elicitation(session_id: str | None = "session-a", expires_at: float = 10_000.0) -> PendingElicitation:
-    return PendingElicitation(
-        id="e" * 43,
-        user=UserRef("https://as", "alice"),
-        client_id="client",
-        mcp_session_id=session_id,
-        provider="mockhub",
-        scopes=(),
-        created_at=0.0,
-        expires_at=expires_at,
-    )
+from tests.support.completion import FakeSession, elicitation
+from token_store import ElicitationStatus, PendingElicitation
 
 
 async def test_delivers_to_the_registered_session_once() -> None:

@@ -11,7 +11,7 @@ import redis.asyncio as redis
 
 from service.completion import CompletionHub
 from service.completion_bus import LocalBus, RedisBus
-from tests.unit.test_completion import FakeSession, elicitation
+from tests.support.completion import FakeSession, elicitation
 from token_store import StoreUnavailable
 
 REDIS_URL = "redis://127.0.0.1:6379/0"

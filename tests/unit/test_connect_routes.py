@@ -24,6 +24,7 @@ from mock_providers.demo import build_demo
 from service.app import create_app
 from service.runtime import Runtime
 from service.settings import Settings
+from tests.support.tasks import running_in_own_task
 from token_store import ElicitationStatus, PendingElicitation, StoreUnavailable, UserRef
 
 BROWSER_ID = "browser-id-of-this-test-0123456789"
@@ -83,7 +84,9 @@ async def server(tmp_path: Path) -> AsyncIterator[Server]:
     clock = Clock(time.time())
     runtime = Runtime(settings, clock=clock)
     app = create_app(settings, runtime)
-    async with runtime.running():
+    # The runtime's task group must be entered and left in one task; a fixture's setup and
+    # teardown run in two, so the runtime runs in a task of its own.
+    async with running_in_own_task(runtime.running()):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url=settings.public_url) as http:
             yield Server(settings, runtime, http, clock)

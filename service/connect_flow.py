@@ -310,18 +310,20 @@ class ConnectFlow:
                 raise MissingCode()
             step = "token"
             try:
-                tokens = await exchange_code(
-                    provider,
-                    token_endpoint=state.token_endpoint,
-                    redirect_uri=state.redirect_uri,
-                    scopes=elicitation.scopes,
-                    code=received.code,
-                    code_verifier=state.code_verifier,
-                    timeout_seconds=self._settings.http_timeout,
-                    outbound=self._outbound,
-                )
+                with self._events.provider_call(provider.name, step):
+                    tokens = await exchange_code(
+                        provider,
+                        token_endpoint=state.token_endpoint,
+                        redirect_uri=state.redirect_uri,
+                        scopes=elicitation.scopes,
+                        code=received.code,
+                        code_verifier=state.code_verifier,
+                        timeout_seconds=self._settings.http_timeout,
+                        outbound=self._outbound,
+                    )
                 step = "userinfo"
-                profile = await fetch_userinfo(self._client(), provider, tokens.access_token)
+                with self._events.provider_call(provider.name, step):
+                    profile = await fetch_userinfo(self._client(), provider, tokens.access_token)
             except (TokenExchangeError, ProviderApiError) as exc:
                 logger.warning("callback: provider %s: %s", provider.name, exc)
                 raise ProviderFailure(provider.display_name, step, str(exc)) from None

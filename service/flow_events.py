@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterator
 
 from service.audit import audit_flow
@@ -95,6 +96,16 @@ class FlowEvents:
             self.tracing.span(f"flow.{name}", flow_id=flow_id, provider=elicitation.provider),
         ):
             yield
+
+    @contextlib.contextmanager
+    def provider_call(self, provider: str, step: str) -> Iterator[None]:
+        """Time one outbound call of a flow (`mcpuc_provider_call_duration_seconds`)."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - started
+            self.metrics.provider_call_seconds.labels(provider=provider, step=step).observe(elapsed)
 
     def created(self, elicitation: PendingElicitation, revision: str) -> None:
         self.metrics.elicitations_created.labels(provider=elicitation.provider, revision=revision).inc()

@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import cast
 
 import anyio
 
@@ -21,6 +22,7 @@ from service.flow_events import FlowEvents
 from service.lifecycle import TokenLifecycle
 from service.logs import Pseudonyms
 from service.metrics import Metrics
+from service.observed_store import ObservedStore
 from service.outbound_http import OutboundHttp
 from service.settings import Settings
 from service.tracing import Tracing, tracing_from_environment
@@ -110,7 +112,7 @@ class Runtime:
 
     async def _open_store(self) -> bool:
         try:
-            self._store = await open_store(
+            backend = await open_store(
                 self.settings.effective_store_url,
                 self.keyring,
                 prefix=self.settings.redis_prefix,
@@ -121,6 +123,8 @@ class Runtime:
                 raise  # a local file that cannot be opened is a configuration error
             logger.warning("store: Redis unreachable at start-up; retrying every %.0f s", STORE_RETRY_SECONDS)
             return False
+        # The proxy counts failed operations; it is a Store in every other respect.
+        self._store = cast(Store, ObservedStore(backend, self.metrics))
         return True
 
     async def _open_store_when_reachable(self) -> None:

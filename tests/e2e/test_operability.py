@@ -129,6 +129,8 @@ async def test_metrics_count_the_flow_and_carry_no_user_or_url(mcpuc: Mcpuc) -> 
     assert await metric(mcpuc, "mcpuc_tool_calls_total", tool="whoami", result="elicitation") == 1
     assert await metric(mcpuc, "mcpuc_tool_calls_total", tool="whoami", result="ok") == 1
     assert await metric(mcpuc, "mcpuc_flow_duration_seconds_count", provider="mockhub") == 1
+    for step in ("token", "userinfo"):
+        assert await metric(mcpuc, "mcpuc_provider_call_duration_seconds_count", step=step) == 1
     for forbidden in ("alice-metrics", link.elicitation_id, "http://", "octocat"):
         assert forbidden not in response.text
 

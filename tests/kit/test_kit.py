@@ -66,18 +66,6 @@ def test_module_scope_shares_one_stack(tmp_path: Path) -> None:
     assert per_test.returncode == 1 and "assert" in per_test.stdout  # by default each test has its own
 
 
-def test_start_and_stop_are_quick(tmp_path: Path) -> None:
-    """A generous bound (the aim is 0.3 s; a loaded CI machine is slower): a regression to the
-    old polling stop or to per-start key generation would show."""
-    began = time.perf_counter()
-    stack = Mcpuc(tmp_path / "data").start()
-    started = time.perf_counter()
-    stack.stop()
-    stopped = time.perf_counter()
-    assert started - began < 2.0
-    assert stopped - started < 1.0
-
-
 async def test_auto_mode_connects_through_the_same_helpers(mcpuc: Mcpuc) -> None:
     async with mcpuc.client("carol", mode="auto") as client:
         link = await mcpuc.connect_url(client, "whoami", {})

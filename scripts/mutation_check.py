@@ -142,9 +142,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "require_first_open",
         "service/connect_flow.py",
-        "        if opened is None:  # single use: another visit won the race\n",
-        "        opened = opened or elicitation  # MUTANT: the lost race proceeds\n"
-        "        if opened is None:  # single use: another visit won the race\n",
+        "        opened = require_first_open(await self._store().open_elicitation(state))\n",
+        "        opened = await self._store().open_elicitation(state) or elicitation  # MUTANT\n",
         ["tests/security/test_ids_and_states.py::test_parallel_confirmations_open_the_link_once"],
         "POST /connect: PENDING->OPENED compare-and-set result honoured (racing POSTs)",
         # The only test is a race of four POSTs: about half of its runs let two of them pass the
@@ -353,7 +352,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "completion.session_match",
         "service/completion.py",
-        "if entry.mcp_session_id != elicitation.mcp_session_id:",
+        "if entry.elicitation.mcp_session_id != elicitation.mcp_session_id:",
         "if False:",
         ["tests/unit/test_completion.py::test_a_record_naming_another_session_is_not_delivered"],
         "completion only to the MCP session named by the record",
@@ -361,7 +360,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "provider_session.own_url",
         "service/provider_session.py",
-        "        if _origin(url) not in allowed:\n",
+        "        if origin(url) not in allowed:\n",
         "        if False:\n",
         ["tests/unit/test_provider_session.py::test_the_token_never_goes_to_another_host"],
         "a provider token goes only to that provider's own hosts",

@@ -540,8 +540,90 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{CONTRACT}::test_open_elicitation_stores_the_state_and_opens_once[redis]"],
         "open_elicitation stores a state only when it opened the elicitation (Lua)",
     ),
+    # ---- operability: caps, log and label hygiene, the proxy ----------------------------------------
+    m(
+        "SessionLimits.sessions_per_user",
+        "service/session_limits.py",
+        "            if held >= self.sessions_per_user:\n",
+        "            if False:\n",
+        [
+            "tests/unit/test_session_limits.py::test_sessions_per_user_are_capped_with_429_and_other_users_are_unaffected"
+        ],
+        "cap on 2025-11-25 sessions per user (429)",
+    ),
+    m(
+        "SessionLimits.sessions_per_replica",
+        "service/session_limits.py",
+        "            if len(owners) >= self.sessions_per_replica:\n",
+        "            if False:\n",
+        ["tests/unit/test_session_limits.py::test_sessions_per_replica_are_capped"],
+        "cap on sessions per replica (429)",
+    ),
+    m(
+        "SessionLimits.requests_per_user",
+        "service/session_limits.py",
+        "        if self._in_flight[user] >= self.requests_per_user:\n",
+        "        if False:\n",
+        ["tests/unit/test_session_limits.py::test_requests_in_flight_per_user_are_capped"],
+        "cap on requests in progress per user (429)",
+    ),
+    m(
+        "request_id_from",
+        "service/request_id.py",
+        "    if value is not None and _SHAPE.fullmatch(value):\n",
+        "    if value is not None:\n",
+        ["tests/unit/test_observability.py::test_request_id_shape"],
+        "a client's X-Request-ID is used only when it has a plain shape",
+    ),
+    m(
+        "Pseudonyms.flow_id",
+        "service/logs.py",
+        '        return "f-" + self._hash(b"flow", elicitation_id)\n',
+        "        return elicitation_id\n",
+        ["tests/e2e/test_operability.py::test_json_logs_join_a_failure_to_the_flows_creation"],
+        "log lines carry a keyed hash of the flow, never the elicitation id (a capability)",
+    ),
+    m(
+        "ObservedMCPServer.unknown_tool",
+        "service/mcp_server.py",
+        "        if self._tool_manager.get_tool(name) is None:\n",
+        "        if False:\n",
+        ["tests/e2e/test_operability.py::test_an_unknown_tool_name_does_not_become_a_label"],
+        "an unknown tool is -32602 and never a metric label",
+    ),
+    m(
+        "CompletionHub.take_failure_once",
+        "service/completion.py",
+        "        return self._failures.pop((mcp_session_id, provider), None)\n",
+        "        return self._failures.get((mcp_session_id, provider))\n",
+        ["tests/unit/test_completion.py::test_a_failed_flow_is_notified_and_its_reason_is_reported_once"],
+        "a failed flow's reason is reported once; the next call asks again",
+    ),
+    m(
+        "nginx.error_log_without_queries",
+        "deploy/nginx/nginx.conf",
+        "            error_log stderr crit;\n",
+        "",
+        ["tests/unit/test_deploy_kit.py::test_nginx_error_log_quotes_no_codes_states_or_links"],
+        "nginx's error log never quotes codes, states or connect links",
+    ),
+    m(
+        "nginx.replica_gone_404",
+        "deploy/nginx/nginx.conf",
+        "            error_page 502 504 = @replica_gone;\n",
+        "",
+        ["tests/unit/test_deploy_kit.py::test_nginx_answers_404_for_a_session_whose_replica_is_gone"],
+        "a session whose replica is gone gets 404, so the client starts a new one",
+    ),
+    m(
+        "nginx.metrics_private",
+        "deploy/nginx/nginx.conf",
+        "        location = /metrics {\n            return 404;\n        }\n",
+        "",
+        ["tests/unit/test_deploy_kit.py::test_nginx_passes_one_request_id_and_keeps_metrics_private"],
+        "the public proxy does not expose /metrics",
+    ),
 )
-
 # --------------------------------------------------------------------------------------------------
 # Machinery
 # --------------------------------------------------------------------------------------------------

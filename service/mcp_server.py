@@ -1,4 +1,4 @@
-"""The SDK's MCPServer, with every tool call counted, timed and traced.
+"""The SDK's MCPServer, with every tool call counted, timed and traced, declaring only what it serves.
 
 One override of `call_tool` (the method the SDK's `tools/call` handler calls) instead of a
 decorator on each tool, so integrators' tools are observed too. The `tool` label is the tool's
@@ -19,6 +19,14 @@ from service.metrics import Metrics
 from service.tracing import Tracing
 
 URL_ELICITATION_REQUIRED = -32042
+UNSERVED_METHODS = (
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "subscriptions/listen",
+)
 
 
 class ObservedMCPServer(MCPServer[Any]):
@@ -26,6 +34,13 @@ class ObservedMCPServer(MCPServer[Any]):
         super().__init__(*args, **kwargs)
         self._metrics = metrics
         self._tracing = tracing
+        # Advertise only what is served. The SDK derives the capabilities it declares from the
+        # handlers its low-level server holds, and registers prompts and resources (which this
+        # server has none of) and list-change subscriptions (its tool list never changes) by
+        # default: remove them, so they are neither declared nor answered (-32601).
+        handlers = self._lowlevel_server._request_handlers
+        for method in UNSERVED_METHODS:
+            handlers.pop(method, None)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None

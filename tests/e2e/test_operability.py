@@ -190,3 +190,19 @@ async def test_tool_calls_and_flow_steps_are_traced_with_the_flow_id(tmp_path: P
     assert len(flow_ids) == 1 and None not in flow_ids
     for span in spans:
         assert link.elicitation_id not in json.dumps(dict(span.attributes or {}))
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_only_what_is_served_is_advertised(mcpuc: Mcpuc, mode: str) -> None:
+    """No prompts or resources here: neither declared nor answered as if they existed."""
+    async with mcpuc.client("alice", mode) as client:
+        if mode == "legacy":  # 2025-11-25 declares capabilities in `initialize`
+            capabilities = client.server_capabilities
+            assert capabilities is not None
+            assert capabilities.prompts is None and capabilities.resources is None
+            assert capabilities.tools is not None and not capabilities.tools.list_changed
+        with pytest.raises(MCPError) as prompt:
+            await client.get_prompt("nothing-here")
+        assert prompt.value.error.code == -32601
+        tools = await client.list_tools()
+        assert "whoami" in {t.name for t in tools.tools}

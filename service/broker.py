@@ -206,6 +206,7 @@ class ConnectionBroker:
             config,
             scopes,
             revision=STATELESS_REVISION if stateless else LEGACY_REVISION,
+            client_name=caller.client_name,
         )
         url = self.connect_url(elicitation.id)
         message = (

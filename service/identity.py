@@ -18,6 +18,7 @@ class Caller:
     user: UserRef
     client_id: str
     mcp_session_id: str | None  # set on 2025-11-25 streamable HTTP sessions
+    client_name: str | None = None  # what the client calls itself: display only, never a check
 
 
 def current_caller(ctx: Context[Any, Any]) -> Caller:
@@ -33,4 +34,24 @@ def current_caller(ctx: Context[Any, Any]) -> Caller:
         user=UserRef(iss=issuer, sub=token.subject),
         client_id=token.client_id,
         mcp_session_id=headers.get("mcp-session-id"),
+        client_name=client_name(ctx),
     )
+
+
+MAX_CLIENT_NAME = 64
+
+
+def client_name(ctx: Context[Any, Any]) -> str | None:
+    """The name the client gave in its 2025-11-25 `initialize` (`clientInfo.name`), or None.
+
+    The client chooses it freely, so it only helps the user recognise their own request
+    (2025-11-25/client-elicitation.mdx "Phishing": the same-user check decides, never this):
+    printable characters only, at most `MAX_CLIENT_NAME`, and autoescaped where a page shows it.
+    """
+    params = getattr(ctx.session, "client_params", None)
+    info = getattr(params, "client_info", None)
+    name = getattr(info, "name", None)
+    if not isinstance(name, str):
+        return None
+    shown = " ".join("".join(c if c.isprintable() else " " for c in name).split())[:MAX_CLIENT_NAME]
+    return shown or None

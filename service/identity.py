@@ -18,7 +18,6 @@ class Caller:
     user: UserRef
     client_id: str
     mcp_session_id: str | None  # set on 2025-11-25 streamable HTTP sessions
-    client_name: str | None = None  # what the client calls itself: display only, never a check
 
 
 def current_caller(ctx: Context[Any, Any]) -> Caller:
@@ -34,7 +33,6 @@ def current_caller(ctx: Context[Any, Any]) -> Caller:
         user=UserRef(iss=issuer, sub=token.subject),
         client_id=token.client_id,
         mcp_session_id=headers.get("mcp-session-id"),
-        client_name=client_name(ctx),
     )
 
 

@@ -125,7 +125,7 @@ async def test_connect_flow_in_chromium(servers: DemoServers, tab: Tab) -> None:
         assert "Asked by</dt><dd>mcp</dd>" in await page.content()
         await tab.assert_styled()
         await tab.snap("confirm")
-        await page.click('form[action="/connect"] button[type=submit]')
+        await page.click('form[action="/connect"] button:not([formaction])')
 
         # mockhub's consent page, then our success page.
         await page.wait_for_selector("button[name=decision][value=approve]")
@@ -200,7 +200,7 @@ async def test_refusal_pages_in_chromium(servers: DemoServers, tab: Tab) -> None
 
         # Alice denies at MockHub: our page names the provider's answer; nothing is stored.
         await page.goto(alices_url)
-        await page.click('form[action="/connect"] button[type=submit]')
+        await page.click('form[action="/connect"] button:not([formaction])')
         await page.wait_for_selector("button[name=decision][value=deny]")
         await page.click("button[name=decision][value=deny]")
         await page.wait_for_selector("text=did not grant access")
@@ -218,7 +218,7 @@ async def test_refusal_pages_in_chromium(servers: DemoServers, tab: Tab) -> None
         await page.wait_for_selector("text=You are signed in here as")
         assert "<strong>bob</strong>" in await page.content()
         assert page.url == bobs_url
-        await page.click('form[action="/connect/cancel"] button[type=submit]')
+        await page.click('button[formaction="/connect/cancel"]')
         await page.wait_for_selector("text=Connection cancelled")
         await tab.assert_styled()
         await tab.snap("cancelled")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import httpx2
@@ -75,7 +76,9 @@ async def test_the_confirmation_page_names_the_client_and_its_cancel_tells_the_c
         assert "Asked by</dt><dd>Claude &lt;Desktop&gt;</dd>" in page.text
         assert "Asked at</dt><dd>" in page.text
 
-        page = await browser.submit(page, form_to(page, "/connect/cancel"))
+        # Cancel is the confirmation form's second button (formaction): the same fields.
+        assert 'formaction="/connect/cancel"' in page.text
+        page = await browser.submit(page, replace(form_to(page, "/connect"), action="/connect/cancel"))
         assert page.status_code == 200 and "Connection cancelled" in page.text
 
         # 2025-11-25: the session that asked hears the flow ended; its retry says it was declined.

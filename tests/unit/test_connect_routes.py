@@ -383,7 +383,7 @@ async def test_cancel_declines_the_link_after_the_checks_of_post_connect(server:
 
     server.sign_in("alice")
     page = await server.http.get("/connect", params={"elicitationId": elicitation.id})
-    assert 'action="/connect/cancel"' in page.text
+    assert 'formaction="/connect/cancel"' in page.text
     response = await server.http.post("/connect/cancel", data=form)
     assert_page(response, 200, "Connection cancelled", "Nothing was connected.")
     assert await server.status(elicitation) is ElicitationStatus.FAILED

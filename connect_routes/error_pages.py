@@ -28,11 +28,10 @@ STORE_DOWN_TEXT = "The server cannot reach its storage. Try again shortly."
 
 async def error_page(request: Request, exc: Exception) -> Response:
     """The page for a refusal or failure of a browser route."""
-    if isinstance(exc, NotYourLink):
-        logger.info("browser route refused: %s", type(exc).__name__)
-        return _not_your_link(request, exc)
     if isinstance(exc, BrowserRefusal):
         logger.info("browser route refused: %s", type(exc).__name__)
+        if isinstance(exc, NotYourLink):
+            return _not_your_link(request, exc)
         return message(request, exc.title, exc.text, exc.status_code)
     if isinstance(exc, ProviderFailure):
         return message(request, "Connection failed", f"{exc.provider}: {exc}.", 502)

@@ -5,9 +5,12 @@ elicitation's status and runs the checks of service/security_checks.py) and rend
 Refusals are raised as `service.errors` and rendered by connect_routes/error_pages.py.
 
 /connect   GET: the browser's session user must be the user who asked (client-elicitation.mdx,
-           "Phishing"); the page shows which account is connecting which service.
+           "Phishing"); the page shows which account is connecting which service, for which MCP
+           client and since when. Signed out: the login, told what it is for.
            POST (CSRF-protected): a one-time `state`, bound to the elicitation and this browser,
            and a redirect to the provider with PKCE S256.
+/connect/cancel  POST (CSRF-protected, same checks as POST /connect): the link stops working and
+           the MCP client that asked is told it was declined.
 /callback/<provider>  the state is consumed once; same browser, same user, same provider
            (one redirect URI per provider); RFC 9207 `iss`; the code is
            exchanged at the token endpoint stored with the state; the token set is stored,
@@ -24,9 +27,15 @@ from starlette.routing import Route
 from connect_routes.browser_session import BrowserUser, browser_user, check_csrf, csrf_token
 from connect_routes.headers import HEADERS
 from connect_routes.login import Login
-from connect_routes.pages import page
+from connect_routes.pages import message, page, timestamp
 from service.connect_flow import CallbackParams, InvalidApiKey
-from service.errors import MalformedLink, MalformedParameter, NotSignedIn, StaleConnectForm
+from service.errors import (
+    MalformedLink,
+    MalformedParameter,
+    NotSignedIn,
+    StaleConnectForm,
+    StoreUnavailable,
+)
 from service.providers import ProviderConfig
 from service.runtime import Runtime
 from service.security_checks import (
@@ -39,6 +48,10 @@ from token_store import PendingElicitation
 
 MAX_PARAM = 2048
 MAX_API_KEY = 4096
+MAX_CLIENT_SHOWN = 64  # a client id may be a long URL (client ID metadata documents)
+
+CANCELLED_TITLE = "Connection cancelled"
+CANCELLED_TEXT = "Nothing was connected. Your MCP client is told; you can close this tab."
 
 
 class ConnectRoutes:
@@ -54,6 +67,7 @@ class ConnectRoutes:
             Route("/connect", self.connect, methods=["POST"]),
             Route("/callback/{provider}", self.callback, methods=["GET"]),
             Route("/connect/api-key", self.api_key, methods=["POST"]),
+            Route("/connect/cancel", self.cancel, methods=["POST"]),
         ]
 
     async def confirm(self, request: Request) -> Response:
@@ -61,7 +75,9 @@ class ConnectRoutes:
         elicitation_id = require_opaque_id(request.query_params.get("elicitationId", ""), MalformedLink)
         browser = browser_user(request, self._settings)
         if browser is None:
-            return self._login.redirect_to_login(f"/connect?elicitationId={elicitation_id}")
+            return self._login.redirect_to_login(
+                f"/connect?elicitationId={elicitation_id}", request, await self._purpose(elicitation_id)
+            )
         link = await self._flow.check_link(browser.user, elicitation_id)
         elicitation, provider = link.elicitation, link.provider
         if provider.kind == "api_key":
@@ -74,6 +90,8 @@ class ConnectRoutes:
             scopes=elicitation.scopes,
             elicitation_id=elicitation.id,
             csrf=csrf_token(request),
+            client_name=_client_shown(elicitation),
+            requested_at=timestamp(elicitation.created_at),
         )
         # The form's POST answers with a redirect to the provider: allow that origin for it.
         response.headers["Content-Security-Policy"] = HEADERS["Content-Security-Policy"].replace(
@@ -87,6 +105,27 @@ class ConnectRoutes:
         link = await self._flow.check_link(browser.user, elicitation_id)
         url = await self._flow.open(link, browser.binding)
         return RedirectResponse(url, status_code=303)
+
+    async def cancel(self, request: Request) -> Response:
+        """POST from Cancel on the confirmation or API-key page: pending → failed (the flow's
+        `decline`, which also tells the MCP session that asked), after the checks of POST /connect."""
+        browser, _form, elicitation_id = await self._posted(request, max_part_size=1024)
+        link = await self._flow.check_link(browser.user, elicitation_id)
+        await self._flow.decline(link.elicitation.id)
+        return message(request, CANCELLED_TITLE, CANCELLED_TEXT, 200)
+
+    async def _purpose(self, elicitation_id: str) -> str | None:
+        """What a signed-out visitor is asked to sign in for, e.g. "connect MockHub for the MCP
+        client Claude". Only the service and the client's own name: nothing about the user, and
+        no same-user check has run yet, so no more than the link's holder was shown already."""
+        try:
+            elicitation = await self._runtime.store.get_elicitation(elicitation_id)
+        except StoreUnavailable:
+            return None  # the sign-in still works; the page after it reports the store
+        provider = self._settings.providers.get(elicitation.provider) if elicitation else None
+        if elicitation is None or provider is None:
+            return None
+        return f"connect {provider.display_name} for the MCP client {_client_shown(elicitation)}"
 
     async def _posted(self, request: Request, *, max_part_size: int) -> tuple[BrowserUser, FormData, str]:
         """The checks every POST of the connect pages makes first, in one place: a signed-in
@@ -119,6 +158,8 @@ class ConnectRoutes:
             elicitation_id=elicitation.id,
             csrf=csrf_token(request),
             error=error,
+            client_name=_client_shown(elicitation),
+            requested_at=timestamp(elicitation.created_at),
         )
 
     async def api_key(self, request: Request) -> Response:
@@ -152,6 +193,12 @@ class ConnectRoutes:
             ),
         )
         return _connected(request, provider, connection.account_label)
+
+
+def _client_shown(elicitation: PendingElicitation) -> str:
+    """Which MCP client asked: its own name when it gave one at `initialize`, else the client id
+    of its access token; untrusted text, cut short here and escaped by Jinja."""
+    return (elicitation.client_name or elicitation.client_id)[:MAX_CLIENT_SHOWN]
 
 
 def _connected(request: Request, provider: ProviderConfig, account_label: str) -> Response:

@@ -1,4 +1,7 @@
-"""The user's connections: list them, disconnect one (POST, CSRF-protected)."""
+"""The user's connections: list them, disconnect one (POST, CSRF-protected).
+
+After a disconnect the page says what happened through a one-time flash value in the signed
+session cookie: the redirect's URL names no account (URLs end up in histories and logs)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from service.security_checks import require_signed_in
 from token_store import ConnectionKey
 
 MAX_FIELD = 256
+FLASH_KEY = "flash_disconnected"
 
 
 class ConnectionsPage:
@@ -34,12 +38,14 @@ class ConnectionsPage:
         if browser is None:
             return self._login.redirect_to_login("/connections")
         connections = await self._runtime.store.list_connections(browser.user)
+        flash = request.session.pop(FLASH_KEY, None)
         return page(
             request,
             "connections.html",
             user=browser.user.sub,
             connections=[c.describe() for c in connections],
             csrf=csrf_token(request),
+            **(flash if isinstance(flash, dict) else {}),
         )
 
     async def disconnect(self, request: Request) -> Response:
@@ -53,10 +59,17 @@ class ConnectionsPage:
         ):
             raise MalformedParameter("The form is incomplete.")
         # The key is built from the session user: a form cannot name another user's record.
-        await disconnect_one(
+        config = self._runtime.settings.providers.get(provider)
+        done = await disconnect_one(
             self._runtime.store,
-            self._runtime.settings.providers.get(provider),
+            config,
             ConnectionKey(browser.user, provider, account),
             self._runtime.outbound,
         )
+        if done is not None:
+            request.session[FLASH_KEY] = {
+                "disconnected": config.display_name if config else provider,
+                "disconnected_account": done.label,
+                "revoked": done.revoked,
+            }
         return RedirectResponse("/connections", status_code=303)

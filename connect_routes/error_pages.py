@@ -13,8 +13,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from starlette.requests import Request
 from starlette.responses import Response
 
+from connect_routes.browser_session import browser_user, csrf_token
+from connect_routes.headers import HEADERS
 from connect_routes.pages import message, page
-from service.errors import BrowserRefusal, ProviderDenied, ProviderFailure, StoreUnavailable
+from service.errors import BrowserRefusal, NotYourLink, ProviderDenied, ProviderFailure, StoreUnavailable
+from service.security_checks import require_safe_next
+from service.urls import origin
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +30,8 @@ async def error_page(request: Request, exc: Exception) -> Response:
     """The page for a refusal or failure of a browser route."""
     if isinstance(exc, BrowserRefusal):
         logger.info("browser route refused: %s", type(exc).__name__)
+        if isinstance(exc, NotYourLink):
+            return _not_your_link(request, exc)
         return message(request, exc.title, exc.text, exc.status_code)
     if isinstance(exc, ProviderFailure):
         return message(request, "Connection failed", f"{exc.provider}: {exc}.", 502)
@@ -41,6 +47,27 @@ async def error_page(request: Request, exc: Exception) -> Response:
     if isinstance(exc, StoreUnavailable):
         return message(request, STORE_DOWN_TITLE, STORE_DOWN_TEXT, 503)
     raise exc  # not ours to render: Starlette's 500
+
+
+def _not_your_link(request: Request, exc: NotYourLink) -> Response:
+    """Say who is signed in here, and offer to sign out and come back to the link as the account
+    that asked (a fresh sign-in: see `Login.logout`). The same-user check itself stays the
+    flow's; this page only helps the user past it honestly."""
+    settings = request.app.state.runtime.settings
+    browser = browser_user(request, settings)
+    if browser is None:
+        return message(request, exc.title, exc.text, exc.status_code)
+    context = {"signed_in_as": browser.user.sub, "csrf": csrf_token(request)}
+    if request.method == "GET":
+        # The link itself (GET /connect); anything that is not one of our paths is dropped.
+        context["next"] = require_safe_next(f"{request.url.path}?{request.url.query}")
+    response = message(request, exc.title, exc.text, exc.status_code, **context)
+    # The sign-out POST answers with redirects on to the authorization server's sign-in:
+    # allow that origin for this form (browsers apply form-action to those redirects too).
+    response.headers["Content-Security-Policy"] = HEADERS["Content-Security-Policy"].replace(
+        "form-action 'self'", f"form-action 'self' {origin(settings.auth_issuer)}"
+    )
+    return response
 
 
 ERROR_PAGES: Mapping[type[Exception], Callable[[Request, Exception], Awaitable[Response]]] = {

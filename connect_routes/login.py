@@ -3,6 +3,12 @@
 The browser session's user is `(iss, sub)` of a verified ID token from the same issuer that
 signs the MCP access tokens, so it names users the same way (docs/threat-model.md, "2. `/connect`
 and `/callback/<provider>` only for the same user, in the same browser").
+
+The authorization request may carry two hints for the sign-in page: `prompt=login` (OpenID
+Connect Core §3.1.2.1) after "sign out and continue", so the authorization server asks who you
+are instead of reusing its own session; and `mcpuc_purpose`, a short non-secret sentence such as
+"connect MockHub for the MCP client Claude", kept in the session, never taken from the URL (an
+authorization server that does not know it ignores it, RFC 6749 §3.1).
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ from service.settings import Settings
 
 logger = logging.getLogger(__name__)
 
+PURPOSE_KEY = "login_purpose"
+MAX_PURPOSE = 160
+
 
 class Login:
     def __init__(self, settings: Settings, outbound: OutboundHttp | None = None) -> None:
@@ -41,14 +50,32 @@ class Login:
         )
         self._client = oauth.create_client("mcp_as")
 
-    def redirect_to_login(self, next_path: str) -> RedirectResponse:
-        return RedirectResponse("/login?" + urlencode({"next": next_path}), status_code=303)
+    def redirect_to_login(
+        self,
+        next_path: str,
+        request: Request | None = None,
+        purpose: str | None = None,
+        *,
+        switch_account: bool = False,
+    ) -> RedirectResponse:
+        """To /login, then back to `next_path`. `purpose` (what the sign-in is for) goes into
+        `request`'s session; `switch_account` asks the authorization server for a fresh sign-in."""
+        if request is not None and purpose:
+            request.session[PURPOSE_KEY] = purpose[:MAX_PURPOSE]
+        query = {"next": next_path, **({"prompt": "login"} if switch_account else {})}
+        return RedirectResponse("/login?" + urlencode(query), status_code=303)
 
     async def login(self, request: Request) -> Response:
         request.session["next"] = require_safe_next(request.query_params.get("next"))
+        hints: dict[str, str] = {}
+        purpose = request.session.pop(PURPOSE_KEY, None)
+        if isinstance(purpose, str):
+            hints["mcpuc_purpose"] = purpose[:MAX_PURPOSE]
+        if request.query_params.get("prompt") == "login":  # the one value we send
+            hints["prompt"] = "login"
         try:
             response: Response = await self._client.authorize_redirect(
-                request, self._settings.login_callback_url
+                request, self._settings.login_callback_url, **hints
             )
         except Exception as exc:  # metadata fetch failed: the AS is down or misconfigured
             logger.warning("login: authorization server unavailable (%s)", type(exc).__name__)
@@ -71,12 +98,17 @@ class Login:
         return RedirectResponse(next_path, status_code=303)
 
     async def logout(self, request: Request) -> Response:
+        """POST (CSRF-protected). With `next`, "sign out and continue": back to that link through
+        a fresh sign-in (the same safe paths as the login's `next`)."""
         if not request.session:
-            return message(request, "Signed out", "You are signed out of this server.", 200)
+            return _signed_out(request)
         form = await request.form(max_files=0, max_fields=2, max_part_size=1024)
         check_csrf(request, form.get("csrf"))
         request.session.clear()
-        return message(request, "Signed out", "You are signed out of this server.", 200)
+        next_path = form.get("next")
+        if next_path is not None:
+            return self.redirect_to_login(require_safe_next(next_path), switch_account=True)
+        return _signed_out(request)
 
     def routes(self) -> list[Route]:
         return [
@@ -84,3 +116,14 @@ class Login:
             Route("/login/callback", self.callback, methods=["GET"]),
             Route("/logout", self.logout, methods=["POST"]),
         ]
+
+
+def _signed_out(request: Request) -> Response:
+    return message(
+        request,
+        "Signed out",
+        "You are signed out of this server.",
+        200,
+        back="/connections",
+        back_text="Sign in again to see your connections",
+    )

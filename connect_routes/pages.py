@@ -13,18 +13,20 @@ from starlette.templating import Jinja2Templates
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 
 
-def _timestamp(value: float | None) -> str:
+def timestamp(value: float | None) -> str:
     if value is None:
         return "—"
     return datetime.fromtimestamp(value, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-TEMPLATES.env.filters["timestamp"] = _timestamp
+TEMPLATES.env.filters["timestamp"] = timestamp
 
 
 def page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
     return TEMPLATES.TemplateResponse(request, template, context, status_code=status_code)
 
 
-def message(request: Request, title: str, text: str, status_code: int) -> HTMLResponse:
-    return page(request, "message.html", status_code, title=title, text=text)
+def message(request: Request, title: str, text: str, status_code: int, **context: Any) -> HTMLResponse:
+    """`message.html`; `context` may add `signed_in_as` and `csrf` (a sign-out form, continuing to
+    `next` when given) and `back`/`back_text` (a link onwards)."""
+    return page(request, "message.html", status_code, title=title, text=text, **context)

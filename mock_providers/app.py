@@ -8,6 +8,8 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 
+from connect_routes.static import static_routes
+
 from .config import MockProvidersConfig
 from .dev_as import DevAuthorizationServer
 from .dev_as_routes import SESSION_COOKIE, DevAuthorizationRoutes
@@ -58,6 +60,7 @@ def create_mock_providers_app(config: MockProvidersConfig) -> Starlette:
         *DevAuthorizationRoutes(dev_as, pages).routes(),
         *MockHubRoutes(hub, pages, config.issuer).routes(),
         *MockKeysRoutes(keys_service).routes(),
+        *static_routes(),  # the shared stylesheet and icon of connect_routes/static
     ]
     google = None
     if config.mockgoogle_client is not None:

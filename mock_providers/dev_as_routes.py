@@ -140,6 +140,9 @@ class DevAuthorizationRoutes:
             action="/login",
             return_to="/authorize?" + urlencode(params),
             client_name=getattr(client, "client_name", None) or getattr(client, "client_id", ""),
+            # What the client says the sign-in is for (mcp-url-connect sends `mcpuc_purpose`, e.g.
+            # "connect MockHub for the MCP client X"); untrusted text, shortened and escaped.
+            purpose=(oauth_request.payload.data.get("mcpuc_purpose") or "")[:160],
             scope=oauth_request.payload.data.get("scope") or "",
             username="",
             error=None,
@@ -152,6 +155,7 @@ class DevAuthorizationRoutes:
                 action="/login",
                 return_to="",
                 client_name=None,
+                purpose="",
                 scope="",
                 username="",
                 error=None,
@@ -166,6 +170,7 @@ class DevAuthorizationRoutes:
                 action="/login",
                 return_to=return_to or "",
                 client_name=None,
+                purpose="",
                 scope="",
                 username=username,
                 error=_USERNAME_RULE,

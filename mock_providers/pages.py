@@ -11,12 +11,15 @@ from starlette.responses import HTMLResponse
 
 _TEMPLATE_DIR = Path(__file__).parent / "templates"
 
-# Pages are plain forms: no scripts, no frames, nothing loaded from elsewhere.
+# Pages are plain forms: no scripts, no frames, nothing loaded from elsewhere; styles and the icon
+# come from this server (connect_routes/static, served by `static_routes()` in app.py).
 # No form-action: Chrome applies it to the redirect that follows a submission.
 _PAGE_HEADERS = MappingProxyType(
     {
         "Cache-Control": "no-store",
-        "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+        "Content-Security-Policy": (
+            "default-src 'none'; style-src 'self'; img-src 'self'; frame-ancestors 'none'"
+        ),
         "X-Frame-Options": "DENY",
         "Referrer-Policy": "no-referrer",
         "X-Content-Type-Options": "nosniff",

@@ -129,6 +129,30 @@ MUTATIONS: tuple[Mutation, ...] = (
         "CSRF token on POST /connect and POST /connect/api-key (ConnectRoutes._posted)",
     ),
     m(
+        "require_csrf_token.cancel",
+        "connect_routes/connect.py",
+        "        browser, _form, elicitation_id = await self._posted(request, max_part_size=1024)\n"
+        "        link = await self._flow.check_link(browser.user, elicitation_id)\n"
+        "        await self._flow.decline(link.elicitation.id)\n",
+        "        browser = require_signed_in(browser_user(request, self._settings), NotSignedIn)\n"
+        '        elicitation_id = str((await request.form()).get("elicitationId"))\n'
+        "        link = await self._flow.check_link(browser.user, elicitation_id)\n"
+        "        await self._flow.decline(link.elicitation.id)\n",
+        [f"{UNIT_ROUTES}::test_cancel_declines_the_link_after_the_checks_of_post_connect"],
+        "CSRF token on POST /connect/cancel (the cancel route without ConnectRoutes._posted)",
+    ),
+    m(
+        "require_same_user.cancel",
+        "connect_routes/connect.py",
+        "        link = await self._flow.check_link(browser.user, elicitation_id)\n"
+        "        await self._flow.decline(link.elicitation.id)\n",
+        "        owner = await self._runtime.store.get_elicitation(elicitation_id)\n"
+        "        link = await self._flow.check_link(owner.user if owner else browser.user, elicitation_id)\n"
+        "        await self._flow.decline(link.elicitation.id)\n",
+        [f"{UNIT_ROUTES}::test_cancel_declines_the_link_after_the_checks_of_post_connect"],
+        "same user on POST /connect/cancel (check_link given the link's owner instead)",
+    ),
+    m(
         "require_pending",
         "service/security_checks.py",
         "    if elicitation.status is not ElicitationStatus.PENDING:\n",

@@ -34,7 +34,7 @@ from service.completion import CompletionHub
 from service.connect_flow import ConnectFlow
 from service.errors import ConnectionNeeded, InvalidRequestState, NeedsReauthorization, UnknownProvider
 from service.flow_events import failure_text
-from service.identity import Caller, current_caller
+from service.identity import Caller, client_name, current_caller
 from service.lifecycle import TokenLifecycle
 from service.mcp_errors import mcp_errors
 from service.provider_session import ProviderSession
@@ -206,6 +206,7 @@ class ConnectionBroker:
             config,
             scopes,
             revision=STATELESS_REVISION if stateless else LEGACY_REVISION,
+            client_name=client_name(ctx),  # shown on the confirmation page, never checked
         )
         url = self.connect_url(elicitation.id)
         message = (

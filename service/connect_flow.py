@@ -78,7 +78,10 @@ COMPLETE, FAILED = ElicitationStatus.COMPLETE, ElicitationStatus.FAILED
 # `create`; expiry is not a status (an expired record reads as absent).
 TRANSITIONS: dict[tuple[ElicitationStatus, ElicitationStatus], str] = {
     (PENDING, OPENED): "POST /connect (state stored) or POST /connect/api-key (key accepted): open",
-    (PENDING, FAILED): "a 2026-07-28 retry whose connect response is decline or cancel: decline",
+    (PENDING, FAILED): (
+        "a 2026-07-28 retry whose connect response is decline or cancel, "
+        "or POST /connect/cancel (Cancel on the confirmation page): decline"
+    ),
     (OPENED, COMPLETE): "GET /callback/<provider> or POST /connect/api-key, connection stored: complete",
     (OPENED, FAILED): "GET /callback/<provider>, a refused check or a failed step: fail",
 }
@@ -164,6 +167,7 @@ class ConnectFlow:
         provider: ProviderConfig,
         scopes: tuple[str, ...],
         revision: str = "2025-11-25",
+        client_name: str | None = None,
     ) -> PendingElicitation:
         """→ pending: a new elicitation, counted against `max_pending_per_user` in the same step."""
         now = self._clock()
@@ -176,6 +180,7 @@ class ConnectFlow:
             scopes=scopes,
             created_at=now,
             expires_at=now + self._settings.elicitation_ttl,
+            client_name=client_name,
         )
         try:
             await self._store().create_elicitation(elicitation, self._settings.max_pending_per_user)

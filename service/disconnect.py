@@ -18,6 +18,7 @@ from token_store import Connection, ConnectionKey, Store, UserRef
 @dataclass(frozen=True)
 class Disconnected:
     account: str
+    label: str  # the name the user knows the account by (e.g. a login), beside the provider's id
     revoked: bool  # the provider confirmed revocation; False when it has no endpoint or failed
 
 
@@ -48,4 +49,4 @@ async def _revoke(
         )
     )
     audit("disconnect", connection.key, revoked=revoked)
-    return Disconnected(connection.key.account, revoked)
+    return Disconnected(connection.key.account, connection.account_label, revoked)

@@ -34,3 +34,22 @@ def current_caller(ctx: Context[Any, Any]) -> Caller:
         client_id=token.client_id,
         mcp_session_id=headers.get("mcp-session-id"),
     )
+
+
+MAX_CLIENT_NAME = 64
+
+
+def client_name(ctx: Context[Any, Any]) -> str | None:
+    """The name the client gave in its 2025-11-25 `initialize` (`clientInfo.name`), or None.
+
+    The client chooses it freely, so it only helps the user recognise their own request
+    (2025-11-25/client-elicitation.mdx "Phishing": the same-user check decides, never this):
+    printable characters only, at most `MAX_CLIENT_NAME`, and autoescaped where a page shows it.
+    """
+    params = getattr(ctx.session, "client_params", None)
+    info = getattr(params, "client_info", None)
+    name = getattr(info, "name", None)
+    if not isinstance(name, str):
+        return None
+    shown = " ".join("".join(c if c.isprintable() else " " for c in name).split())[:MAX_CLIENT_NAME]
+    return shown or None

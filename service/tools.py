@@ -41,6 +41,7 @@ def register_tools(server: MCPServer[Any], broker: ConnectionBroker, runtime: Ru
         return {
             "provider": provider,
             "disconnected": [d.account for d in done],
+            "labels": [d.label for d in done],  # parallel to `disconnected`: what the user calls them
             "revoked": [d.account for d in done if d.revoked],
         }
 

@@ -129,6 +129,10 @@ class PendingElicitation:
     # the record published to the completion bus, so the session that asked learns the reason;
     # the stored record keeps None (a retry that reads the store gives a generic message).
     failure: str | None = None
+    # The MCP client's own name for itself (2025-11-25 `initialize` clientInfo.name), shown on the
+    # confirmation page. Untrusted text from the client: short, and escaped where it is shown.
+    # Records stored before this field existed load with None.
+    client_name: str | None = None
 
     def to_json(self) -> str:
         data = asdict(self)

@@ -107,20 +107,25 @@ async def test_connect_flow_in_chromium(servers: DemoServers, tab: Tab) -> None:
         error = await legacy_elicitation(client)
         await page.goto(error.elicitations[0].url)
 
-        # The dev AS login page: a username field, no password, marked development-only.
+        # The dev AS login page: a username field, no password, marked development-only, saying
+        # what the sign-in is for; styled by our stylesheet, served by the mock providers too.
         assert await page.locator("input[name=username]").count() == 1
         assert await page.locator("input[type=password]").count() == 0
         assert "development" in (await page.content()).lower()
+        assert "to connect MockHub for the MCP client mcp" in await page.content()  # SDK's default name
+        await tab.assert_styled()
         await tab.snap("dev-as-login")
         await page.fill("input[name=username]", "alice")
         await page.click("button[type=submit], input[type=submit]")
 
-        # Our confirmation page names the signed-in account; its POST goes on to mockhub.
+        # Our confirmation page names the signed-in account and the client that asked; its POST
+        # goes on to mockhub.
         await page.wait_for_selector("text=You are signed in here as")
         assert "alice" in await page.content()
+        assert "Asked by</dt><dd>mcp</dd>" in await page.content()
         await tab.assert_styled()
         await tab.snap("confirm")
-        await page.click('form[action="/connect"] button[type=submit]')
+        await page.click('form[action="/connect"] button:not([formaction])')
 
         # mockhub's consent page, then our success page.
         await page.wait_for_selector("button[name=decision][value=approve]")
@@ -150,7 +155,17 @@ async def test_connect_flow_in_chromium(servers: DemoServers, tab: Tab) -> None:
         await page.click("text=Disconnect")
         await page.wait_for_selector("text=No connections yet")
         assert connection_rows(servers) == []
+        # What happened, from a flash value in the session (the URL names no account).
+        assert "Disconnected MockHub account <strong>octocat</strong>" in await page.content()
+        assert "confirmed the access is revoked" in await page.content()
+        assert page.url == f"{servers.public_url}/connections"
         await tab.snap("connections-empty")
+
+        await page.click("text=Sign out")
+        await page.wait_for_selector("text=You are signed out of this server")
+        assert await page.locator('a[href="/connections"]').count() == 1
+        await tab.assert_styled()
+        await tab.snap("signed-out")
 
 
 async def _sign_in_at_confirmation(tab: Tab, url: str, username: str) -> None:
@@ -172,6 +187,8 @@ async def test_refusal_pages_in_chromium(servers: DemoServers, tab: Tab) -> None
         response = await page.goto(bobs_url)
         assert response.status == 403
         assert "another account" in await page.content()
+        assert "You are signed in here as <strong>alice</strong>" in await page.content()
+        assert await page.locator('form[action="/logout"] input[name=next]').count() == 1
         await tab.assert_styled()
         await tab.snap("not-your-link")
 
@@ -183,7 +200,7 @@ async def test_refusal_pages_in_chromium(servers: DemoServers, tab: Tab) -> None
 
         # Alice denies at MockHub: our page names the provider's answer; nothing is stored.
         await page.goto(alices_url)
-        await page.click('form[action="/connect"] button[type=submit]')
+        await page.click('form[action="/connect"] button:not([formaction])')
         await page.wait_for_selector("button[name=decision][value=deny]")
         await page.click("button[name=decision][value=deny]")
         await page.wait_for_selector("text=did not grant access")
@@ -191,6 +208,22 @@ async def test_refusal_pages_in_chromium(servers: DemoServers, tab: Tab) -> None
         await tab.assert_styled()
         await tab.snap("provider-error")
         assert connection_rows(servers) == []
+
+        # Bob's link again: sign out and continue as bob (a fresh sign-in at the dev AS), then
+        # Cancel on his confirmation page.
+        await page.goto(bobs_url)
+        await page.click('form[action="/logout"] button[type=submit]')
+        await page.fill("input[name=username]", "bob")
+        await page.click("button[type=submit]")
+        await page.wait_for_selector("text=You are signed in here as")
+        assert "<strong>bob</strong>" in await page.content()
+        assert page.url == bobs_url
+        await page.click('button[formaction="/connect/cancel"]')
+        await page.wait_for_selector("text=Connection cancelled")
+        await tab.assert_styled()
+        await tab.snap("cancelled")
+        response = await page.goto(bobs_url)
+        assert response.status == 409
 
 
 @pytest.fixture

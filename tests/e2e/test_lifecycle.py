@@ -259,6 +259,7 @@ async def test_disconnect_revokes_the_grant_and_deletes_the_record(
         assert result.structured_content == {
             "provider": "mockhub",
             "disconnected": [held.key.account],
+            "labels": [held.account_label],
             "revoked": [held.key.account],
         }
         assert await connections(client) == []

@@ -20,12 +20,21 @@ import itsdangerous
 import pytest
 
 from connect_routes.browser_session import binding_of, cookie_name
+from connect_routes.pages import timestamp
 from mock_providers.demo import build_demo
 from service.app import create_app
 from service.runtime import Runtime
 from service.settings import Settings
 from tests.support.tasks import running_in_own_task
-from token_store import ElicitationStatus, PendingElicitation, StoreUnavailable, UserRef
+from token_store import (
+    Connection,
+    ConnectionKey,
+    ElicitationStatus,
+    PendingElicitation,
+    StoreUnavailable,
+    TokenSet,
+    UserRef,
+)
 
 BROWSER_ID = "browser-id-of-this-test-0123456789"
 CSRF = "csrf-token-of-this-test-0123456789"
@@ -60,12 +69,22 @@ class Server:
     def sign_out(self) -> None:
         self.http.cookies.clear()
 
-    async def ask(self, sub: str = "alice", provider: str = "mockhub") -> PendingElicitation:
+    async def ask(
+        self, sub: str = "alice", provider: str = "mockhub", client_name: str | None = None
+    ) -> PendingElicitation:
         """A pending elicitation, as a tool call would create it."""
         flow = self.runtime.flow
         config = self.settings.providers[provider]
         user = UserRef(self.settings.auth_issuer, sub)
-        return await flow.create(user, "client", None, config, config.scopes)
+        return await flow.create(user, "client", None, config, config.scopes, client_name=client_name)
+
+    def session(self) -> dict[str, Any]:
+        """The signed session cookie's content, as the server last set it."""
+        raw = self.http.cookies.get(cookie_name(self.settings))
+        assert raw is not None
+        data = itsdangerous.TimestampSigner(self.settings.session_secret).unsign(raw.encode())
+        session: dict[str, Any] = json.loads(base64.b64decode(data))
+        return session
 
     async def status(self, elicitation: PendingElicitation) -> ElicitationStatus | None:
         record = await self.runtime.store.get_elicitation(elicitation.id)
@@ -321,7 +340,108 @@ async def test_login_keeps_only_safe_next_paths(server: Server) -> None:
     for value, kept in (("https://evil.example", "/connections"), ("/connections", "/connections")):
         response = await server.http.get("/login", params={"next": value})
         assert_page(response, 503, "Sign-in unavailable", "The sign-in service did not answer.")
-        raw = server.http.cookies.get(cookie_name(server.settings))
-        assert raw is not None
-        data = itsdangerous.TimestampSigner(server.settings.session_secret).unsign(raw.encode())
-        assert json.loads(base64.b64decode(data))["next"] == kept
+        assert server.session()["next"] == kept
+
+
+# ---- what the pages tell a newcomer ------------------------------------------------------------------
+
+
+async def test_confirmation_names_the_client_that_asked_and_when(server: Server) -> None:
+    named = await server.ask(client_name="<b>Claude</b> Desktop")
+    unnamed = await server.ask()
+    server.sign_in()
+    response = await server.http.get("/connect", params={"elicitationId": named.id})
+    assert response.status_code == 200
+    assert "Asked by</dt><dd>&lt;b&gt;Claude&lt;/b&gt; Desktop</dd>" in response.text  # escaped
+    assert timestamp(named.created_at) in response.text
+    # Without a name from `initialize`, the client id of its access token.
+    response = await server.http.get("/connect", params={"elicitationId": unnamed.id})
+    assert "Asked by</dt><dd>client</dd>" in response.text
+
+
+async def test_a_signed_out_link_tells_the_sign_in_what_it_is_for(server: Server) -> None:
+    elicitation = await server.ask(client_name="Claude")
+    response = await server.http.get("/connect", params={"elicitationId": elicitation.id})
+    assert response.status_code == 303
+    assert "MockHub" not in response.headers["location"]  # in the session, never in our URLs
+    assert server.session()["login_purpose"] == "connect MockHub for the MCP client Claude"
+
+
+async def test_cancel_declines_the_link_after_the_checks_of_post_connect(server: Server) -> None:
+    elicitation = await server.ask("alice")
+    form = {"elicitationId": elicitation.id, "csrf": CSRF}
+    response = await server.http.post("/connect/cancel", data=form)
+    assert_page(response, 401, "Not signed in", "Open the link from your MCP client again.")
+    server.sign_in("alice")
+    for stale in ({"elicitationId": elicitation.id}, {**form, "csrf": "wrong"}):
+        response = await server.http.post("/connect/cancel", data=stale)
+        assert_page(response, 403, "Not allowed", "The form was stale. Open the link again.")
+    server.sign_in("mallory")
+    response = await server.http.post("/connect/cancel", data=form)
+    assert_page(response, 403, "Not your link", "This link was created for another account.")
+    assert await server.status(elicitation) is ElicitationStatus.PENDING
+
+    server.sign_in("alice")
+    page = await server.http.get("/connect", params={"elicitationId": elicitation.id})
+    assert 'formaction="/connect/cancel"' in page.text
+    response = await server.http.post("/connect/cancel", data=form)
+    assert_page(response, 200, "Connection cancelled", "Nothing was connected.")
+    assert await server.status(elicitation) is ElicitationStatus.FAILED
+    for again in (
+        server.http.get("/connect", params={"elicitationId": elicitation.id}),
+        server.http.post("/connect", data=form),
+        server.http.post("/connect/cancel", data=form),
+    ):
+        assert_page(await again, 409, "Link already used", "This link was already used.")
+
+
+async def test_not_your_link_offers_to_sign_out_and_continue_as_the_right_account(server: Server) -> None:
+    elicitation = await server.ask("alice")
+    link = f"/connect?elicitationId={elicitation.id}"
+    server.sign_in("mallory")
+    response = await server.http.get(link)
+    assert_page(response, 403, "Not your link", "This link was created for another account.")
+    assert "You are signed in here as <strong>mallory</strong>" in response.text
+    assert f'name="next" value="{link}"' in response.text
+    assert f'name="csrf" value="{CSRF}"' in response.text
+    # The sign-out's redirects go on to the authorization server: its origin is allowed there.
+    assert f"form-action 'self' {server.settings.auth_issuer}" in response.headers["content-security-policy"]
+
+    response = await server.http.post("/logout", data={"csrf": CSRF, "next": link})
+    assert response.status_code == 303
+    query = parse_qs(urlsplit(response.headers["location"]).query)
+    assert urlsplit(response.headers["location"]).path == "/login"
+    assert query == {"next": [link], "prompt": ["login"]}  # a fresh sign-in, then the link
+    assert "expires=Thu, 01 Jan 1970" in response.headers["set-cookie"]  # the session is gone
+
+    server.sign_in("mallory")
+    response = await server.http.post("/logout", data={"csrf": CSRF, "next": "https://evil.example/"})
+    assert parse_qs(urlsplit(response.headers["location"]).query)["next"] == ["/connections"]
+    response = await server.http.post("/logout", data={"csrf": "wrong", "next": link})
+    assert_page(response, 403, "Not allowed", "The form was stale.")
+
+
+async def test_after_a_disconnect_the_page_says_what_happened_once(server: Server) -> None:
+    alice = UserRef(server.settings.auth_issuer, "alice")
+    now = server.clock.now
+    await server.runtime.store.put_connection(
+        Connection(ConnectionKey(alice, "mockhub", "1671103"), TokenSet("t"), "octocat", now, now)
+    )
+    server.sign_in("alice")
+    form = {"provider": "mockhub", "account": "1671103", "csrf": CSRF}
+    response = await server.http.post("/connections/disconnect", data=form)
+    assert response.status_code == 303
+    assert response.headers["location"] == "/connections"  # no account in the URL
+    response = await server.http.get("/connections")
+    assert "Disconnected MockHub account <strong>octocat</strong>." in response.text
+    # MockHub is not running here: the revocation was not confirmed, and the page says so.
+    assert "did not confirm the revocation" in response.text
+    response = await server.http.get("/connections")
+    assert "Disconnected" not in response.text  # shown once
+
+
+async def test_the_signed_out_page_links_back(server: Server) -> None:
+    server.sign_in()
+    response = await server.http.post("/logout", data={"csrf": CSRF})
+    assert_page(response, 200, "Signed out", "You are signed out of this server.")
+    assert '<a href="/connections">' in response.text

@@ -82,6 +82,7 @@ BEARER = "tests/unit/test_bearer.py"
 CONTRACT = "tests/unit/test_store_contract.py"
 UNIT_CHECKS = "tests/unit/test_security_checks.py"
 UNIT_ROUTES = "tests/unit/test_connect_routes.py"
+UNIT_ACCOUNTS = "tests/unit/test_account_choice.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # ---- service/security_checks.py, service/connect_flow.py, connect_routes/connect.py ---------
@@ -355,6 +356,37 @@ MUTATIONS: tuple[Mutation, ...] = (
             "::test_request_state_for_another_provider_is_refused_before_its_nonce_is_used"
         ],
         "requestState names the provider of this require()",
+    ),
+    m(
+        "require_offered_account",
+        "service/security_checks.py",
+        "    if not isinstance(answer, str) or answer not in offered:\n",
+        "    if False:\n",
+        [
+            f"{UNIT_ACCOUNTS}::test_an_answer_naming_another_users_account_is_refused",
+            f"{UNIT_ACCOUNTS}::test_an_answer_that_was_not_offered_is_refused",
+            f"{UNIT_ACCOUNTS}::test_modern_account_answer_is_checked_against_the_callers_accounts",
+        ],
+        "a form answer is one of the caller's accounts offered (or 'connect another')",
+    ),
+    m(
+        "supports_form_elicitation",
+        "service/revision.py",
+        "    return elicitation.form is not None or elicitation.url is None\n",
+        "    return True\n",
+        [
+            f"{UNIT_ACCOUNTS}::test_supports_form_elicitation",
+            f"{UNIT_ACCOUNTS}::test_without_form_support_the_most_recent_is_used_and_named",
+        ],
+        "no form-mode elicitation to a client that did not declare it",
+    ),
+    m(
+        "request_state_kind",
+        "service/broker.py",
+        "            if fields[3] not in _STATE_KINDS:\n",
+        "            if False:\n",
+        [f"{UNIT_ACCOUNTS}::test_unknown_kind_is_an_invalid_state"],
+        "a requestState names a question this server asks (connect or account)",
     ),
     m(
         "as_mcp_error.store_unavailable",

@@ -7,6 +7,10 @@ must give instead, built for the request's protocol revision here and nowhere el
 - 2026-07-28: an InputRequiredResult with one URL-mode `elicitation/create` and a requestState
   (sealed by the SDK, bound to the user and tool) whose nonce is consumed once;
 - a client without URL-mode support: a tool error telling the user which URL to open.
+With several accounts at the provider and none named, the remembered default answers, or the
+user is asked which one with a form-mode elicitation (service/account_choice.py): in-band on
+2025-11-25, as an InputRequiredResult whose sealed requestState says it asked for an account on
+2026-07-28; a client without form support gets the most recently used account and a notice.
 Tools wrap themselves in `@connected` so that answer reaches the wire.
 """
 
@@ -26,10 +30,17 @@ from mcp_types import (
     CallToolResult,
     ElicitRequest,
     ElicitRequestURLParams,
+    ElicitResult,
     InputRequiredResult,
     TextContent,
 )
 
+from service.account_choice import (
+    AccountChoice,
+    NewAccountWanted,
+    NoAccountChosen,
+    used_account_notice,
+)
 from service.completion import CompletionHub
 from service.connect_flow import ConnectFlow
 from service.errors import ConnectionNeeded, InvalidRequestState, NeedsReauthorization, UnknownProvider
@@ -43,6 +54,7 @@ from service.revision import (
     LEGACY_REVISION,
     STATELESS_REVISION,
     is_stateless_revision,
+    supports_form_elicitation,
     supports_url_elicitation,
 )
 from service.security_checks import (
@@ -57,27 +69,41 @@ from token_store import Connection, ElicitationStatus, PendingElicitation, Store
 logger = logging.getLogger(__name__)
 
 CONNECT_INPUT_KEY = "connect"
+ACCOUNT_INPUT_KEY = "account"
+# What a requestState asked for: the URL-mode connect flow, or the form "which account?".
+CONNECT_KIND = "connect"
+ACCOUNT_KIND = "account"
+_STATE_KINDS = (CONNECT_KIND, ACCOUNT_KIND)
 POLL_INTERVAL = 0.5  # how often a waiting retry re-reads the store (a callback may land on another replica)
 
 
 @dataclass(frozen=True)
 class _RequestState:
-    """Plaintext inside the SDK-sealed requestState (the SDK adds expiry, principal and tool binding)."""
+    """Plaintext inside the SDK-sealed requestState (the SDK adds expiry, principal and tool binding).
+
+    `kind` says which question the state belongs to, so an answer is read only as an answer to
+    that question; a connect state omits it (as states minted before kinds existed did)."""
 
     elicitation_id: str
     nonce: str
     provider: str
+    kind: str = CONNECT_KIND
 
     def dumps(self) -> str:
-        return json.dumps({"v": 1, "e": self.elicitation_id, "n": self.nonce, "p": self.provider})
+        data = {"v": 1, "e": self.elicitation_id, "n": self.nonce, "p": self.provider}
+        if self.kind != CONNECT_KIND:
+            data["k"] = self.kind
+        return json.dumps(data)
 
     @classmethod
     def loads(cls, raw: str) -> _RequestState:
         try:
             data = json.loads(raw)
-            fields = (data["e"], data["n"], data["p"])
+            fields = (data["e"], data["n"], data["p"], data.get("k", CONNECT_KIND))
             if type(data["v"]) is not int or data["v"] != 1 or not all(isinstance(f, str) for f in fields):
                 raise ValueError("shape")
+            if fields[3] not in _STATE_KINDS:
+                raise ValueError("kind")
             return cls(*fields)
         except (ValueError, KeyError, TypeError, AttributeError):
             raise InvalidRequestState("requestState is not valid for this tool") from None
@@ -126,32 +152,52 @@ class ConnectionBroker:
         tool: str,
     ) -> ProviderSession:
         """An authenticated session at `provider` for the caller (connecting first if needed)."""
-        connection = await self.require(ctx, provider, scopes, account=account)
+        connection, notice = await self._require(ctx, provider, scopes, account)
 
         async def reconnect() -> Connection:
             return await self.require(ctx, provider, scopes, account=account)
 
-        return ProviderSession(
+        api = ProviderSession(
             connection, self.provider(provider), self._lifecycle, self._http, tool=tool, reconnect=reconnect
         )
+        api.notice = notice
+        return api
 
     async def require(
         self, ctx: Context[Any, Any], provider: str, scopes: Sequence[str] = (), *, account: str | None = None
     ) -> Connection:
         """The caller's connection to `provider` with at least `scopes` and a fresh access token,
-        or `ConnectionNeeded`. With several accounts and none named, the most recently used."""
+        or `ConnectionNeeded`. With several accounts and none named: the remembered default, else
+        the user's answer to "which account?" (or, for a client that cannot ask, the most
+        recently used)."""
+        connection, _ = await self._require(ctx, provider, scopes, account)
+        return connection
+
+    async def _require(
+        self, ctx: Context[Any, Any], provider: str, scopes: Sequence[str], account: str | None
+    ) -> tuple[Connection, str | None]:
+        """`require`, plus the notice to add to the tool's result when an account was picked
+        without asking (a client without form-mode elicitation)."""
         # A URL is handed out only after its binding was saved: a store failure ends here.
         with mcp_errors():
             config = self.provider(provider)
             caller = current_caller(ctx)
             require_account_argument(account)
             needed = tuple(sorted(set(scopes or config.scopes)))
+            notice = None
             if is_stateless_revision(ctx) and ctx.request_state is not None:
-                return await self._resume(ctx, caller, config, needed)
-            stored = await self._find(caller, config, account)
+                state = await self._take_request_state(ctx, config)
+                if state.kind == CONNECT_KIND:
+                    return await self._resume(ctx, caller, config, needed, state), None
+                answer = (ctx.input_responses or {}).get(ACCOUNT_INPUT_KEY)
+                stored = await self._answered(caller, config, answer)
+            elif account is None:
+                stored, notice = await self._chosen(ctx, caller, config)
+            else:
+                stored = await self._find(caller, config, account)
             connection = await self._usable(stored, config, needed)
             if connection is not None:
-                return connection
+                return connection, notice
             failure = self._hub.take_failure(caller.mcp_session_id, config.name)
             if failure is not None:
                 # This session's last flow ended without a connection: say what happened once;
@@ -162,12 +208,60 @@ class ConnectionBroker:
             wanted = tuple(sorted(set(needed) | set(stored.tokens.scopes if stored else ())))
             raise ConnectionNeeded(await self._ask(ctx, caller, config, wanted))
 
-    async def _find(self, caller: Caller, config: ProviderConfig, account: str | None) -> Connection | None:
-        """The named account (by the provider's id or by its label, e.g. a login), else the
-        most recently updated one."""
+    async def _chosen(
+        self, ctx: Context[Any, Any], caller: Caller, config: ProviderConfig
+    ) -> tuple[Connection | None, str | None]:
+        """No account named: the only one, the remembered one, or the one the user picks now."""
+        store = self._store()
+        choice = AccountChoice.of(config, await store.list_connections(caller.user))
+        if len(choice.accounts) <= 1:
+            return (choice.accounts[0] if choice.accounts else None), None
+        default = await store.get_default_account(caller.user, config.name)
+        remembered = next((c for c in choice.accounts if c.key.account == default), None)
+        if remembered is not None:
+            return remembered, None
+        # A remembered account that was disconnected since is no answer: ask again.
+        if not supports_form_elicitation(ctx):
+            newest = max(choice.accounts, key=lambda c: c.updated_at)
+            return newest, used_account_notice(newest, config)
+        if is_stateless_revision(ctx):
+            state = _RequestState("", await self._new_nonce(), config.name, ACCOUNT_KIND)
+            raise ConnectionNeeded(
+                InputRequiredResult(
+                    input_requests={ACCOUNT_INPUT_KEY: ElicitRequest(params=choice.request())},
+                    request_state=state.dumps(),
+                )
+            )
+        question = choice.request()
+        answer = await ctx.session.elicit_form(
+            question.message, question.requested_schema, related_request_id=ctx.request_id
+        )
+        return await self._answered(caller, config, answer, choice), None
+
+    async def _answered(
+        self, caller: Caller, config: ProviderConfig, answer: object, choice: AccountChoice | None = None
+    ) -> Connection | None:
+        """The account the user chose, remembered as their default; None for "connect another
+        account" (the caller then starts the URL-mode flow for a new one)."""
+        store = self._store()
+        # On 2026-07-28 the options are read again: an account disconnected meanwhile is no answer.
+        choice = choice or AccountChoice.of(config, await store.list_connections(caller.user))
+        try:
+            picked = choice.pick(answer if isinstance(answer, ElicitResult) else None)
+        except NoAccountChosen:
+            raise ConnectionNeeded(_tool_error(choice.declined_text())) from None
+        except NewAccountWanted:
+            # Asked again once the new account is connected, so it is offered too.
+            await store.set_default_account(caller.user, config.name, None)
+            return None
+        await store.set_default_account(caller.user, config.name, picked.key.account)
+        return picked
+
+    async def _find(self, caller: Caller, config: ProviderConfig, account: str) -> Connection | None:
+        """The named account, by the provider's id or by its label (e.g. a login)."""
         store = self._store()
         found = await store.get_connection(caller.user, config.name, account)
-        if found is None and account is not None:
+        if found is None:
             matches = [
                 c
                 for c in await store.list_connections(caller.user)
@@ -231,19 +325,31 @@ class ConnectionBroker:
         )
 
     async def _new_request_state(self, elicitation: PendingElicitation) -> str:
+        return _RequestState(elicitation.id, await self._new_nonce(), elicitation.provider).dumps()
+
+    async def _new_nonce(self) -> str:
         # patterns-mrtr: state that must be consumed at most once is enforced server-side.
         nonce = mint_opaque_id()
         await self._store().put_nonce(nonce, self._settings.elicitation_ttl)
-        return _RequestState(elicitation.id, nonce, elicitation.provider).dumps()
+        return nonce
 
-    async def _resume(
-        self, ctx: Context[Any, Any], caller: Caller, config: ProviderConfig, needed: tuple[str, ...]
-    ) -> Connection:
-        """A 2026-07-28 retry: consume the state, wait briefly for the flow, then answer."""
+    async def _take_request_state(self, ctx: Context[Any, Any], config: ProviderConfig) -> _RequestState:
+        """A 2026-07-28 retry's state, checked and consumed (whatever it asked for)."""
         assert ctx.request_state is not None
         state = _RequestState.loads(ctx.request_state)
         require_request_state_for_provider(state.provider, config.name)
         await require_single_use_request_state(self._store(), state.nonce)
+        return state
+
+    async def _resume(
+        self,
+        ctx: Context[Any, Any],
+        caller: Caller,
+        config: ProviderConfig,
+        needed: tuple[str, ...],
+        state: _RequestState,
+    ) -> Connection:
+        """A 2026-07-28 retry of the connect flow: wait briefly for the flow, then answer."""
         response = (ctx.input_responses or {}).get(CONNECT_INPUT_KEY)
         if getattr(response, "action", "accept") != "accept":
             # Declined or cancelled: the link stops working and stops counting against the limit.

@@ -21,6 +21,7 @@ __all__ = [
     "ConnectionNeeded",
     "DomainError",
     "FlowFailed",
+    "InvalidAccountChoice",
     "InvalidRequestState",
     "InvalidToolArgument",
     "IssuerMismatch",
@@ -84,6 +85,10 @@ class UnknownProvider(InvalidToolArgument):
 
 class InvalidRequestState(InvalidToolArgument):
     pass
+
+
+class InvalidAccountChoice(InvalidToolArgument):
+    """A form answer to "which account?" that is not one of the options the server offered."""
 
 
 class TooManyPendingConnections(DomainError):

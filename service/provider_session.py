@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from service.account_choice import with_notice
 from service.audit import audit
 from service.lifecycle import NeedsReauthorization, TokenLifecycle
 from service.mcp_errors import connected
@@ -47,6 +48,9 @@ class ProviderSession:
         self._http = http
         self._tool = tool
         self._reconnect = reconnect
+        # Set by the broker when it picked one of several accounts without asking: the tool's
+        # result says which (service/account_choice.py).
+        self.notice: str | None = None
 
     @property
     def account(self) -> str:
@@ -131,7 +135,8 @@ def uses(
                 account=bound.arguments.get("account"),
                 tool=fn.__name__,
             )
-            return await fn(*args, api=api, **kwargs)
+            result = await fn(*args, api=api, **kwargs)
+            return with_notice(result, api.notice)
 
         wrapper.__signature__ = signature.replace(parameters=visible)  # type: ignore[attr-defined]
         wrapper.__annotations__ = {

@@ -26,3 +26,17 @@ def supports_url_elicitation(ctx: Context[Any, Any]) -> bool:
     capabilities = ctx.client_capabilities
     elicitation = capabilities.elicitation if capabilities else None
     return elicitation is not None and elicitation.url is not None
+
+
+def supports_form_elicitation(ctx: Context[Any, Any]) -> bool:
+    """Did the client declare `elicitation.form`, or the legacy empty `elicitation: {}`?
+
+    2025-11-25/client-elicitation.mdx "Capabilities": "an empty capabilities object is equivalent
+    to declaring support for `form` mode only"; servers MUST NOT send a mode the client did not
+    declare (2026-07-28 patterns-mrtr: no inputRequests the client has not declared support for).
+    """
+    capabilities = ctx.client_capabilities
+    elicitation = capabilities.elicitation if capabilities else None
+    if elicitation is None:
+        return False
+    return elicitation.form is not None or elicitation.url is None

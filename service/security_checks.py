@@ -12,11 +12,12 @@ from __future__ import annotations
 import hmac
 import re
 import secrets
-from collections.abc import MutableMapping
+from collections.abc import Collection, MutableMapping
 from typing import Any, Protocol, TypeVar
 
 from service.errors import (
     BrowserRefusal,
+    InvalidAccountChoice,
     InvalidRequestState,
     InvalidToolArgument,
     IssuerMismatch,
@@ -232,3 +233,16 @@ async def require_single_use_request_state(store: _NonceStore, nonce: str) -> No
     server-side; the nonce is taken atomically."""
     if not await store.take_nonce(nonce):
         raise InvalidRequestState("requestState was already used; call the tool again without it")
+
+
+def require_offered_account(answer: object, offered: Collection[str]) -> str:
+    """A form answer to "which account?" is one of the options this server offered, and those
+    are the caller's own accounts only, so an answer naming any other account (another user's
+    included) is refused before anything is looked up with it.
+
+    2025-11-25/client-elicitation.mdx "Form Mode Security": "Servers SHOULD validate received
+    data matches the requested schema"; the client's own validation is not relied on.
+    """
+    if not isinstance(answer, str) or answer not in offered:
+        raise InvalidAccountChoice("the account answer is not one of the choices offered")
+    return answer

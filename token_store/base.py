@@ -72,6 +72,17 @@ class Store(Protocol):
         """Set the status of an existing connection (tokens untouched); False when absent."""
         ...
 
+    # --- remembered choices ---------------------------------------------------------------
+    async def get_default_account(self, user: UserRef, provider: str) -> str | None:
+        """The account (the provider's id, as in `ConnectionKey.account`) the user chose to use at
+        `provider` when a tool call names none; None when no choice is remembered. Not a secret.
+        The account may since have been disconnected: the caller checks it still exists."""
+        ...
+
+    async def set_default_account(self, user: UserRef, provider: str, account: str | None) -> None:
+        """Remember `account` as the user's default at `provider` (None forgets it). No TTL."""
+        ...
+
     # --- locks ----------------------------------------------------------------------------
     async def acquire_lock(self, name: str, ttl_seconds: float) -> str | None:
         """Take the named lock for at most `ttl_seconds`: a random owner token, or None when

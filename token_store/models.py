@@ -62,9 +62,12 @@ class ConnectionStatus(enum.StrEnum):
     """Health of a connection, shown to the user and in `list_connections`."""
 
     OK = "ok"
-    REFRESHING = "refreshing"  # a refresh is in flight (informational; the lock decides)
     NEEDS_REAUTHORIZATION = "needs_reauthorization"  # the provider refused the grant: connect again
-    REVOKED = "revoked"  # revoked at or by the provider
+    # Reserved: no code path stores these two yet, so `list_connections` never shows them
+    # (docs/providers.md, "Health"). A refresh in flight is the refresh lock being held; a provider's
+    # `invalid_grant` does not say whether the grant was revoked or expired (RFC 6749 §5.2).
+    REFRESHING = "refreshing"
+    REVOKED = "revoked"
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ Key layout (docs/redis.md has the full table); `u` is `user_tag(user)`, a hash o
 - `{prefix}conn:{u}:{provider}`: hash, field = account, value = JSON with the sealed token set and
   the connection's metadata (label, times, status). No TTL.
 - `{prefix}user:{u}:providers`: set of providers the user has connections at. No TTL.
+- `{prefix}user:{u}:defaults`: hash, field = provider, value = the account the user chose there
+  (not secret). No TTL.
 - `{prefix}elic:{id}`: hash (status, record, user, expires_at), TTL until the elicitation expires.
 - `{prefix}elic-user:{u}`: zset of the user's live elicitation ids scored by expires_at, TTL.
 - `{prefix}state:{sha256(state)}`: sealed OAuth state, TTL. `{prefix}nonce:{sha256(nonce)}`: TTL.
@@ -244,6 +246,9 @@ class _Keys:
     def providers(self, tag: str) -> str:
         return f"{self.prefix}user:{tag}:providers"
 
+    def defaults(self, tag: str) -> str:
+        return f"{self.prefix}user:{tag}:defaults"
+
     def elic(self, elicitation_id: str) -> str:
         return f"{self.prefix}elic:{elicitation_id}"
 
@@ -408,6 +413,20 @@ class RedisStore:
                 keys=[name], args=[key.account, ConnectionStatus(status).value]
             )
         return bool(updated)
+
+    # --- remembered choices ---------------------------------------------------------------
+    async def get_default_account(self, user: UserRef, provider: str) -> str | None:
+        async with self._guard("get_default_account") as client:
+            raw = await client.hget(self._keys.defaults(user_tag(user)), provider)
+        return None if raw is None else _text(raw)
+
+    async def set_default_account(self, user: UserRef, provider: str, account: str | None) -> None:
+        name = self._keys.defaults(user_tag(user))
+        async with self._guard("set_default_account") as client:
+            if account is None:
+                await client.hdel(name, provider)
+            else:
+                await client.hset(name, provider, account)
 
     # --- locks ----------------------------------------------------------------------------
     async def acquire_lock(self, name: str, ttl_seconds: float) -> str | None:

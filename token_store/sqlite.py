@@ -9,7 +9,8 @@ starts, so it is atomic without BEGIN/COMMIT. A step of several statements runs 
 deleted by a purge that TTL writes run at most once every `_PURGE_INTERVAL` seconds.
 
 Schema versions (`PRAGMA user_version`): 1 the first release; 2 adds `connections.status` and
-`connections.refreshed_at` (metadata, not secret) and the `locks` table. Opening an older database
+`connections.refreshed_at` (metadata, not secret) and the `locks` table; 3 adds the
+`default_accounts` table (the account a user chose per provider, not secret). Opening an older database
 migrates it in place (one transaction); a newer one is refused.
 """
 
@@ -49,7 +50,7 @@ _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
 
 _MIN_SQLITE = (3, 35, 0)  # DELETE/UPDATE ... RETURNING
-_SCHEMA_VERSION = 2
+_SCHEMA_VERSION = 3
 _LIVE_JSON = json.dumps(sorted(s.value for s in LIVE_STATUSES))  # bound to `json_each` in SQL
 _PURGE_INTERVAL = 10.0  # seconds of the store's clock between purges of expired rows
 
@@ -98,6 +99,13 @@ _SCHEMA = (
     expires_at REAL NOT NULL
 )""",
     "CREATE INDEX IF NOT EXISTS locks_expiry ON locks (expires_at)",
+    """CREATE TABLE IF NOT EXISTS default_accounts (
+    iss TEXT NOT NULL,
+    sub TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    account TEXT NOT NULL,
+    PRIMARY KEY (iss, sub, provider)
+)""",
 )
 
 # Columns added after version 1: (table, column, declaration). ADD COLUMN fills existing rows with
@@ -197,6 +205,26 @@ class SQLiteStore:
             (ConnectionStatus(status).value, key.user.iss, key.user.sub, key.provider, key.account),
         )
         return await self._run("set_connection_status", set_status) > 0
+
+    # --- remembered choices ---------------------------------------------------------------
+    async def get_default_account(self, user: UserRef, provider: str) -> str | None:
+        def get(conn: sqlite3.Connection) -> Any:
+            return conn.execute(
+                "SELECT account FROM default_accounts WHERE iss = ? AND sub = ? AND provider = ?",
+                (user.iss, user.sub, provider),
+            ).fetchone()
+
+        row = await self._run("get_default_account", get)
+        return None if row is None else str(row[0])
+
+    async def set_default_account(self, user: UserRef, provider: str, account: str | None) -> None:
+        if account is None:
+            sql = "DELETE FROM default_accounts WHERE iss = ? AND sub = ? AND provider = ?"
+            args: tuple[str, ...] = (user.iss, user.sub, provider)
+        else:
+            sql = "INSERT OR REPLACE INTO default_accounts (iss, sub, provider, account) VALUES (?, ?, ?, ?)"
+            args = (user.iss, user.sub, provider, account)
+        await self._run("set_default_account", partial(_changes, sql, args))
 
     # --- locks ----------------------------------------------------------------------------
     async def acquire_lock(self, name: str, ttl_seconds: float) -> str | None:

@@ -356,6 +356,45 @@ async def test_set_connection_status_of_an_absent_record_is_refused(store: Store
 # --- locks ----------------------------------------------------------------------------------
 
 
+# --- remembered default account ---------------------------------------------------------------
+
+
+async def test_default_account_round_trip_per_user_and_provider(store: Store) -> None:
+    assert await store.get_default_account(ALICE, "github") is None
+    await store.set_default_account(ALICE, "github", "2")
+    await store.set_default_account(BOB, "github", "7")
+    await store.set_default_account(ALICE, "google", "g")
+    assert await store.get_default_account(ALICE, "github") == "2"
+    assert await store.get_default_account(BOB, "github") == "7"
+    assert await store.get_default_account(ALICE, "google") == "g"
+    await store.set_default_account(ALICE, "github", "10")  # a new choice replaces the old one
+    assert await store.get_default_account(ALICE, "github") == "10"
+
+
+async def test_default_account_is_forgotten_with_none(store: Store) -> None:
+    await store.set_default_account(ALICE, "github", "2")
+    await store.set_default_account(ALICE, "github", None)
+    assert await store.get_default_account(ALICE, "github") is None
+    await store.set_default_account(ALICE, "github", None)  # forgetting nothing is fine
+    assert await store.get_default_account(ALICE, "github") is None
+
+
+async def test_default_account_outlives_a_reopen_and_leaves_connections_alone(
+    harness: Harness, keyring: KeyRing
+) -> None:
+    store = await harness.open(keyring)
+    conn = make_connection(account="2")
+    await store.put_connection(conn)
+    await store.set_default_account(ALICE, "github", "2")
+    await store.close()
+    reopened = await harness.open(keyring)
+    try:
+        assert await reopened.get_default_account(ALICE, "github") == "2"
+        assert await reopened.list_connections(ALICE) == [conn]
+    finally:
+        await reopened.close()
+
+
 async def test_lock_acquire_and_release(store: Store) -> None:
     owner = await store.acquire_lock("refresh:alice:github:1", ttl_seconds=30)
     assert isinstance(owner, str) and len(owner) >= 16

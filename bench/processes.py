@@ -80,6 +80,7 @@ class Stack:
     providers_port: int = field(default_factory=free_port)
     sdk_port: int = field(default_factory=free_port)
     prefix: str = field(default_factory=lambda: f"bench-{uuid.uuid4().hex[:12]}:")
+    profile: Path | None = None  # cProfile output of the MCP server process, written when it stops
     pids: dict[str, int] = field(default_factory=dict)
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
@@ -153,9 +154,9 @@ class Stack:
         }
         if self.store == "redis":
             env |= {"MCPUC_STORE_URL": REDIS_URL, "MCPUC_REDIS_PREFIX": self.prefix}
-        command = (
-            [sys.executable, "-m", "bench.server", "ours"] if self.server == "bench" else [*CLI, "serve"]
-        )
+        command = ["-m", "bench.server", "ours"] if self.server == "bench" else ["-m", "service.cli", "serve"]
+        profiler = ["-m", "bench.cpu_profile", str(self.profile)] if self.profile else []
+        command = [sys.executable, *profiler, *command]
         server = self._spawn("server", command, env)
         if self.server == "bench":  # started side by side: both import the same modules
             sdk_env = env | {"MCPUC_PORT": str(self.sdk_port)}

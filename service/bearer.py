@@ -117,7 +117,9 @@ class VerifiedTokens:
     At `max_entries`, expired entries go first, then the oldest (a client re-verifies once).
     """
 
-    def __init__(self, max_entries: int = MAX_VERIFIED_TOKENS, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, max_entries: int = MAX_VERIFIED_TOKENS, clock: Callable[[], float] = time.time
+    ) -> None:
         self._max_entries = max_entries
         self._clock = clock
         self._entries: dict[bytes, tuple[float, dict[str, Any]]] = {}  # sha256 -> (exp, claims)

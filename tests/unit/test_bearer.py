@@ -23,7 +23,13 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from jwt.algorithms import RSAAlgorithm
 
-from service.bearer import JWKS_REFETCH_INTERVAL, MAX_TOKEN_LENGTH, JwksCache, JwtTokenVerifier, VerifiedTokens
+from service.bearer import (
+    JWKS_REFETCH_INTERVAL,
+    MAX_TOKEN_LENGTH,
+    JwksCache,
+    JwtTokenVerifier,
+    VerifiedTokens,
+)
 
 ISSUER = "https://as.example.com"
 AUDIENCE = "https://mcp.example.com/mcp"

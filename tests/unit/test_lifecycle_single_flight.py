@@ -38,7 +38,19 @@ async def test_a_storm_in_one_process_sends_one_refresh_and_wakes_every_waiter(
     )
     await store.put_connection(stale)
     calls: list[str] = []
-    landed = anyio.Event()
+    landed, all_waiting = anyio.Event(), anyio.Event()
+    refused: list[str] = []
+    acquire_lock = store.acquire_lock
+
+    async def counting_acquire_lock(name: str, ttl: float) -> str | None:
+        owner = await acquire_lock(name, ttl)
+        if owner is None and not name.endswith(":failed"):
+            refused.append(name)
+            if len(refused) == CALLERS - 1:
+                all_waiting.set()  # every caller but the refresher found the lock taken
+        return owner
+
+    store.acquire_lock = counting_acquire_lock  # type: ignore[method-assign]
 
     async def refresh(provider: ProviderConfig, tokens: TokenSet, **_: object) -> TokenSet:
         calls.append(tokens.refresh_token or "")
@@ -59,9 +71,7 @@ async def test_a_storm_in_one_process_sends_one_refresh_and_wakes_every_waiter(
             async with anyio.create_task_group() as tasks:
                 for _ in range(CALLERS):
                     tasks.start_soon(caller)
-                while not calls:
-                    await anyio.sleep(0.01)
-                await anyio.sleep(0.05)  # every other caller is waiting now
+                await all_waiting.wait()
                 landed.set()
     finally:
         await store.close()

@@ -95,7 +95,8 @@ class TokenLifecycle:
                     try:
                         await store.release_lock(name, owner)
                     finally:  # released (or the store failed): waiters here look again now
-                        del self._refreshing[name]
+                        if self._refreshing.get(name) is done:  # not a later holder's, taken meanwhile
+                            del self._refreshing[name]
                         done.set()
             # Another caller is refreshing: reuse its result, as soon as it lands if the caller is
             # in this process, else (another replica) at the next re-read.

@@ -155,17 +155,22 @@ class LoadRow:
 
     def line(self) -> str:
         per = 1000 / self.flows
+        per_core = self.flows / self.server_cpu if self.server_cpu else float("inf")
         providers = "-" if self.providers_cpu is None else f"{self.providers_cpu * per:.1f}"
         return (
             f"{self.topology:<14} {self.users:>5} {self.flows:>6} {self.flows / self.seconds:>8.1f} "
             f"{statistics.median(self.latency_ms):>10.1f} {self.server_cpu * per:>12.1f} "
-            f"{providers:>14} {self.client_cpu * per:>12.1f}"
+            f"{providers:>14} {self.client_cpu * per:>12.1f} {per_core:>15.0f}"
         )
 
 
 LOAD_HEADER = (
     f"{'topology':<14} {'users':>5} {'flows':>6} {'flows/s':>8} {'median ms':>10} "
-    f"{'server CPU ms':>12} {'providers CPU':>14} {'client CPU ms':>12}"
+    f"{'server CPU ms':>12} {'providers CPU':>14} {'client CPU ms':>12} {'flows/s/core*':>15}"
+)
+LOAD_NOTE = (
+    "* what one core of the MCP server process sustains at this CPU per flow (1000 / server CPU ms):\n"
+    "  the client shares this machine's cores and costs more per flow, so flows/s is bounded by it"
 )
 
 
@@ -378,6 +383,7 @@ async def run(plan: Plan, root: Path) -> None:
                 whoami = await whoami_table(stack, plan.calls)
         finally:
             stack.stop()
+    print(LOAD_NOTE)
     print("\n== one flow, hop by hop (MCP server + SQLite, one user at a time, client-side ms) ==")
     print(f"{'hop':<62} {'n':>4} {'median':>8} {'p90':>8}")
     for name, samples in hops.samples.items():

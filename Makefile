@@ -37,7 +37,7 @@ mutation: $(STAMP)
 	$(BIN)/python scripts/mutation_check.py --copy
 
 bench: $(STAMP)
-	$(BIN)/python -m bench.tool_call
+	$(BIN)/python -m bench.flow
 
 clean:
 	rm -rf $(VENV) .mcp-url-connect .pytest_cache .mypy_cache .ruff_cache

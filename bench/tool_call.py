@@ -1,6 +1,6 @@
 """Latency of `whoami` with a stored token vs the token already in memory, and of the connect flow.
 
-    make bench            # or: .venv/bin/python -m bench.tool_call [--calls 300] [--flows 20]
+    .venv/bin/python -m bench.tool_call [--calls 300] [--flows 20]
 
 Everything runs on this machine over real sockets: demo server + dev AS + mockhub under uvicorn,
 the SDK client, a scripted browser. Prints a table; asserts nothing.

@@ -16,6 +16,8 @@ LOGGER = logging.getLogger("mcp_url_connect.audit")
 
 
 def audit(event: str, key: ConnectionKey, **details: str | int | float | bool | None) -> None:
+    if not LOGGER.isEnabledFor(logging.INFO):  # off: not even the JSON is built
+        return
     record = {
         "event": event,
         "iss": key.user.iss,
@@ -32,5 +34,7 @@ def audit_flow(
 ) -> None:
     """An event about a connect flow (created, failed, expired): no account exists yet, so the
     flow id joins it to the flow's log lines."""
+    if not LOGGER.isEnabledFor(logging.INFO):
+        return
     record = {"event": event, "iss": user.iss, "sub": user.sub, "provider": provider, "flow_id": flow_id}
     LOGGER.info(json.dumps({**record, **details}, sort_keys=True))

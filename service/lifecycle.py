@@ -1,7 +1,9 @@
 """Keeping a stored grant usable: proactive and on-demand refresh, single-flight across replicas.
 
 One refresh per (user, provider, account) at a time, everywhere: the refresher holds a lock in
-the shared store; everyone else waits for the record to change and reuses the result. The new
+the shared store; everyone else waits for the record to change and reuses the result. Waiters in
+the refresher's own process are woken the moment it is done; waiters on other replicas re-read
+the record every WAIT_INTERVAL. The new
 token set replaces the old one only if nobody changed the record meanwhile (compare-and-set), so
 a rotated refresh token is never lost nor sent twice. `invalid_grant` marks the connection as
 needing re-authorization; the caller then elicits again, with no retry loop.
@@ -48,6 +50,8 @@ class TokenLifecycle:
         self._clock = clock
         # Longer than one token-endpoint call: a holder that dies frees the lock after this.
         self.lock_ttl = timeout_seconds + 5
+        # Lock name -> set when this process's refresh under that lock is over (either way).
+        self._refreshing: dict[str, anyio.Event] = {}
 
     def expiring(self, connection: Connection, provider: ProviderConfig) -> bool:
         expires_at = connection.tokens.expires_at
@@ -84,12 +88,24 @@ class TokenLifecycle:
                 )
             owner = await store.acquire_lock(name, self.lock_ttl)
             if owner is not None:
+                done = self._refreshing[name] = anyio.Event()
                 try:
                     return await self._refresh_once(seen, provider)
                 finally:
-                    await store.release_lock(name, owner)
-            # Another caller (maybe on another replica) is refreshing: reuse its result.
-            await anyio.sleep(WAIT_INTERVAL)
+                    try:
+                        await store.release_lock(name, owner)
+                    finally:  # released (or the store failed): waiters here look again now
+                        if self._refreshing.get(name) is done:  # not a later holder's, taken meanwhile
+                            del self._refreshing[name]
+                        done.set()
+            # Another caller is refreshing: reuse its result, as soon as it lands if the caller is
+            # in this process, else (another replica) at the next re-read.
+            refreshing = self._refreshing.get(name)
+            if refreshing is None:
+                await anyio.sleep(WAIT_INTERVAL)
+            else:
+                with anyio.move_on_after(WAIT_INTERVAL):
+                    await refreshing.wait()
             current = await store.get_connection(seen.key.user, seen.key.provider, seen.key.account)
             if current is None:
                 raise NeedsReauthorization("disconnected")

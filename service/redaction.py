@@ -30,6 +30,27 @@ _PATTERNS = (
     re.compile(r"(?i)\b(?:cookie|set-cookie):\s*(?P<v>[^\r\n]+)"),
 )
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*")
+# The shortcut: every match above contains a field name ending in one of these words followed
+# by `:`, `=` or `%3D` (quotes and spaces between), or one of `_MARKERS`. Most log lines (uvicorn's
+# access line, httpx's request line, an audit event) have none: one lower-casing and a few
+# substring tests then replace five regex substitutions. The shortcut only has to be looser than
+# the patterns, never stricter; it applies to ASCII text only, because the patterns' (?i) also
+# equates some non-ASCII letters with ASCII ones (U+017F with "s", U+212A with "k").
+_NAME_ENDINGS = (
+    "code|state|token|verifier|secret|password|elicitation_?id|assertion|nonce|session"  # not secrets
+)
+_WORDS = ("code", "state", "token", "verifier", "secret", "password", "elicitation", "assertion", "nonce")
+_MARKERS = ("session", "bearer", "basic", "cookie", "eyj")
+_MAYBE_SECRET = re.compile(rf"(?:{_NAME_ENDINGS})['\"]?\s*(?:[:=]|%3d)|{'|'.join(_MARKERS)}")
+
+
+def _may_hold_a_secret(text: str) -> bool:
+    if not text.isascii():
+        return True
+    lowered = text.lower()
+    if not any(word in lowered for word in (*_WORDS, *_MARKERS)):
+        return False
+    return _MAYBE_SECRET.search(lowered) is not None
 
 
 def _splice(match: re.Match[str]) -> str:
@@ -40,6 +61,13 @@ def _splice(match: re.Match[str]) -> str:
 
 
 def redact(text: str) -> str:
+    if not _may_hold_a_secret(text):
+        return text
+    return redact_every_pattern(text)
+
+
+def redact_every_pattern(text: str) -> str:
+    """`redact` without the shortcut (tests compare the two)."""
     for pattern in _PATTERNS:
         text = pattern.sub(_splice, text)
     return _JWT.sub(REDACTED, text)

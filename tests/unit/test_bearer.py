@@ -23,7 +23,13 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from jwt.algorithms import RSAAlgorithm
 
-from service.bearer import JWKS_REFETCH_INTERVAL, MAX_TOKEN_LENGTH, JwksCache, JwtTokenVerifier
+from service.bearer import (
+    JWKS_REFETCH_INTERVAL,
+    MAX_TOKEN_LENGTH,
+    JwksCache,
+    JwtTokenVerifier,
+    VerifiedTokens,
+)
 
 ISSUER = "https://as.example.com"
 AUDIENCE = "https://mcp.example.com/mcp"
@@ -453,3 +459,92 @@ async def test_ps256_token_verifies_against_a_jwk_without_alg(signing_key: rsa.R
     cache = JwksCache(ISSUER, http, jwks_url=JWKS_URL)
     verifier = JwtTokenVerifier(issuer=ISSUER, audience=AUDIENCE, algorithms=ALGORITHMS, jwks=cache)
     assert await verifier.verify_token(mint(signing_key, algorithm="PS256")) is not None
+
+
+# ---- VerifiedTokens: a token verified once per session, until its exp ----------------------
+
+
+@dataclass
+class CountingVerifier:
+    verifier: JwtTokenVerifier
+    decodes: int = 0
+
+
+def counting(env: Env, verified: VerifiedTokens | None = None) -> CountingVerifier:
+    """A verifier on `env`'s issuer that counts its full verifications (`decode`)."""
+    jwks = JwksCache(ISSUER, httpx.AsyncClient(transport=httpx.MockTransport(env.issuer.handler)))
+    verifier = JwtTokenVerifier(
+        issuer=ISSUER, audience=AUDIENCE, algorithms=ALGORITHMS, jwks=jwks, verified=verified
+    )
+    counted = CountingVerifier(verifier)
+    decode = verifier.decode
+
+    async def counting_decode(token: str) -> dict[str, Any]:
+        counted.decodes += 1
+        return await decode(token)
+
+    verifier.decode = counting_decode  # type: ignore[method-assign]
+    return counted
+
+
+async def test_a_verified_token_is_decoded_once_until_its_exp(env: Env) -> None:
+    counted = counting(env)
+    token = mint(env.key)
+    answers = [await counted.verifier.verify_token(token) for _ in range(3)]
+    assert counted.decodes == 1
+    assert all(a is not None and a.subject == "alice" and a.token == token for a in answers)
+
+
+async def test_a_cached_token_is_verified_again_from_its_exp(env: Env) -> None:
+    now = float(int(time.time()))
+    clock = FakeClock(now)
+    counted = counting(env, VerifiedTokens(clock=clock))
+    token = mint(env.key, exp=int(now) + 60)
+    assert await counted.verifier.verify_token(token) is not None
+    clock.now = now + 59
+    assert await counted.verifier.verify_token(token) is not None
+    assert counted.decodes == 1
+    clock.now = now + 60
+    assert await counted.verifier.verify_token(token) is not None  # within the leeway, in full
+    assert counted.decodes == 2
+
+
+async def test_refused_tokens_are_never_cached(env: Env) -> None:
+    verified = VerifiedTokens()
+    counted = counting(env, verified)
+    for token in (tamper(mint(env.key)), mint(env.key, aud="https://other.example/mcp")):
+        assert await counted.verifier.verify_token(token) is None
+        assert await counted.verifier.verify_token(token) is None
+    assert counted.decodes == 4
+    assert len(verified) == 0
+
+
+async def test_a_cached_token_answers_only_for_its_exact_text(env: Env) -> None:
+    counted = counting(env)
+    token = mint(env.key)
+    assert await counted.verifier.verify_token(token) is not None
+    assert await counted.verifier.verify_token(tamper(token)) is None
+    assert await counted.verifier.verify_token(token + " ") is None
+
+
+async def test_a_token_accepted_within_the_leeway_is_not_cached(env: Env) -> None:
+    verified = VerifiedTokens()
+    counted = counting(env, verified)
+    now = int(time.time())
+    token = mint(env.key, iat=now - 600, exp=now - 5)
+    assert await counted.verifier.verify_token(token) is not None
+    assert len(verified) == 0
+
+
+def test_verified_tokens_are_bounded_expired_first_then_oldest() -> None:
+    clock = FakeClock(1000.0)
+    verified = VerifiedTokens(max_entries=2, clock=clock)
+    verified.put("short-lived", {"exp": 1010})
+    verified.put("first", {"exp": 2000})
+    clock.now = 1020
+    verified.put("second", {"exp": 2000})  # full: the expired entry goes, "first" stays
+    assert len(verified) == 2 and verified.get("first") is not None
+    verified.put("third", {"exp": 2000})  # full of live entries: the oldest goes
+    assert len(verified) == 2
+    assert verified.get("first") is None
+    assert verified.get("second") == {"exp": 2000} and verified.get("third") == {"exp": 2000}

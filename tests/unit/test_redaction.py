@@ -10,7 +10,7 @@ import jwt
 import pytest
 
 from service.logs import configure_logging
-from service.redaction import REDACTED, RedactingFilter, redact
+from service.redaction import REDACTED, RedactingFilter, redact, redact_every_pattern
 
 # A JWT that looks like an MCP access token (the signing key is irrelevant to redaction).
 BEARER_JWT = jwt.encode(
@@ -282,3 +282,41 @@ def test_configure_logging_redacts_records_from_library_loggers(
 )
 def test_percent_encoded_values_are_redacted_entirely(text: str) -> None:
     assert "SECRETTAIL" not in redact(text)
+
+
+# ---- the shortcut for lines without secrets -------------------------------------------------
+
+ORDINARY_LINES = [
+    '127.0.0.1:54321 - "POST /mcp HTTP/1.1" 200',
+    'HTTP Request: GET http://127.0.0.1:8001/mockhub/user "HTTP/1.1 200 OK"',
+    '{"account": "1", "event": "token.use", "provider": "mockhub", "sub": "alice", "tool": "whoami"}',
+    "tokens rotated; state of the session unchanged",
+]
+# Lines the shortcut must not skip: names in any case, names ending in a field name, and
+# non-ASCII letters the patterns' (?i) equates with ASCII ones (U+017F "long s", U+212A Kelvin).
+TRICKY_LINES = [
+    "GET /cb?CODE=AUTHCODE123 HTTP/1.1",
+    "x-state = 'STATEVALUE456'",
+    "mcpuc_Session=COOKIEVALUE",
+    "elicitation_id%3DELICITATIONID42",
+    '{"requestState" : "REQUESTSTATE7"}',
+    "GET /cb?\u017ftate=STATEVALUE456 HTTP/1.1",
+    "GET /cb?to\u212aen=TOKENVALUE HTTP/1.1",
+    "AUTHORIZATION: BEARER gho_OPAQUETOKEN99",
+    f"(jwt){BEARER_JWT}",
+]
+
+
+@pytest.mark.parametrize("text", ORDINARY_LINES)
+def test_lines_without_secrets_skip_the_patterns_unchanged(text: str) -> None:
+    assert redact(text) is text  # the shortcut: not even a copy
+    assert redact_every_pattern(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [*TRICKY_LINES, *(text for text, _ in LEAKS.values())],
+)
+def test_the_shortcut_never_skips_what_the_patterns_redact(text: str) -> None:
+    assert redact_every_pattern(text) != text, "not a line with a secret"
+    assert redact(text) == redact_every_pattern(text)

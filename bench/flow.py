@@ -1,0 +1,417 @@
+"""The connect flow under load, its hops, its store operations, and the token-backed call.
+
+    .venv/bin/python -m bench.flow            # about two minutes
+    .venv/bin/python -m bench.flow --quick    # a few seconds: every table, tiny samples
+
+Everything runs on this machine over loopback sockets; servers are separate processes
+(bench/processes.py) so their CPU time is read from /proc, apart from the client's:
+
+1. flows/s and CPU per flow at 1, 10 and 50 parallel users, on `demo` (MCP server, dev AS and
+   MockHub in one process) and on `serve` (its own process; `mock-providers` in another) with
+   SQLite and with Redis (127.0.0.1:6379, a unique key prefix deleted afterwards). One flow: a
+   new MCP session, the tool call answered with -32042, the browser leg, the completion
+   notification, the retry. "server CPU" is the MCP server process (for `demo`, the whole
+   process); the client (this process: SDK client, scripted browsers) shares the two cores.
+2. the hops of one flow, timed at the client (median ms, one user at a time, `serve` + SQLite).
+3. store operations per flow: SQLite statements (`set_trace_callback`, BEGIN/COMMIT included)
+   and Redis round trips (socket writes; a pipeline is one), the servers in this process.
+4. `whoami` with the token read from the store vs already in memory, a bare tool on our server
+   vs on the SDK's bare server with the same bearer verifier (bench/server.py): latency and
+   server CPU per call.
+
+Prints tables; asserts nothing. Logging is at INFO, as `serve` runs by default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sqlite3
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+import mcp_types
+from redis.asyncio.connection import AbstractConnection
+
+from bench.processes import REDIS_URL, Stack, delete_prefix, redis_available
+from mock_providers.testing.browser import Browser, forms_in
+from mock_providers.testing.client import Recorder, accept, legacy_elicitation, mcp_client
+from mock_providers.testing.servers import DemoServers
+
+# ---- one flow, hop by hop -------------------------------------------------------------------
+
+
+class StampedRecorder(Recorder):
+    """A Recorder that notes when the completion notification arrived."""
+
+    notified_at: float | None = None
+
+    async def on_message(self, message: Any) -> None:
+        if isinstance(message, mcp_types.ElicitCompleteNotification) and self.notified_at is None:
+            self.notified_at = time.perf_counter()
+        await super().on_message(message)
+
+
+@dataclass
+class Hops:
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, name: str, seconds: float) -> None:
+        self.samples.setdefault(name, []).append(seconds * 1000)
+
+
+@contextmanager
+def hop(hops: Hops, name: str) -> Iterator[None]:
+    start = time.perf_counter()
+    yield
+    hops.add(name, time.perf_counter() - start)
+
+
+def hop_name(method: str, url: str, server_port: int) -> str:
+    parts = urlsplit(url)
+    side = "MCP server" if parts.port == server_port else "providers "
+    return f"{side} {method} {parts.path}"
+
+
+async def browser_leg(url: str, user: str, server_port: int, hops: Hops) -> float:
+    """Walk the connect link request by request (redirects followed by hand, to time each hop);
+    returns when the callback to the MCP server was answered."""
+    callback_done = 0.0
+    async with httpx.AsyncClient(follow_redirects=False, timeout=30) as http:
+        method, data = "GET", None
+        for _ in range(20):
+            name = hop_name(method, url, server_port)
+            start = time.perf_counter()
+            page = await http.request(method, url, data=data)
+            hops.add(name, time.perf_counter() - start)
+            if "/callback/" in url:
+                callback_done = time.perf_counter()
+            if page.is_redirect:
+                url, method, data = urljoin(url, page.headers["location"]), "GET", None
+                continue
+            forms = forms_in(page.text)
+            login = next((f for f in forms if "username" in f.fields), None)
+            confirm = next((f for f in forms if "elicitationId" in f.fields), None)
+            consent = next((f for f in forms if "decision" in f.buttons), None)
+            values: dict[str, str] = {}
+            if login is not None:
+                form, values = login, {"username": user}
+            elif confirm is not None:
+                form = confirm
+            elif consent is not None:
+                form, values = consent, {"login": "octocat", "decision": "approve"}
+            else:
+                if page.status_code != 200:
+                    raise RuntimeError(f"flow ended on HTTP {page.status_code} at {url}")
+                return callback_done
+            url, method = urljoin(url, form.action or url), form.method.upper()
+            data = {**form.fields, **values}
+            if method == "GET":
+                url, data = str(httpx.URL(url, params=data)), None
+    raise RuntimeError("too many steps")
+
+
+async def one_flow(target: Any, user: str, server_port: int, hops: Hops) -> None:
+    recorder = StampedRecorder()
+    start = time.perf_counter()
+    async with mcp_client(target, user, "legacy", on_url=accept, recorder=recorder) as (client, _):
+        hops.add("MCP  initialize (new session)", time.perf_counter() - start)
+        with hop(hops, "MCP  tools/call -> -32042"):
+            elicitation = (await legacy_elicitation(client)).elicitations[0]
+        answered = await browser_leg(str(elicitation.url), user, server_port, hops)
+        await asyncio.wait_for(recorder.completed.wait(), 10)
+        assert recorder.notified_at is not None
+        hops.add("MCP  notification after the callback answered", max(0.0, recorder.notified_at - answered))
+        with hop(hops, "MCP  retry tools/call"):
+            result = await client.call_tool("whoami", {})
+        if result.is_error:
+            raise RuntimeError(f"retry failed: {result}")
+    hops.add("whole flow", time.perf_counter() - start)
+
+
+# ---- load: parallel users --------------------------------------------------------------------
+
+
+@dataclass
+class LoadRow:
+    topology: str
+    users: int
+    flows: int
+    seconds: float
+    server_cpu: float
+    providers_cpu: float | None
+    client_cpu: float
+    latency_ms: list[float]
+
+    def line(self) -> str:
+        per = 1000 / self.flows
+        per_core = self.flows / self.server_cpu if self.server_cpu else float("inf")
+        providers = "-" if self.providers_cpu is None else f"{self.providers_cpu * per:.1f}"
+        return (
+            f"{self.topology:<14} {self.users:>5} {self.flows:>6} {self.flows / self.seconds:>8.1f} "
+            f"{statistics.median(self.latency_ms):>10.1f} {self.server_cpu * per:>12.1f} "
+            f"{providers:>14} {self.client_cpu * per:>12.1f} {per_core:>15.0f}"
+        )
+
+
+LOAD_HEADER = (
+    f"{'topology':<14} {'users':>5} {'flows':>6} {'flows/s':>8} {'median ms':>10} "
+    f"{'server CPU ms':>12} {'providers CPU':>14} {'client CPU ms':>12} {'flows/s/core*':>15}"
+)
+LOAD_NOTE = (
+    "* what one core of the MCP server process sustains at this CPU per flow (1000 / server CPU ms):\n"
+    "  the client shares this machine's cores and costs more per flow, so flows/s is bounded by it"
+)
+
+
+async def load(stack: Stack, topology: str, users: int, flows: int) -> LoadRow:
+    remaining = list(range(flows))
+    latencies: list[float] = []
+    run = uuid.uuid4().hex[:6]
+
+    async def user_loop() -> None:
+        while remaining:
+            n = remaining.pop()
+            hops = Hops()
+            await one_flow(stack, f"load-{run}-{n}", stack.port, hops)
+            latencies.extend(hops.samples["whole flow"])
+
+    has_providers = "providers" in stack.pids
+    server0, client0 = stack.cpu(), time.process_time()
+    providers0 = stack.cpu("providers") if has_providers else 0.0
+    start = time.perf_counter()
+    await asyncio.gather(*(user_loop() for _ in range(users)))
+    seconds = time.perf_counter() - start
+    return LoadRow(
+        topology,
+        users,
+        flows,
+        seconds,
+        stack.cpu() - server0,
+        stack.cpu("providers") - providers0 if has_providers else None,
+        time.process_time() - client0,
+        latencies,
+    )
+
+
+# ---- store operations per flow ---------------------------------------------------------------
+
+
+@asynccontextmanager
+async def demo_in_process(root: Path, overrides: dict[str, Any]) -> AsyncIterator[DemoServers]:
+    servers = DemoServers(root / "data", overrides=overrides).start()
+    try:
+        yield servers
+    finally:
+        servers.stop()
+
+
+async def store_operations(root: Path, flows: int) -> list[str]:
+    lines = [f"{'store':<8} {'flows':>6} {'operations per flow':>20}  counted"]
+    async with demo_in_process(root / "sqlite", {}) as servers:
+        await plain_flow(servers, "store-warm")
+        conn: sqlite3.Connection = servers.apps["mcp"].state.runtime.store._conn
+        statements: list[str] = []
+        conn.set_trace_callback(statements.append)
+        try:
+            for i in range(flows):
+                await plain_flow(servers, f"store-sqlite-{i}")
+        finally:
+            conn.set_trace_callback(None)
+        lines.append(
+            f"{'SQLite':<8} {flows:>6} {len(statements) / flows:>20.1f}  statements (BEGIN, COMMIT included)"
+        )
+    if not redis_available():
+        return [*lines, "Redis    (not available at 127.0.0.1:6379: skipped)"]
+    prefix = f"bench-{uuid.uuid4().hex[:12]}:"
+    try:
+        async with demo_in_process(
+            root / "redis", {"store_url": REDIS_URL, "redis_prefix": prefix}
+        ) as servers:
+            await plain_flow(servers, "store-warm")
+            with counted_redis_writes() as writes:
+                for i in range(flows):
+                    await plain_flow(servers, f"store-redis-{i}")
+            lines.append(
+                f"{'Redis':<8} {flows:>6} {len(writes) / flows:>20.1f}  round trips (pub/sub included)"
+            )
+    finally:
+        delete_prefix(prefix)
+    return lines
+
+
+@contextmanager
+def counted_redis_writes() -> Iterator[list[int]]:
+    """Every write any Redis connection sends (as tests/support/store_contract.py `record_wire`)."""
+    writes: list[int] = []
+    real = AbstractConnection.send_packed_command
+
+    async def counting(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
+        writes.append(1)
+        await real(self, command, check_health)
+
+    AbstractConnection.send_packed_command = counting  # type: ignore[method-assign]
+    try:
+        yield writes
+    finally:
+        AbstractConnection.send_packed_command = real  # type: ignore[method-assign]
+
+
+async def plain_flow(servers: DemoServers, user: str) -> None:
+    async with mcp_client(servers, user, "legacy", on_url=accept) as (client, recorder):
+        elicitation = (await legacy_elicitation(client)).elicitations[0]
+        async with Browser() as browser:
+            await browser.complete_connect(str(elicitation.url), username=user)
+        await asyncio.wait_for(recorder.completed.wait(), 10)
+        if (await client.call_tool("whoami", {})).is_error:
+            raise RuntimeError("retry failed")
+
+
+# ---- the token-backed call -------------------------------------------------------------------
+
+
+async def per_call(
+    stack: Stack, process: str, n: int, call: Callable[[], Awaitable[Any]]
+) -> tuple[list[float], float]:
+    """Latencies (ms) of `n` sequential calls and the server process's CPU µs per call."""
+    for _ in range(max(5, n // 10)):
+        await call()
+    samples = []
+    cpu0 = stack.cpu(process)
+    for _ in range(n):
+        start = time.perf_counter()
+        result = await call()
+        samples.append((time.perf_counter() - start) * 1000)
+        if getattr(result, "is_error", False):
+            raise RuntimeError(f"call failed: {result}")
+    return samples, (stack.cpu(process) - cpu0) / n * 1e6
+
+
+async def whoami_table(stack: Stack, calls: int) -> list[str]:
+    """`stack` runs bench/server.py (server="bench")."""
+    user = "whoami-user"
+    await one_flow(stack, user, stack.port, Hops())
+    rows: dict[str, tuple[list[float], float]] = {}
+    async with mcp_client(stack, user, "legacy", on_url=accept) as (client, _):
+        rows["whoami, token read from the store"] = await per_call(
+            stack, "server", calls, lambda: client.call_tool("whoami", {})
+        )
+        rows["whoami_cached, connection in memory"] = await per_call(
+            stack, "server", calls, lambda: client.call_tool("whoami_cached", {})
+        )
+        rows["bare tool, our server"] = await per_call(
+            stack, "server", calls, lambda: client.call_tool("bare", {})
+        )
+    sdk_target = _Target(stack.data_dir, stack.sdk_url)
+    async with mcp_client(sdk_target, user, "legacy") as (sdk, _):
+        rows["bare tool, SDK server, same verifier"] = await per_call(
+            stack, "sdk", calls, lambda: sdk.call_tool("bare", {})
+        )
+    lines = [
+        f"{'call (serve + SQLite, INFO logs)':<40} {'n':>5} {'median ms':>10} {'p99 ms':>8} "
+        f"{'server CPU µs':>14}"
+    ]
+    for name, (samples, cpu) in rows.items():
+        ordered = sorted(samples)
+        p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+        lines.append(
+            f"{name:<40} {len(samples):>5} {statistics.median(samples):>10.2f} {p99:>8.2f} {cpu:>14.0f}"
+        )
+    stored = rows["whoami, token read from the store"][1] - rows["whoami_cached, connection in memory"][1]
+    ours, bare = rows["bare tool, our server"][1], rows["bare tool, SDK server, same verifier"][1]
+    lines.append(f"stored token minus in-memory, server CPU per call: {stored:.0f} µs")
+    lines.append(f"bare tool, our server / SDK server, server CPU: {ours / bare:.2f}x")
+    return lines
+
+
+@dataclass(frozen=True)
+class _Target:
+    data_dir: Path
+    mcp_url: str
+
+
+# ---- main ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    levels: tuple[tuple[int, int], ...]  # (parallel users, flows)
+    full_load: bool  # also the `demo` and `serve` + Redis rows (the Redis store-operations row always)
+    hop_flows: int
+    store_flows: int
+    calls: int
+
+
+FULL = Plan(levels=((1, 10), (10, 40), (50, 100)), full_load=True, hop_flows=10, store_flows=5, calls=300)
+QUICK = Plan(levels=((1, 1), (2, 2)), full_load=False, hop_flows=1, store_flows=1, calls=10)
+
+
+async def run(plan: Plan, root: Path) -> None:
+    # --quick: one stack, bench/server.py (`serve` plus the whoami table's tools) for everything.
+    topologies = [
+        ("serve, SQLite", "serve", "sqlite") if plan.full_load else ("bench, SQLite", "bench", "sqlite")
+    ]
+    if plan.full_load:
+        topologies.insert(0, ("demo", "demo", "sqlite"))
+    if plan.full_load and redis_available():
+        topologies.append(("serve, Redis", "serve", "redis"))
+    elif plan.full_load:
+        print("Redis at 127.0.0.1:6379 not available: the Redis rows are skipped")
+    print("== connect flows: throughput and CPU per flow (ms of CPU time per flow) ==")
+    print(LOAD_HEADER, flush=True)
+    hops, whoami = Hops(), None
+    for label, server, store in topologies:
+        stack = Stack(root / f"{server}-{store}", server=server, store=store).start()
+        try:
+            await one_flow(stack, "warm-up", stack.port, Hops())  # JWKS, discovery, pools
+            for users, flows in plan.levels:
+                print((await load(stack, label, users, flows)).line(), flush=True)
+            if store == "sqlite" and server != "demo":
+                for i in range(plan.hop_flows):
+                    await one_flow(stack, f"hops-{i}", stack.port, hops)
+            if server == "bench":
+                whoami = await whoami_table(stack, plan.calls)
+        finally:
+            stack.stop()
+    print(LOAD_NOTE)
+    print("\n== one flow, hop by hop (MCP server + SQLite, one user at a time, client-side ms) ==")
+    print(f"{'hop':<62} {'n':>4} {'median':>8} {'p90':>8}")
+    for name, samples in hops.samples.items():
+        ordered = sorted(samples)
+        p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+        print(f"{name:<62} {len(samples):>4} {statistics.median(samples):>8.2f} {p90:>8.2f}")
+    print("\n== store operations per connect flow ==")
+    print("\n".join(await store_operations(root / "store", plan.store_flows)), flush=True)
+    if whoami is None:
+        stack = Stack(root / "whoami", server="bench").start()
+        try:
+            whoami = await whoami_table(stack, plan.calls)
+        finally:
+            stack.stop()
+    print("\n== the token-backed call ==")
+    print("\n".join(whoami))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny samples: checks that it runs")
+    args = parser.parse_args()
+    logging.disable(logging.INFO)  # the in-process servers of the store table log every request
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(run(QUICK if args.quick else FULL, Path(tmp)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""Server processes for the benchmarks, and their CPU time read from /proc.
+
+`mcp-url-connect mock-providers` (dev AS + MockHub) in one process and the MCP server in another
+(`serve`, or `bench.server` with the benchmark's extra tools), or the one-process `demo`; all on
+loopback ports, under a temporary directory, stopped (and their Redis keys deleted) on exit.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import redis
+
+from mock_providers.testing.servers import HOST, free_port
+
+CLI = [sys.executable, "-m", "service.cli"]
+REDIS_URL = "redis://127.0.0.1:6379/0"
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid`, all its threads (dead ones included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime: fields 14 and 15
+
+
+def redis_available() -> bool:
+    client = redis.Redis.from_url(REDIS_URL, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        return bool(client.ping())
+    except (redis.RedisError, OSError):
+        return False
+    finally:
+        client.close()
+
+
+def delete_prefix(prefix: str) -> None:
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        for key in client.scan_iter(match=f"{prefix}*", count=1000):
+            client.delete(key)
+    finally:
+        client.close()
+
+
+def _wait_for(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"process exited: {log.read_text()[-2000:]}")
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{url} did not answer: {log.read_text()[-2000:]}")
+
+
+@dataclass
+class Stack:
+    """An MCP server process and the mock providers (in the same process for `demo`).
+
+    `server`: "demo", "serve" (the CLI commands) or "bench" (bench/server.py: `serve` plus the
+    benchmark's tools, and a bare SDK server with the same bearer verifier on `sdk_port`).
+    `store`: "sqlite" or "redis"."""
+
+    root: Path
+    server: str = "serve"
+    store: str = "sqlite"
+    log_level: str = "INFO"
+    port: int = field(default_factory=free_port)
+    providers_port: int = field(default_factory=free_port)
+    sdk_port: int = field(default_factory=free_port)
+    prefix: str = field(default_factory=lambda: f"bench-{uuid.uuid4().hex[:12]}:")
+    profile: Path | None = None  # cProfile output of the MCP server process, written when it stops
+    pids: dict[str, int] = field(default_factory=dict)
+    _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def mcp_url(self) -> str:
+        return f"http://{HOST}:{self.port}/mcp"
+
+    @property
+    def sdk_url(self) -> str:
+        return f"http://{HOST}:{self.sdk_port}/mcp"
+
+    def _spawn(
+        self, name: str, args: list[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        log = self.root / f"{name}.log"
+        with log.open("wb") as out:
+            # Our own commands with fixed arguments.
+            process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)  # noqa: S603
+        self._processes.append(process)
+        self.pids[name] = process.pid
+        return process
+
+    def start(self) -> Stack:
+        self.root.mkdir(parents=True, exist_ok=True)
+        if self.server == "demo":
+            demo = self._spawn(
+                "demo",
+                [
+                    *CLI,
+                    "demo",
+                    *("--host", HOST, "--port", str(self.port)),
+                    *("--providers-port", str(self.providers_port)),
+                    *("--data-dir", str(self.data_dir), "--log-level", self.log_level),
+                ],
+            )
+            self.pids["server"] = demo.pid
+            _wait_for(f"http://{HOST}:{self.port}/readyz", demo, self.root / "demo.log")
+            _wait_for(
+                f"http://{HOST}:{self.providers_port}/.well-known/openid-configuration",
+                demo,
+                self.root / "demo.log",
+            )
+            return self
+        providers = self._spawn(
+            "providers",
+            [
+                *CLI,
+                "mock-providers",
+                *("--host", HOST, "--port", str(self.providers_port)),
+                *("--mcp-public-url", f"http://{HOST}:{self.port}", "--data-dir", str(self.data_dir)),
+                *("--log-level", self.log_level),
+            ],
+        )
+        _wait_for(
+            f"http://{HOST}:{self.providers_port}/.well-known/openid-configuration",
+            providers,
+            self.root / "providers.log",
+        )
+        env = dict(line.split("=", 1) for line in (self.data_dir / "serve.env").read_text().splitlines())
+        env = {
+            **os.environ,
+            **env,
+            "MCPUC_HOST": HOST,
+            "MCPUC_PORT": str(self.port),
+            "MCPUC_DATA_DIR": str(self.root / "server-data"),
+            "MCPUC_LOG_LEVEL": self.log_level,
+        }
+        if self.store == "redis":
+            env |= {"MCPUC_STORE_URL": REDIS_URL, "MCPUC_REDIS_PREFIX": self.prefix}
+        command = ["-m", "bench.server", "ours"] if self.server == "bench" else ["-m", "service.cli", "serve"]
+        profiler = ["-m", "bench.cpu_profile", str(self.profile)] if self.profile else []
+        command = [sys.executable, *profiler, *command]
+        server = self._spawn("server", command, env)
+        if self.server == "bench":  # started side by side: both import the same modules
+            sdk_env = env | {"MCPUC_PORT": str(self.sdk_port)}
+            sdk = self._spawn("sdk", [sys.executable, "-m", "bench.server", "sdk"], sdk_env)
+            _wait_for(f"http://{HOST}:{self.sdk_port}/healthz", sdk, self.root / "sdk.log")
+        _wait_for(f"http://{HOST}:{self.port}/readyz", server, self.root / "server.log")
+        return self
+
+    def cpu(self, name: str = "server") -> float:
+        return cpu_seconds(self.pids[name])
+
+    def stop(self) -> None:
+        for process in reversed(self._processes):
+            process.terminate()
+        for process in self._processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        if self.store == "redis":
+            delete_prefix(self.prefix)

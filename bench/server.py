@@ -1,0 +1,105 @@
+"""Server processes for the `whoami` table of bench/flow.py, configured like `serve` (MCPUC_*).
+
+    python -m bench.server ours   # `serve` plus two tools: whoami_cached and bare
+    python -m bench.server sdk    # the SDK's MCPServer with our JwtTokenVerifier and one bare tool
+
+- `whoami_cached`: `whoami` with the connection read from the store once per user, then kept in
+  memory: the difference to `whoami` is what the stored token costs (store read, decrypt, lifecycle).
+- `bare`: a tool that returns a constant: what our server costs around a tool body (bearer check,
+  session limits, metrics, tracing, logging) compared with the bare SDK server's `bare`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import Context, MCPServer
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+
+from service.app import create_app, transport_security
+from service.bearer import JwksCache, JwtTokenVerifier
+from service.cli import build_server, resolve_providers, serve_until_stopped
+from service.identity import current_caller
+from service.logs import configure_logging
+from service.mcp_errors import connected
+from service.outbound_http import OutboundHttp
+from service.provider_api import fetch_userinfo
+from service.settings import Settings, load_settings
+from token_store import Connection
+
+
+def ours(settings: Settings) -> Starlette:
+    app = create_app(settings)
+    runtime, server = app.state.runtime, app.state.mcp_server
+    provider = settings.providers["mockhub"]
+    cache: dict[str, Connection] = {}
+
+    @server.tool()
+    @connected
+    async def whoami_cached(ctx: Context[Any, Any]) -> dict[str, Any]:
+        user = current_caller(ctx).user
+        if user.sub not in cache:
+            found = await runtime.store.get_connection(user, "mockhub")
+            assert found is not None
+            cache[user.sub] = found
+        return await fetch_userinfo(runtime.http, provider, cache[user.sub].tokens.access_token)
+
+    @server.tool()
+    async def bare(ctx: Context[Any, Any]) -> str:
+        return "ok"
+
+    return app
+
+
+def sdk(settings: Settings) -> Starlette:
+    http = OutboundHttp(settings.http_timeout).client
+    verifier = JwtTokenVerifier(
+        issuer=settings.auth_issuer,
+        audience=settings.audience,
+        resource=settings.resource_url,
+        algorithms=settings.auth_algorithms,
+        jwks=JwksCache(settings.auth_issuer, http, settings.auth_jwks_url),
+    )
+    server: MCPServer[Any] = MCPServer(
+        "bare-sdk",
+        token_verifier=verifier,
+        auth=AuthSettings(
+            issuer_url=settings.auth_issuer,  # type: ignore[arg-type]
+            resource_server_url=settings.resource_url,  # type: ignore[arg-type]
+            validate_token_resource=True,
+        ),
+    )
+
+    @server.tool()
+    async def bare(ctx: Context[Any, Any]) -> str:
+        return "ok"
+
+    mcp_app = server.streamable_http_app(
+        streamable_http_path="/mcp", transport_security=transport_security(settings)
+    )
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    app = Starlette(
+        routes=[Route("/healthz", healthz), Mount("/", app=mcp_app)], lifespan=mcp_app.router.lifespan_context
+    )
+    return app
+
+
+def main() -> int:
+    kind = sys.argv[1]
+    settings = asyncio.run(resolve_providers(load_settings().validate()))
+    configure_logging(settings.log_level, settings.log_format, settings.replica_id)
+    app = ours(settings) if kind == "ours" else sdk(settings)
+    return asyncio.run(serve_until_stopped({"mcp": build_server(app, settings.host, settings.port)}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""Single-flight refresh in one process: one provider refresh for a storm of callers, and the
+waiters are woken when it lands rather than at their next poll of the store."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+import service.lifecycle
+from service.lifecycle import TokenLifecycle
+from service.outbound_http import OutboundHttp
+from service.providers import ProviderConfig, build_provider
+from token_store import Connection, ConnectionKey, KeyRing, Store, TokenSet, UserRef, open_store
+
+CALLERS = 20
+
+
+def provider() -> ProviderConfig:
+    return build_provider(
+        "github", {"preset": "github", "client_id": "c"}, {"MCPUC_PROVIDER_GITHUB_CLIENT_SECRET": "s"}
+    )
+
+
+async def open_test_store(tmp_path: Path) -> Store:
+    key = base64.urlsafe_b64encode(KeyRing.generate_key()).rstrip(b"=").decode()
+    return await open_store(f"sqlite:///{tmp_path / 'store.sqlite3'}", KeyRing.parse(f"k1:{key}"))
+
+
+def stale_connection() -> Connection:
+    return Connection(
+        ConnectionKey(UserRef("https://as", "alice"), "github", "1"),
+        TokenSet("old-access", refresh_token="old-refresh", expires_at=1.0),
+        "octocat",
+        1.0,
+        1.0,
+    )
+
+
+async def test_a_storm_in_one_process_sends_one_refresh_and_wakes_every_waiter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await open_test_store(tmp_path)
+    stale = stale_connection()
+    await store.put_connection(stale)
+    calls: list[str] = []
+    landed, all_waiting = anyio.Event(), anyio.Event()
+    refused: list[str] = []
+    acquire_lock = store.acquire_lock
+
+    async def counting_acquire_lock(name: str, ttl: float) -> str | None:
+        owner = await acquire_lock(name, ttl)
+        if owner is None and not name.endswith(":failed"):
+            refused.append(name)
+            if len(refused) == CALLERS - 1:
+                all_waiting.set()  # every caller but the refresher found the lock taken
+        return owner
+
+    store.acquire_lock = counting_acquire_lock  # type: ignore[method-assign]
+
+    async def refresh(provider: ProviderConfig, tokens: TokenSet, **_: object) -> TokenSet:
+        calls.append(tokens.refresh_token or "")
+        await landed.wait()
+        return TokenSet("new-access", refresh_token="new-refresh", expires_at=9e9)
+
+    monkeypatch.setattr(service.lifecycle, "refresh", refresh)
+    # Waiters that only polled would sleep this long: the test would time out.
+    monkeypatch.setattr(service.lifecycle, "WAIT_INTERVAL", 60.0)
+    lifecycle = TokenLifecycle(lambda: store, OutboundHttp(1.0), timeout_seconds=5)
+    results: list[Connection] = []
+
+    async def caller() -> None:
+        results.append(await lifecycle.fresh(stale, provider()))
+
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tasks:
+                for _ in range(CALLERS):
+                    tasks.start_soon(caller)
+                await all_waiting.wait()
+                landed.set()
+    finally:
+        await store.close()
+    assert calls == ["old-refresh"]
+    assert len(results) == CALLERS
+    assert {r.tokens.access_token for r in results} == {"new-access"}
+
+
+async def test_a_refresh_taking_the_lock_while_the_last_one_releases_it_ends_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first holder's wake-up bookkeeping must not remove the next holder's (a KeyError at
+    the end of the second refresh, an error for its caller)."""
+    store = await open_test_store(tmp_path)
+    stale = stale_connection()
+    await store.put_connection(stale)
+    second_refreshing = anyio.Event()
+    refreshes: list[str] = []
+
+    async def refresh(provider: ProviderConfig, tokens: TokenSet, **_: object) -> TokenSet:
+        refreshes.append(tokens.access_token)
+        if len(refreshes) == 2:
+            second_refreshing.set()
+        await anyio.lowlevel.checkpoint()
+        return TokenSet(f"access-{len(refreshes)}", refresh_token=f"refresh-{len(refreshes)}", expires_at=9e9)
+
+    monkeypatch.setattr(service.lifecycle, "refresh", refresh)
+    lifecycle = TokenLifecycle(lambda: store, OutboundHttp(1.0), timeout_seconds=5)
+    release_lock = store.release_lock
+    results: list[Connection] = []
+
+    async def second() -> None:  # a 401 with the new token: a forced refresh
+        latest = await store.get_connection(stale.key.user, "github", "1")
+        assert latest is not None
+        results.append(await lifecycle.fresh(latest, provider(), force=True))
+
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tasks:
+
+                async def first_release(name: str, owner: str) -> bool:
+                    released = await release_lock(name, owner)
+                    if not refreshes[1:]:
+                        tasks.start_soon(second)
+                        await second_refreshing.wait()  # the second holder is refreshing now
+                    return released
+
+                store.release_lock = first_release  # type: ignore[method-assign]
+                results.append(await lifecycle.fresh(stale, provider()))
+    finally:
+        await store.close()
+    assert refreshes == ["old-access", "access-1"]
+    assert sorted(r.tokens.access_token for r in results) == ["access-1", "access-2"]

@@ -43,7 +43,7 @@ class ConnectionsPage:
             request,
             "connections.html",
             user=browser.user.sub,
-            connections=[c.describe() for c in connections],
+            connections=await self._runtime.lifecycle.describe(connections),
             csrf=csrf_token(request),
             **(flash if isinstance(flash, dict) else {}),
         )

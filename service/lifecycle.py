@@ -14,21 +14,28 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import anyio
 
 from service.audit import audit
+from service.metrics import Metrics
 from service.outbound_http import OutboundHttp
 from service.provider_api import ProviderApiError
 from service.provider_oauth import TokenExchangeError, refresh, revoke
 from service.providers import ProviderConfig
-from token_store import Connection, ConnectionStatus, Store
+from token_store import Connection, ConnectionKey, ConnectionStatus, Store
 
 WAIT_INTERVAL = 0.1  # how often a waiter re-reads the record while another replica refreshes
 # After a failed refresh, callers fail fast this long instead of calling the provider again: long
 # enough for every waiter (polling every WAIT_INTERVAL) to share the failure, short enough that
 # the user's next attempt goes through.
 FAILURE_COOLDOWN = 1.0
+
+
+def refresh_lock_name(key: ConnectionKey) -> str:
+    """The single-flight lock of one connection's refresh, shared by every replica."""
+    return f"refresh:{key.associated_data().decode()}"
 
 
 class NeedsReauthorization(Exception):
@@ -43,9 +50,11 @@ class TokenLifecycle:
         *,
         timeout_seconds: float,
         clock: Callable[[], float] = time.time,
+        metrics: Metrics | None = None,
     ) -> None:
         self._store = store
         self._outbound = outbound
+        self._metrics = metrics or Metrics()
         self._timeout = timeout_seconds
         self._clock = clock
         # Longer than one token-endpoint call: a holder that dies frees the lock after this.
@@ -75,9 +84,23 @@ class TokenLifecycle:
             return connection  # expiring soon but still valid, and nothing to refresh with
         return await self._single_flight(connection, provider)
 
+    async def describe(self, connections: list[Connection]) -> list[dict[str, Any]]:
+        """What `list_connections` and the connections page show: each connection's record, with
+        the status `refreshing` while a refresh of it is in flight anywhere (its single-flight lock
+        is held). Worked out when asked, not stored: a refresher that dies cannot leave it behind."""
+        described = []
+        for connection in connections:
+            shown = connection.describe()
+            if connection.status is ConnectionStatus.OK and await self._store().lock_held(
+                refresh_lock_name(connection.key)
+            ):
+                shown["status"] = ConnectionStatus.REFRESHING.value
+            described.append(shown)
+        return described
+
     async def _single_flight(self, seen: Connection, provider: ProviderConfig) -> Connection:
         store = self._store()
-        name = f"refresh:{seen.key.associated_data().decode()}"
+        name = refresh_lock_name(seen.key)
         deadline = self._clock() + self.lock_ttl + 1
         while True:
             if await self._failed_recently(name):
@@ -125,6 +148,7 @@ class TokenLifecycle:
         if current.updated_at != seen.updated_at:
             return current
         assert current.tokens.refresh_token is not None
+        started = time.perf_counter()
         try:
             tokens = await refresh(
                 provider, current.tokens, timeout_seconds=self._timeout, outbound=self._outbound
@@ -133,12 +157,12 @@ class TokenLifecycle:
             if exc.error == "invalid_grant":
                 # RFC 6749 §5.2: the grant is dead; asking again is the only way forward.
                 await store.set_connection_status(current.key, ConnectionStatus.NEEDS_REAUTHORIZATION)
+                self._count(provider, "invalid_grant", started)
                 audit("refresh.invalid_grant", current.key)
                 raise NeedsReauthorization("invalid_grant") from None
+            self._count(provider, "failed", started)
             audit("refresh.failed", current.key, reason=exc.error or "unavailable")
-            await store.acquire_lock(
-                f"refresh:{seen.key.associated_data().decode()}:failed", FAILURE_COOLDOWN
-            )
+            await store.acquire_lock(f"{refresh_lock_name(seen.key)}:failed", FAILURE_COOLDOWN)
             raise ProviderApiError(f"{provider.display_name}: {exc}") from None
         now = self._clock()
         renewed = replace(
@@ -152,6 +176,7 @@ class TokenLifecycle:
                 await revoke(provider, tokens, timeout_seconds=self._timeout, outbound=self._outbound)
                 raise NeedsReauthorization("disconnected")
             return latest
+        self._count(provider, "ok", started)
         audit("refresh", renewed.key, expires_at=tokens.expires_at)
         return renewed
 
@@ -162,3 +187,9 @@ class TokenLifecycle:
     def _expired(self, connection: Connection) -> bool:
         expires_at = connection.tokens.expires_at
         return expires_at is not None and expires_at <= self._clock()
+
+    def _count(self, provider: ProviderConfig, outcome: str, started: float) -> None:
+        """One refresh at the provider: `mcpuc_token_refreshes_total` and its call's duration."""
+        self._metrics.refreshes.labels(provider=provider.name, outcome=outcome).inc()
+        elapsed = time.perf_counter() - started
+        self._metrics.provider_call_seconds.labels(provider=provider.name, step="refresh").observe(elapsed)

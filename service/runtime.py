@@ -68,7 +68,11 @@ class Runtime:
         self.http = self.outbound.client
         self._store: Store | None = None
         self.lifecycle = TokenLifecycle(
-            lambda: self.store, self.outbound, timeout_seconds=settings.http_timeout, clock=clock
+            lambda: self.store,
+            self.outbound,
+            timeout_seconds=settings.http_timeout,
+            clock=clock,
+            metrics=self.metrics,
         )
         # The one owner of every elicitation's status (service/connect_flow.py), shared by the
         # broker (tool calls) and the browser routes.

@@ -30,7 +30,7 @@ def register_tools(server: MCPServer[Any], broker: ConnectionBroker, runtime: Ru
     async def list_connections(ctx: Context[Any, Any]) -> list[dict[str, Any]]:
         with mcp_errors():
             caller = current_caller(ctx)
-            return [c.describe() for c in await runtime.store.list_connections(caller.user)]
+            return await runtime.lifecycle.describe(await runtime.store.list_connections(caller.user))
 
     @server.tool(description="Disconnect the caller's account(s) at a provider and revoke the grant there.")
     async def disconnect(ctx: Context[Any, Any], provider: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
@@ -206,3 +207,34 @@ async def test_only_what_is_served_is_advertised(mcpuc: Mcpuc, mode: str) -> Non
         assert prompt.value.error.code == -32601
         tools = await client.list_tools()
         assert "whoami" in {t.name for t in tools.tools}
+
+
+async def test_a_refresh_in_flight_shows_as_refreshing_and_is_counted(mcpuc: Mcpuc) -> None:
+    async with mcpuc.client("alice", "legacy") as client:
+        link = await mcpuc.connect_url(client, "whoami")
+        await mcpuc.browser("alice").approve(link.url)
+        assert not (await mcpuc.retry(client, link, "whoami")).is_error
+        mcpuc.providers.expire_access_tokens()
+        mcpuc.providers.fail_token_endpoint("hang", hang_seconds=1.5)
+        outcome: list[str] = []
+
+        async def call_during_a_hanging_refresh() -> None:
+            try:
+                await client.call_tool("whoami", {})  # 401, then a refresh that hangs, then fails
+            except MCPError as exc:
+                outcome.append(exc.error.message)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(call_during_a_hanging_refresh)
+            async with mcpuc.client("alice", "legacy") as other:
+                with anyio.fail_after(5):
+                    while True:
+                        listed = await other.call_tool("list_connections", {})
+                        statuses = [c["status"] for c in listed.structured_content["result"]]
+                        if statuses == ["refreshing"]:
+                            break
+                        await anyio.sleep(0.05)
+        listed = await client.call_tool("list_connections", {})
+        assert [c["status"] for c in listed.structured_content["result"]] != ["refreshing"]
+        assert outcome and "refresh" in outcome[0]  # the provider failed: a clear error, not a hang
+    assert await metric(mcpuc, "mcpuc_token_refreshes_total", provider="mockhub", outcome="failed") == 1

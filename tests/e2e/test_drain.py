@@ -61,6 +61,7 @@ async def test_sigterm_lets_calls_in_flight_finish(cluster: Cluster) -> None:
     log_start = len(cluster.log(name).read_text())
     results: dict[str, object] = {}
 
+    stopped = anyio.Event()
     connected = {mode: anyio.Event() for mode in ("legacy", "2026-07-28")}
 
     async def call(user: str, mode: str) -> None:
@@ -70,6 +71,7 @@ async def test_sigterm_lets_calls_in_flight_finish(cluster: Cluster) -> None:
                 connected[mode].set()
                 result = await client.call_tool("sleep", {"seconds": CALL_SECONDS})
                 results[mode] = result.structured_content or result.content
+                await stopped.wait()  # the legacy client's GET stream stays open meanwhile
         except* httpx2.ConnectError:
             # Leaving, the SDK client ends its session (DELETE) or reopens its GET stream: the
             # replica is gone by then. The call's answer is what this test is about.
@@ -86,6 +88,7 @@ async def test_sigterm_lets_calls_in_flight_finish(cluster: Cluster) -> None:
         started = time.monotonic()
         status = await anyio.to_thread.run_sync(cluster.stop_replica, name, signal.SIGTERM, GRACE_SECONDS + 5)
         stopped_after = time.monotonic() - started
+        stopped.set()
     try:
         assert status == 0
         assert set(results) == {"legacy", "2026-07-28"}, results

@@ -91,7 +91,8 @@ class Cluster:
         self, name: str, args: Sequence[str], env: dict[str, str] | None = None
     ) -> subprocess.Popen[bytes]:
         with self.log(name).open("ab") as out:
-            process = subprocess.Popen(list(args), stdout=out, stderr=subprocess.STDOUT, env=env)
+            # Our own commands (this interpreter, nginx, redis-server), no shell.
+            process = subprocess.Popen(list(args), stdout=out, stderr=subprocess.STDOUT, env=env)  # noqa: S603
         self.processes[name] = process
         return process
 
@@ -109,7 +110,8 @@ class Cluster:
                 *("--data-dir", str(self.data_dir)),
             ],
         )
-        wait_for(f"{self.providers_url}/.well-known/openid-configuration", providers, self.log("mock-providers"))
+        discovery = f"{self.providers_url}/.well-known/openid-configuration"
+        wait_for(discovery, providers, self.log("mock-providers"))
         for name in REPLICAS:
             self.start_replica(name)
         self._start_nginx()
@@ -129,7 +131,10 @@ class Cluster:
 
     def start_replica(self, name: str) -> None:
         """Start (or start again, on the same port) replica `name`; returns once it is ready."""
-        env = {**self.serve_env(), "MCPUC_REPLICA_ID": name, "MCPUC_HOST": HOST, "MCPUC_PORT": str(self.ports[name])}
+        env = {
+            **self.serve_env(),
+            **{"MCPUC_REPLICA_ID": name, "MCPUC_HOST": HOST, "MCPUC_PORT": str(self.ports[name])},
+        }
         replica = self._spawn(name, self.serve_command, env)
         wait_for(f"http://{HOST}:{self.ports[name]}/readyz", replica, self.log(name))
 
@@ -159,7 +164,8 @@ class Cluster:
                     return
             except (redis.RedisError, OSError):
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"redis-server did not start: {self.log('redis').read_text()[-2000:]}") from None
+                    tail = self.log("redis").read_text()[-2000:]
+                    raise RuntimeError(f"redis-server did not start: {tail}") from None
                 time.sleep(0.05)
             finally:
                 client.close()

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 import anyio
+from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
 
 import service.app
@@ -18,8 +19,9 @@ MAX_SECONDS = 10.0
 
 def create_app_with_sleep(settings: Settings, runtime: Any = None) -> Starlette:
     app = create_app(settings, runtime)
+    server: MCPServer[Any] = app.state.mcp_server
 
-    @app.state.mcp_server.tool(description="Test only: answers after `seconds` (at most 10).")
+    @server.tool(description="Test only: answers after `seconds` (at most 10).")
     async def sleep(seconds: float) -> str:
         await anyio.sleep(min(seconds, MAX_SECONDS))
         return "slept"

@@ -50,17 +50,23 @@ class _Server(uvicorn.Server):
     async def _drain(self, drain: Drain) -> None:
         """Stop accepting, let the calls in flight finish, end the sessions; then uvicorn's
         shutdown finds only closing connections and gets what is left of the grace period."""
+        loop = asyncio.get_running_loop()
         grace = self.config.timeout_graceful_shutdown or 0
-        started = asyncio.get_running_loop().time()
+        deadline = loop.time() + grace
         drain.begin()
         for listener in self.servers:
             listener.close()  # new connections are refused: the proxy sends them elsewhere
-        for connection in list(self.server_state.connections):
-            connection.shutdown()  # idle keep-alive connections close, busy ones after their answer
         await drain.wait_idle(grace)
+        # Idle keep-alive connections are left for the proxy to close (nginx after 4 s, before
+        # our keep-alive ends): closing one ourselves races with a request the proxy may be
+        # sending on it, which then fails (a POST is not re-sent). Each answer now carries
+        # `Connection: close`, so a reused one closes after its answer.
+        idle_until = min(deadline, loop.time() + self.config.timeout_keep_alive + 1)
+        # uvicorn keeps no event for "a connection closed": poll, as its own shutdown does.
+        while len(self.server_state.connections) > drain.streams and loop.time() < idle_until:  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
         await drain.close_sessions()
-        elapsed = asyncio.get_running_loop().time() - started
-        self.config.timeout_graceful_shutdown = max(1, int(grace - elapsed))
+        self.config.timeout_graceful_shutdown = max(1, int(deadline - loop.time()))
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:

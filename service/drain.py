@@ -6,7 +6,9 @@ themselves, so uvicorn would wait out its whole grace period, cancel every reque
 running (tool calls included: the client sees -32000 "Connection closed") and log "ASGI callable
 returned without completing response" once per stream. A :class:`Drain` orders the stop instead:
 
-1. ``begin()``: ``/readyz`` answers 503 from now on (an orchestrator stops routing here);
+1. ``begin()``: ``/readyz`` answers 503 from now on (an orchestrator stops routing here), and
+   every response says ``Connection: close``, so the proxy's keep-alive connections end after
+   their answer (see service/cli.py for why idle ones are left to the proxy to close);
 2. ``wait_idle(seconds)``: every request except the GET streams finishes (tool calls included),
    for at most the grace period;
 3. ``close_sessions()``: the 2025-11-25 sessions are terminated. Their GET streams end like a
@@ -22,7 +24,8 @@ from collections.abc import Callable, Mapping
 
 import anyio
 from mcp.server.streamable_http import StreamableHTTPServerTransport
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +47,7 @@ class Drain:
     def __init__(self, sessions: Callable[[], Mapping[str, StreamableHTTPServerTransport]]) -> None:
         self._sessions = sessions
         self._in_flight = 0
+        self._streams = 0
         self._idle = anyio.Event()
         self._idle.set()
         self.draining = False
@@ -52,14 +56,32 @@ class Drain:
     def in_flight(self) -> int:
         return self._in_flight
 
+    @property
+    def streams(self) -> int:
+        """GET streams open now (each holds one connection)."""
+        return self._streams
+
     def middleware(self, app: ASGIApp) -> ASGIApp:
         async def count_requests(scope: Scope, receive: Receive, send: Send) -> None:
-            if scope["type"] != "http" or is_event_stream(scope):
+            if scope["type"] != "http":
                 await app(scope, receive, send)
+                return
+
+            async def close_when_draining(message: Message) -> None:
+                if message["type"] == "http.response.start" and self.draining:
+                    MutableHeaders(scope=message)["connection"] = "close"  # uvicorn then closes
+                await send(message)
+
+            if is_event_stream(scope):
+                self._streams += 1
+                try:
+                    await app(scope, receive, close_when_draining)
+                finally:
+                    self._streams -= 1
                 return
             self._enter()
             try:
-                await app(scope, receive, send)
+                await app(scope, receive, close_when_draining)
             finally:
                 self._leave()
 
@@ -98,9 +120,3 @@ class Drain:
         if transports:
             logger.info("draining: closed %d session(s)", len(transports))
         return len(transports)
-
-    async def stop(self, grace_seconds: float) -> None:
-        """The whole sequence, within `grace_seconds` for the requests in flight."""
-        self.begin()
-        await self.wait_idle(grace_seconds)
-        await self.close_sessions()

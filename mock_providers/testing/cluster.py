@@ -30,6 +30,9 @@ NGINX_CONF = Path(__file__).parents[2] / "deploy" / "nginx" / "nginx.conf"
 REPLICAS = ("mcp-1", "mcp-2")
 CLI = [sys.executable, "-m", "service.cli"]
 START_SECONDS = 20.0
+# nginx skips a refusing replica for `fail_timeout=2s` (deploy/nginx/nginx.conf): a rolling
+# restart waits that long, and a little more, after a replica is ready before stopping the next.
+SETTLE_SECONDS = 3.0
 
 
 def wait_for(url: str, process: subprocess.Popen[bytes], log: Path, seconds: float = START_SECONDS) -> None:
@@ -143,6 +146,26 @@ class Cluster:
         process = self.processes[name]
         process.send_signal(sig)
         return process.wait(timeout=seconds)
+
+    def rolling_restart(self, settle_seconds: float = SETTLE_SECONDS) -> None:
+        """docs/deploy.md, "Rolling restart": one replica at a time, SIGTERM (it drains), start it
+        again, wait until it is ready and nginx's failure window has passed, then the next."""
+        for name in REPLICAS:
+            self.stop_replica(name)
+            self.start_replica(name)
+            time.sleep(settle_seconds)
+
+    def keys_rotate(self) -> str:
+        """`mcp-url-connect keys rotate` with the replicas' settings; what it printed."""
+        done = subprocess.run(  # noqa: S603 - this interpreter and our CLI
+            [*CLI, "keys", "rotate"],
+            env=self.serve_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return done.stdout.strip()
 
     def start_redis(self) -> None:
         directory = self.root / "redis"

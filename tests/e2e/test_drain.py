@@ -24,7 +24,7 @@ from tests.needs import need_binary, need_redis
 
 pytestmark = pytest.mark.e2e
 
-GRACE_SECONDS = 8
+GRACE_SECONDS = 10
 CALL_SECONDS = 2.0
 
 

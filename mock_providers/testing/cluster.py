@@ -147,13 +147,18 @@ class Cluster:
         process.send_signal(sig)
         return process.wait(timeout=seconds)
 
-    def rolling_restart(self, settle_seconds: float = SETTLE_SECONDS) -> None:
+    def rolling_restart(self, settle_seconds: float = SETTLE_SECONDS) -> dict[str, float]:
         """docs/deploy.md, "Rolling restart": one replica at a time, SIGTERM (it drains), start it
-        again, wait until it is ready and nginx's failure window has passed, then the next."""
+        again, wait until it is ready and nginx's failure window has passed, then the next.
+        Returns how long each replica took to stop."""
+        stopping: dict[str, float] = {}
         for name in REPLICAS:
+            started = time.monotonic()
             self.stop_replica(name)
+            stopping[name] = time.monotonic() - started
             self.start_replica(name)
             time.sleep(settle_seconds)
+        return stopping
 
     def keys_rotate(self) -> str:
         """`mcp-url-connect keys rotate` with the replicas' settings; what it printed."""

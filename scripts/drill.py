@@ -107,7 +107,7 @@ class Drill:
     async def flow(self, user: str, mode: str) -> Flow:
         """One user: connect MockHub, then call whoami until the fault is over. A call answered
         404 "Session not found" (its replica went away) is sent again on a new session, as a
-        2025-11-25 client must re-initialize after a 404 (2025-11-25/basic/transports.mdx,
+        2025-11-25 client must re-initialize after a 404 (2025-11-25/basic-transports.mdx,
         "Session Management"); any other failed call counts as failed and is not sent again."""
         result = Flow(user, mode)
         extra = 0

@@ -82,6 +82,8 @@ async def test_rolling_restart_under_load_fails_no_call(cluster: Cluster) -> Non
         async with mcp_client(cluster, f"idler{index}", "legacy") as (client, _):
             assert not (await client.call_tool("sleep", {"seconds": 0})).is_error
             idle_ready.append(index)
+            if len(idle_ready) == CLIENTS:
+                all_idle.set()
             await restarted.wait()
             with pytest.raises(MCPError) as raised:  # its replica was restarted: the session is gone
                 await client.call_tool("sleep", {"seconds": 0})
@@ -91,6 +93,7 @@ async def test_rolling_restart_under_load_fails_no_call(cluster: Cluster) -> Non
             idle_done.append(index)
 
     idle_ready: list[int] = []
+    all_idle = anyio.Event()
     idle_done: list[int] = []
     stopping: dict[str, float] = {}
     async with anyio.create_task_group() as clients:
@@ -98,8 +101,7 @@ async def test_rolling_restart_under_load_fails_no_call(cluster: Cluster) -> Non
             clients.start_soon(client_loop, index)
             clients.start_soon(idle_client, index)
         with anyio.fail_after(20):
-            while len(idle_ready) < CLIENTS:  # every idle session exists before the restart
-                await anyio.sleep(0.1)
+            await all_idle.wait()  # every idle session exists before the restart
         await anyio.sleep(1.0)
         stopping = await anyio.to_thread.run_sync(cluster.rolling_restart)
         await anyio.sleep(1.0)

@@ -58,7 +58,7 @@ EXTRA_CALLS = 3  # calls after the connection, at least; more until the fault is
 CALL_GAP_SECONDS = 1.0
 REOPENS = 3  # failed calls after which a flow gives up (404s do not count: the client re-initializes)
 CONNECT_TRIES = 2  # browser legs a user tries (the second once the fault is over)
-FAULT_AT_SECONDS = 1.5  # into the round, while flows are in every phase
+FAULT_AFTER_SECONDS = 30.0  # at the latest, into the round
 PROVIDER_FAULT_SECONDS = 3.0
 
 
@@ -101,6 +101,8 @@ class Drill:
     round_seconds: float
     downtime: Downtime = field(default_factory=Downtime)
     fault_over: anyio.Event = field(default_factory=anyio.Event)
+    half_connected: anyio.Event = field(default_factory=anyio.Event)
+    connected_count: int = 0
     keyring: str = ""  # the replicas' MCPUC_ENCRYPTION_KEYS
     issuer: str = ""  # MCPUC_AUTH_ISSUER: users are (issuer, name)
 
@@ -176,6 +178,9 @@ class Drill:
             result.errors.append(f"connect page {page.status_code}")
             return
         result.connected = True
+        self.connected_count += 1
+        if self.connected_count * 2 >= self.users:
+            self.half_connected.set()
         if result.mode != "legacy":
             return
         holder = next(iter(recorder.session_ids), "").split(".", 1)[0]
@@ -237,7 +242,9 @@ class Drill:
     async def round(self, fault: str, number: int) -> dict[str, object]:
         flows: list[Flow] = []
         self.fault_over = anyio.Event()
-        limit = anyio.CapacityLimiter(max(1, min(self.users, 25)))
+        self.half_connected = anyio.Event()
+        self.connected_count = 0
+        limit = anyio.CapacityLimiter(max(1, min(self.users, 50)))
 
         async def one(index: int) -> None:
             await anyio.sleep(index * 0.05)  # users arrive over the first seconds
@@ -247,7 +254,10 @@ class Drill:
                 )
 
         async def fault_runner() -> None:
-            await anyio.sleep(FAULT_AT_SECONDS)
+            # When half the users have connected: the others are in every phase of their flow
+            # (starting, in the browser, waiting for the notification), these are calling.
+            with anyio.move_on_after(FAULT_AFTER_SECONDS):
+                await self.half_connected.wait()
             try:
                 await anyio.to_thread.run_sync(self.inject, fault)
             finally:

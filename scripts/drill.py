@@ -36,6 +36,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,7 @@ class Drill:
     fault_over: anyio.Event = field(default_factory=anyio.Event)
     half_connected: anyio.Event = field(default_factory=anyio.Event)
     connected_count: int = 0
+    sessions_on: Counter[str] = field(default_factory=Counter)  # legacy sessions per replica
     keyring: str = ""  # the replicas' MCPUC_ENCRYPTION_KEYS
     issuer: str = ""  # MCPUC_AUTH_ISSUER: users are (issuer, name)
 
@@ -184,6 +186,7 @@ class Drill:
         if result.mode != "legacy":
             return
         holder = next(iter(recorder.session_ids), "").split(".", 1)[0]
+        self.sessions_on[holder] += 1
         try:
             await recorder.wait_completed(link.elicitation_id, self.notify_seconds)
             result.notification = "arrived"
@@ -196,7 +199,11 @@ class Drill:
     def inject(self, fault: str) -> None:
         cluster = self.cluster
         if fault == "kill":
-            self.downtime.record("mcp-1", functools.partial(self._kill_and_start, "mcp-1"))
+            # The replica holding the most 2025-11-25 sessions: the worst case. (nginx's
+            # round-robin can put every legacy session on one replica when the users alternate
+            # between the revisions.)
+            victim = max(REPLICAS, key=lambda name: self.sessions_on[name])
+            self.downtime.record(victim, functools.partial(self._kill_and_start, victim))
         elif fault == "redis":
             cluster.restart_redis()
         elif fault in ("rolling", "rotate"):
@@ -244,6 +251,7 @@ class Drill:
         self.fault_over = anyio.Event()
         self.half_connected = anyio.Event()
         self.connected_count = 0
+        self.sessions_on = Counter()
         limit = anyio.CapacityLimiter(max(1, min(self.users, 50)))
 
         async def one(index: int) -> None:

@@ -3,10 +3,16 @@
 
 from __future__ import annotations
 
+import ipaddress
+import json
+
 from authlib.common.security import is_secure_transport
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from connect_routes.static import static_routes
 
@@ -14,6 +20,7 @@ from .config import MockProvidersConfig
 from .dev_as import DevAuthorizationServer
 from .dev_as_routes import SESSION_COOKIE, DevAuthorizationRoutes
 from .dev_keys import ensure_dev_keys
+from .faults import check_mode
 from .mockgoogle import MockGoogle
 from .mockgoogle_routes import MockGoogleRoutes
 from .mockhub import MockHub
@@ -70,6 +77,7 @@ def create_mock_providers_app(config: MockProvidersConfig) -> Starlette:
     if config.mockslack_client is not None:
         slack = MockSlack(config.mockslack_url, config.mockslack_client)
         routes += MockSlackRoutes(slack, pages, config.issuer).routes()
+    routes.append(Route(ADMIN_PATH, MockHubAdmin(hub).set_knobs, methods=["POST"]))
     middleware = [
         Middleware(
             SessionMiddleware,
@@ -87,3 +95,44 @@ def create_mock_providers_app(config: MockProvidersConfig) -> Starlette:
     app.state.mockslack = slack
     app.state.mockkeys = keys_service
     return app
+
+
+ADMIN_PATH = "/_admin/mockhub"
+
+
+def is_loopback_peer(request: Request) -> bool:
+    """The request comes from this machine (its TCP peer is a loopback address)."""
+    if request.client is None:
+        return False
+    try:
+        return ipaddress.ip_address(request.client.host).is_loopback
+    except ValueError:  # not an IP address (e.g. httpx.ASGITransport's "testclient")
+        return False
+
+
+class MockHubAdmin:
+    """``POST /_admin/mockhub`` with a JSON object of MockHub failure knobs
+    (``token_endpoint_mode``, ``api_mode``, ``hang_seconds``; docs/mock-providers.md): how a
+    separate process (scripts/drill.py) steers the ``mock-providers`` command. It answers only
+    on loopback (404 otherwise), like everything else here, development only."""
+
+    KNOBS = ("token_endpoint_mode", "api_mode", "hang_seconds")
+
+    def __init__(self, hub: MockHub) -> None:
+        self.hub = hub
+
+    async def set_knobs(self, request: Request) -> Response:
+        if not is_loopback_peer(request):
+            return JSONResponse({"error": "not_found"}, status_code=404)
+        try:
+            knobs = json.loads(await request.body())
+            if not isinstance(knobs, dict) or not set(knobs) <= set(self.KNOBS):
+                raise ValueError(f"send a JSON object with some of {', '.join(self.KNOBS)}")
+            for name in ("token_endpoint_mode", "api_mode"):
+                if name in knobs:
+                    setattr(self.hub, name, check_mode(knobs[name]))
+            if "hang_seconds" in knobs:
+                self.hub.hang_seconds = float(knobs["hang_seconds"])
+        except (ValueError, TypeError) as exc:
+            return JSONResponse({"error": "invalid_request", "error_description": str(exc)}, status_code=400)
+        return JSONResponse({name: getattr(self.hub, name) for name in self.KNOBS})

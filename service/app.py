@@ -25,6 +25,7 @@ from connect_routes.headers import SecurityHeadersMiddleware
 from service.affinity import SessionAffinityMiddleware
 from service.bearer import JwksCache, JwtTokenVerifier
 from service.broker import ConnectionBroker
+from service.drain import Drain
 from service.mcp_server import ObservedMCPServer
 from service.metrics import serve_metrics
 from service.request_id import RequestIdMiddleware
@@ -103,13 +104,18 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
         sessions_per_replica=settings.max_sessions_per_replica,
         requests_per_user=settings.max_requests_per_user,
     )
+    # The session manager's live transports (`_server_instances`: private, but the one record of
+    # the sessions this replica holds; the SDK version is pinned in pyproject.toml).
+    drain = Drain(lambda: server.session_manager._server_instances)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
         """Ready when the store answers and the completion bus is subscribed: a replica that
-        could not deliver a completion takes no traffic."""
+        could not deliver a completion takes no traffic. A stopping replica is never ready."""
+        if drain.draining:
+            return JSONResponse({"status": "draining"}, status_code=503)
         try:
             await runtime.store.ping()
         except StoreUnavailable:
@@ -148,6 +154,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
     app = Starlette(
         routes=routes,
         middleware=[
+            Middleware(drain.middleware),
             Middleware(RequestIdMiddleware),
             Middleware(SecurityHeadersMiddleware),
             session_middleware(settings),
@@ -156,6 +163,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
         exception_handlers=dict(ERROR_PAGES),
     )
     app.state.runtime = runtime
+    app.state.drain = drain  # `serve` stops through it (service/cli.py)
     # For embedding, tests and benchmarks: add tools (with `uses(app.state.broker.session, ...)`).
     app.state.mcp_server = server
     app.state.broker = broker

@@ -21,6 +21,7 @@ import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
+from service.drain import Drain
 from service.logs import configure_logging
 from service.providers import ProviderError, resolve_discovery
 from service.settings import DEFAULT_DATA_DIR, Settings, SettingsError, load_settings
@@ -30,11 +31,42 @@ _SERVER_LABEL: ContextVar[str] = ContextVar("server_label", default="")
 
 
 class _Server(uvicorn.Server):
-    """A uvicorn server that leaves SIGINT/SIGTERM to :func:`serve_until_stopped`.
+    """A uvicorn server that leaves SIGINT/SIGTERM to :func:`serve_until_stopped` and, given a
+    :class:`~service.drain.Drain`, drains before uvicorn's own shutdown.
 
     uvicorn installs its own handler per server, so with two servers in one process only the
     last one started would hear Ctrl-C and the other would keep the process alive.
     """
+
+    def __init__(self, config: uvicorn.Config, drain: Drain | None = None) -> None:
+        super().__init__(config)
+        self.drain = drain
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.drain is not None and not self.force_exit:
+            await self._drain(self.drain)
+        await super().shutdown(sockets)
+
+    async def _drain(self, drain: Drain) -> None:
+        """Stop accepting, let the calls in flight finish, end the sessions; then uvicorn's
+        shutdown finds only closing connections and gets what is left of the grace period."""
+        loop = asyncio.get_running_loop()
+        grace = self.config.timeout_graceful_shutdown or 0
+        deadline = loop.time() + grace
+        drain.begin()
+        for listener in self.servers:
+            listener.close()  # new connections are refused: the proxy sends them elsewhere
+        await drain.wait_idle(grace)
+        # Idle keep-alive connections are left for the proxy to close (nginx after 4 s, before
+        # our keep-alive ends): closing one ourselves races with a request the proxy may be
+        # sending on it, which then fails (a POST is not re-sent). Each answer now carries
+        # `Connection: close`, so a reused one closes after its answer.
+        idle_until = min(deadline, loop.time() + self.config.timeout_keep_alive + 1)
+        # uvicorn keeps no event for "a connection closed": poll, as its own shutdown does.
+        while len(self.server_state.connections) > drain.streams and loop.time() < idle_until:  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
+        await drain.close_sessions()
+        self.config.timeout_graceful_shutdown = max(1, int(deadline - loop.time()))
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -53,10 +85,17 @@ class _LabelServerLogs(logging.Filter):
 
 
 def build_server(
-    app: ASGIApp, host: str, port: int, *, keep_alive: float = 5.0, grace: float = 20.0
+    app: ASGIApp,
+    host: str,
+    port: int,
+    *,
+    keep_alive: float = 5.0,
+    grace: float = 20.0,
+    drain: Drain | None = None,
 ) -> _Server:
     # log_config=None: uvicorn's loggers propagate to our root handler and its redacting filter.
-    # timeout_graceful_shutdown: after SIGTERM, requests in flight get `grace` seconds to finish.
+    # timeout_graceful_shutdown: after SIGTERM, requests in flight get `grace` seconds to finish
+    # (with a `drain`, tool calls on 2025-11-25 sessions too: see service/drain.py).
     config = uvicorn.Config(
         app,
         host=host,
@@ -66,7 +105,7 @@ def build_server(
         timeout_keep_alive=int(keep_alive),
         timeout_graceful_shutdown=int(grace),
     )
-    return _Server(config)
+    return _Server(config, drain)
 
 
 async def _serve_labelled(label: str, server: _Server) -> bool:
@@ -190,7 +229,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _configuration_error(exc)
     configure_logging(settings.log_level, settings.log_format, settings.replica_id)
     timing = {"keep_alive": settings.keep_alive_seconds, "grace": settings.shutdown_grace_seconds}
-    servers = {"mcp": build_server(app, settings.host, settings.port, **timing)}
+    servers = {"mcp": build_server(app, settings.host, settings.port, **timing, drain=app.state.drain)}
     if settings.metrics_port:
         # Metrics on their own port only (not on the public one): the operator binds it privately.
         servers["metrics"] = build_server(

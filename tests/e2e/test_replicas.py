@@ -17,8 +17,8 @@ import pytest
 
 from mock_providers.testing.browser import Browser, callback_location
 from mock_providers.testing.client import legacy_elicitation, mcp_client
+from mock_providers.testing.cluster import REPLICAS, Cluster
 from mock_providers.testing.servers import HOST
-from tests.e2e.replica_cluster import REPLICAS, Cluster
 from tests.needs import need_binary, need_redis
 
 pytestmark = pytest.mark.e2e

@@ -1,0 +1,397 @@
+"""The operability drill: N users connect MockHub and call a tool through two `serve` replicas
+behind the shipped nginx, with Redis and `mock-providers`, while one fault at a time is injected.
+
+    python scripts/drill.py [--users 50] [--faults kill,redis,...] [--keep DIR]
+
+Everything runs on loopback (its own redis-server with AOF, nginx, the replicas and the mock
+providers on free 127.0.0.1 ports) and stops by itself: each round is bounded by
+--round-seconds. Then it prints one row per fault:
+
+- calls failed: tool calls that got an error instead of an answer (an elicitation or a result),
+  out of all calls made;
+- flows failed: users who did not end with a working `whoami` (a client whose session died
+  re-initializes, as a 2025-11-25 client must after a 404, and carries on);
+- notifications lost: 2025-11-25 flows whose notifications/elicitation/complete did not arrive
+  within --notify-seconds while the replica holding the session stayed up (a flow whose replica
+  was stopped is counted under "replica gone": its session, and the stream, went with it);
+- tokens lost: users whose connection is missing from the store after their flow's success page.
+
+Faults: `none` (baseline), `kill` (SIGKILL one replica, start it again), `redis` (restart Redis),
+`rolling` (SIGTERM and restart each replica in turn, docs/deploy.md "Rolling restart"),
+`token500` / `tokenhang` (MockHub's token endpoint fails / hangs for a few seconds, through the
+mock providers' loopback admin endpoint), `rotate` (a new encryption key rolled out in two
+rolling restarts, then `mcp-url-connect keys rotate` while flows run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import functools
+import logging
+import os
+import secrets
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import httpx
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from mock_providers.app import ADMIN_PATH
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.client import Recorder, accept, connect_url, mcp_client
+from mock_providers.testing.cluster import REPLICAS, Cluster
+from token_store import KeyRing, UserRef, open_store
+
+FAULTS = ("none", "kill", "redis", "rolling", "token500", "tokenhang", "rotate")
+EXTRA_CALLS = 3  # calls after the connection, at least; more until the fault is over
+CALL_GAP_SECONDS = 1.0
+REOPENS = 3  # failed calls after which a flow gives up (404s do not count: the client re-initializes)
+CONNECT_TRIES = 2  # browser legs a user tries (the second once the fault is over)
+FAULT_AFTER_SECONDS = 30.0  # at the latest, into the round
+PROVIDER_FAULT_SECONDS = 3.0
+
+
+@dataclass
+class Flow:
+    user: str
+    mode: str
+    calls: int = 0
+    failed_calls: int = 0
+    connect_errors: int = 0  # browser legs that ended on an error page
+    session_404s: int = 0  # calls sent again on a new session after 404 "Session not found"
+    connected: bool = False  # the browser reached the success page
+    done: bool = False  # ended with a working call
+    notification: str = ""  # legacy: "arrived", "lost", "replica gone"
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Downtime:
+    """When each replica was down (signalled until ready again), by the fault runner's clock."""
+
+    windows: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: {r: [] for r in REPLICAS})
+
+    def record(self, name: str, action: Callable[[], None]) -> None:
+        started = time.monotonic()
+        try:
+            action()
+        finally:
+            self.windows[name].append((started, time.monotonic()))
+
+    def was_down(self, name: str, start: float, end: float) -> bool:
+        return any(a <= end and b >= start for a, b in self.windows.get(name, []))
+
+
+@dataclass
+class Drill:
+    cluster: Cluster
+    users: int
+    notify_seconds: float
+    round_seconds: float
+    downtime: Downtime = field(default_factory=Downtime)
+    fault_over: anyio.Event = field(default_factory=anyio.Event)
+    half_connected: anyio.Event = field(default_factory=anyio.Event)
+    connected_count: int = 0
+    sessions_on: Counter[str] = field(default_factory=Counter)  # legacy sessions per replica
+    keyring: str = ""  # the replicas' MCPUC_ENCRYPTION_KEYS
+    issuer: str = ""  # MCPUC_AUTH_ISSUER: users are (issuer, name)
+
+    # -- one user's flow -----------------------------------------------------------------------
+
+    async def flow(self, user: str, mode: str) -> Flow:
+        """One user: connect MockHub, then call whoami until the fault is over.
+
+        A call answered 404 "Session not found" (its replica went away) is sent again on a new
+        session, as a 2025-11-25 client must re-initialize after a 404
+        (2025-11-25/basic-transports.mdx, "Session Management"). Any other failed call counts as
+        failed and is not sent again. A user whose browser leg ended on an error page tries once
+        more when the fault is over, as a person would."""
+        result = Flow(user, mode)
+        extra = 0
+        resend = False
+        failures_left = REOPENS
+        while True:
+            try:
+                async with (
+                    Browser() as browser,
+                    mcp_client(self.cluster, user, mode, on_url=accept) as (client, recorder),
+                ):
+                    while not result.connected:
+                        result.calls += not resend
+                        resend = False
+                        await self._connect(client, recorder, browser, result)
+                        if not result.connected:
+                            result.connect_errors += 1
+                            if result.connect_errors >= CONNECT_TRIES:
+                                return result
+                            await self.fault_over.wait()
+                    while extra < EXTRA_CALLS or not self.fault_over.is_set():
+                        result.calls += not resend
+                        resend = False
+                        answer = await client.call_tool("whoami", {})
+                        if answer.is_error:
+                            result.failed_calls += 1
+                            result.errors.append(f"whoami: {answer.content}")
+                        extra += 1
+                        await anyio.sleep(CALL_GAP_SECONDS)
+                    result.done = True
+                    return result
+            except Exception as exc:
+                if result.done:
+                    return result  # the session ended under the client as it left: nothing lost
+                if session_gone(exc):
+                    result.session_404s += 1
+                    resend = True
+                else:
+                    result.failed_calls += 1
+                    result.errors.append(_describe(exc))
+                    extra += result.connected
+                    failures_left -= 1
+                    if failures_left < 0:
+                        return result
+                await anyio.sleep(CALL_GAP_SECONDS)
+
+    async def _connect(self, client: Client, recorder: Recorder, browser: Browser, result: Flow) -> None:
+        """Call whoami (an elicitation), walk the browser leg, wait for the completion (legacy)."""
+        try:
+            link = await connect_url(client, "whoami")
+        except AssertionError:
+            if not result.connect_errors:
+                raise
+            # A retry after a failed flow first answers with what happened (an error result that
+            # names the failure); the next call asks for a new connection.
+            result.calls += 1
+            link = await connect_url(client, "whoami")
+        asked = time.monotonic()
+        page = await browser.complete_connect(link.url, username=result.user)
+        if page.status_code != 200:
+            result.errors.append(f"connect page {page.status_code}")
+            return
+        result.connected = True
+        self.connected_count += 1
+        if self.connected_count * 2 >= self.users:
+            self.half_connected.set()
+        if result.mode != "legacy":
+            return
+        holder = next(iter(recorder.session_ids), "").split(".", 1)[0]
+        self.sessions_on[holder] += 1
+        try:
+            await recorder.wait_completed(link.elicitation_id, self.notify_seconds)
+            result.notification = "arrived"
+        except TimeoutError:
+            gone = self.downtime.was_down(holder, asked, time.monotonic())
+            result.notification = "replica gone" if gone else "lost"
+
+    # -- faults --------------------------------------------------------------------------------
+
+    def inject(self, fault: str) -> None:
+        cluster = self.cluster
+        if fault == "kill":
+            # The replica holding the most 2025-11-25 sessions: the worst case. (nginx's
+            # round-robin can put every legacy session on one replica when the users alternate
+            # between the revisions.)
+            victim = max(REPLICAS, key=lambda name: self.sessions_on[name])
+            self.downtime.record(victim, functools.partial(self._kill_and_start, victim))
+        elif fault == "redis":
+            cluster.restart_redis()
+        elif fault in ("rolling", "rotate"):
+            if fault == "rotate":
+                self._roll_out_new_key()
+            self._rolling_restart()
+            if fault == "rotate":
+                cluster.keys_rotate()
+        elif fault in ("token500", "tokenhang"):
+            mode = "500" if fault == "token500" else "hang"
+            self._mockhub({"token_endpoint_mode": mode, "hang_seconds": PROVIDER_FAULT_SECONDS})
+            time.sleep(PROVIDER_FAULT_SECONDS)
+            self._mockhub({"token_endpoint_mode": "ok"})
+
+    def _kill_and_start(self, name: str) -> None:
+        self.cluster.stop_replica(name, signal.SIGKILL)
+        self.cluster.start_replica(name)
+
+    def _rolling_restart(self) -> None:
+        for name in REPLICAS:
+            self.downtime.record(name, functools.partial(self._stop_and_start, name))
+            time.sleep(3.0)  # nginx's fail_timeout (2 s) passes before the next one stops
+
+    def _stop_and_start(self, name: str) -> None:
+        self.cluster.stop_replica(name)
+        self.cluster.start_replica(name)
+
+    def _roll_out_new_key(self) -> None:
+        """Steps 1 and 2 of docs/deploy.md, "Encryption keys": append the new key, roll out;
+        move it first, roll out. (`inject` then re-encrypts, step 3, while flows run.)"""
+        old = self.keyring
+        new = "k" + secrets.token_hex(4) + ":" + base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
+        self.cluster.environ["MCPUC_ENCRYPTION_KEYS"] = f"{old},{new}"
+        self._rolling_restart()
+        self.keyring = f"{new},{old}"
+        self.cluster.environ["MCPUC_ENCRYPTION_KEYS"] = self.keyring
+
+    def _mockhub(self, knobs: dict[str, object]) -> None:
+        httpx.post(self.cluster.providers_url + ADMIN_PATH, json=knobs, timeout=5).raise_for_status()
+
+    # -- one round -----------------------------------------------------------------------------
+
+    async def round(self, fault: str, number: int) -> dict[str, object]:
+        flows: list[Flow] = []
+        self.fault_over = anyio.Event()
+        self.half_connected = anyio.Event()
+        self.connected_count = 0
+        self.sessions_on = Counter()
+        limit = anyio.CapacityLimiter(max(1, min(self.users, 50)))
+
+        async def one(index: int) -> None:
+            await anyio.sleep(index * 0.05)  # users arrive over the first seconds
+            async with limit:
+                flows.append(
+                    await self.flow(f"drill{number}u{index}", "legacy" if index % 2 == 0 else "2026-07-28")
+                )
+
+        async def fault_runner() -> None:
+            # When half the users have connected: the others are in every phase of their flow
+            # (starting, in the browser, waiting for the notification), these are calling.
+            with anyio.move_on_after(FAULT_AFTER_SECONDS):
+                await self.half_connected.wait()
+            try:
+                await anyio.to_thread.run_sync(self.inject, fault)
+            finally:
+                self.fault_over.set()
+
+        with anyio.move_on_after(self.round_seconds) as bounded:
+            async with anyio.create_task_group() as group:
+                group.start_soon(fault_runner)
+                for index in range(self.users):
+                    group.start_soon(one, index)
+        lost = await self._tokens_lost([f for f in flows if f.connected])
+        calls = sum(f.calls for f in flows)
+        failed = sum(f.failed_calls for f in flows)
+        return {
+            "fault": fault,
+            "calls failed": f"{failed}/{calls} ({100 * failed / max(calls, 1):.1f}%)",
+            "404, re-initialized": sum(f.session_404s for f in flows),
+            "connect errors": sum(f.connect_errors for f in flows),
+            "flows failed": f"{sum(not f.done for f in flows) + self.users - len(flows)}/{self.users}",
+            "notifications lost": sum(f.notification == "lost" for f in flows),
+            "replica gone": sum(f.notification == "replica gone" for f in flows),
+            "tokens lost": lost,
+            "timed out": bounded.cancelled_caught,
+            "errors": sorted({e for f in flows for e in f.errors})[:5],
+        }
+
+    async def _tokens_lost(self, flows: list[Flow]) -> int:
+        """Connections missing from the store after their flow's success page."""
+        store = await open_store(
+            self.cluster.store_url, KeyRing.parse(self.keyring), prefix=self.cluster.key_prefix
+        )
+        try:
+            missing = 0
+            for flow in flows:
+                user = UserRef(self.issuer, flow.user)
+                if await store.get_connection(user, "mockhub") is None:
+                    missing += 1
+            return missing
+        finally:
+            await store.close()
+
+
+def session_gone(exc: BaseException) -> bool:
+    """The 2025-11-25 answer for a session the server no longer holds: 404 "Session not found"."""
+    if isinstance(exc, BaseExceptionGroup):
+        return any(session_gone(inner) for inner in exc.exceptions)
+    return isinstance(exc, MCPError) and exc.error.message == "Session not found"
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return " | ".join(sorted({_describe(inner) for inner in exc.exceptions}))
+    if isinstance(exc, MCPError):
+        return f"MCPError {exc.error.code}: {exc.error.message}"
+    return f"{type(exc).__name__}: {str(exc)[:80]}"
+
+
+def print_table(rows: list[dict[str, object]]) -> None:
+    columns = [
+        "fault",
+        "calls failed",
+        "404, re-initialized",
+        "connect errors",
+        "flows failed",
+        "notifications lost",
+        "replica gone",
+        "tokens lost",
+    ]
+    widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in columns}
+    print(" | ".join(c.ljust(widths[c]) for c in columns))
+    print("-|-".join("-" * widths[c] for c in columns))
+    for row in rows:
+        print(" | ".join(str(row[c]).ljust(widths[c]) for c in columns))
+    for row in rows:
+        if row["errors"] or row["timed out"]:
+            print(f"\n{row['fault']}: {'round timed out; ' if row['timed out'] else ''}errors seen:")
+            for error in row["errors"]:  # type: ignore[attr-defined]
+                print(f"  {error}")
+
+
+async def run(args: argparse.Namespace, root: Path) -> list[dict[str, object]]:
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    cluster = Cluster(
+        root,
+        redis_url=None,
+        nginx_bin=nginx,
+        environ={"MCPUC_SHUTDOWN_GRACE_SECONDS": "10", "MCPUC_HTTP_TIMEOUT": "3"},
+    )
+    rows = []
+    await anyio.to_thread.run_sync(cluster.start)
+    try:
+        drill = Drill(cluster, args.users, args.notify_seconds, args.round_seconds)
+        drill.keyring = cluster.serve_env()["MCPUC_ENCRYPTION_KEYS"]
+        drill.issuer = cluster.serve_env()["MCPUC_AUTH_ISSUER"]
+        for number, fault in enumerate(args.faults):
+            print(f"round {number}: {fault} ({args.users} users)", file=sys.stderr, flush=True)
+            rows.append(await drill.round(fault, number))
+    finally:
+        await anyio.to_thread.run_sync(cluster.stop)
+    return rows
+
+
+def main() -> int:
+    # The clients' own log lines (the SDK's, as sessions end under them) are not the report; the
+    # servers' logs are kept with --keep.
+    logging.getLogger().addHandler(logging.NullHandler())
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--users", type=int, default=50)
+    parser.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated, of {', '.join(FAULTS)}")
+    parser.add_argument("--notify-seconds", type=float, default=10.0)
+    parser.add_argument("--round-seconds", type=float, default=180.0)
+    parser.add_argument("--keep", type=Path, default=None, help="keep logs in this directory")
+    args = parser.parse_args()
+    args.faults = [f.strip() for f in args.faults.split(",") if f.strip()]
+    if unknown := set(args.faults) - set(FAULTS):
+        parser.error(f"unknown fault(s): {', '.join(sorted(unknown))}")
+    if args.keep is not None:
+        rows = anyio.run(run, args, args.keep)
+    else:
+        with tempfile.TemporaryDirectory(prefix="mcpuc-drill-") as scratch:
+            rows = anyio.run(run, args, Path(scratch))
+    print_table(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

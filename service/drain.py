@@ -1,0 +1,122 @@
+"""Stopping without cutting calls: what a replica does between SIGTERM and exit.
+
+uvicorn, on SIGTERM, stops accepting connections and waits for the open ones to close before it
+runs the lifespan shutdown. The MCP standalone GET streams (2025-11-25) never close by
+themselves, so uvicorn would wait out its whole grace period, cancel every request still
+running (tool calls included: the client sees -32000 "Connection closed") and log "ASGI callable
+returned without completing response" once per stream. A :class:`Drain` orders the stop instead:
+
+1. ``begin()``: ``/readyz`` answers 503 from now on (an orchestrator stops routing here), and
+   every response says ``Connection: close``, so the proxy's keep-alive connections end after
+   their answer (see service/cli.py for why idle ones are left to the proxy to close);
+2. ``wait_idle(seconds)``: every request except the GET streams finishes (tool calls included),
+   for at most the grace period;
+3. ``close_sessions()``: the 2025-11-25 sessions are terminated. Their GET streams end like a
+   normal response, so uvicorn's connections close and its shutdown proceeds at once. A client
+   that comes back with the session id gets 404 (from nginx, or from the replica that does not
+   hold it) and re-initializes, as the 2025-11-25 transport prescribes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+import anyio
+from mcp.server.streamable_http import StreamableHTTPServerTransport
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+logger = logging.getLogger(__name__)
+
+MCP_PATH = "/mcp"
+
+
+def is_event_stream(scope: Scope) -> bool:
+    """The 2025-11-25 standalone stream (``GET /mcp``): open for the session's lifetime, so it is
+    not a request to wait for."""
+    return scope.get("method") == "GET" and scope.get("path") == MCP_PATH
+
+
+class Drain:
+    """Counts requests in flight (an ASGI middleware around the whole app) and stops in order.
+
+    ``sessions`` returns the SDK session manager's live transports, by session id.
+    """
+
+    def __init__(self, sessions: Callable[[], Mapping[str, StreamableHTTPServerTransport]]) -> None:
+        self._sessions = sessions
+        self._in_flight = 0
+        self._streams = 0
+        self._idle = anyio.Event()
+        self._idle.set()
+        self.draining = False
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    @property
+    def streams(self) -> int:
+        """GET streams open now (each holds one connection)."""
+        return self._streams
+
+    def middleware(self, app: ASGIApp) -> ASGIApp:
+        async def count_requests(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "http":
+                await app(scope, receive, send)
+                return
+
+            async def close_when_draining(message: Message) -> None:
+                if message["type"] == "http.response.start" and self.draining:
+                    MutableHeaders(scope=message)["connection"] = "close"  # uvicorn then closes
+                await send(message)
+
+            if is_event_stream(scope):
+                self._streams += 1
+                try:
+                    await app(scope, receive, close_when_draining)
+                finally:
+                    self._streams -= 1
+                return
+            self._enter()
+            try:
+                await app(scope, receive, close_when_draining)
+            finally:
+                self._leave()
+
+        return count_requests
+
+    def _enter(self) -> None:
+        if self._in_flight == 0:
+            self._idle = anyio.Event()
+        self._in_flight += 1
+
+    def _leave(self) -> None:
+        self._in_flight -= 1
+        if self._in_flight == 0:
+            self._idle.set()
+
+    def begin(self) -> None:
+        """Readiness goes 503 from here on."""
+        if not self.draining:
+            logger.info("draining: %d request(s) in flight", self._in_flight)
+        self.draining = True
+
+    async def wait_idle(self, seconds: float) -> bool:
+        """Until no request (other than the GET streams) is in flight, for at most `seconds`;
+        True if that happened in time."""
+        with anyio.move_on_after(seconds):
+            await self._idle.wait()
+            return True
+        logger.warning("draining: %d request(s) still in flight after %.0f s", self._in_flight, seconds)
+        return False
+
+    async def close_sessions(self) -> int:
+        """Terminate every 2025-11-25 session held here (their GET streams end cleanly)."""
+        transports = list(self._sessions().values())
+        for transport in transports:
+            await transport.terminate()
+        if transports:
+            logger.info("draining: closed %d session(s)", len(transports))
+        return len(transports)

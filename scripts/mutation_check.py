@@ -656,6 +656,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a failed flow's reason is reported once; the next call asks again",
     ),
     m(
+        "configure_logging.only_redacting_handlers",
+        "service/logs.py",
+        "            root.removeHandler(existing)\n",
+        "            pass\n",
+        ["tests/unit/test_redaction.py::test_configure_logging_replaces_a_handler_that_does_not_redact"],
+        "no handler installed by a library prints unredacted lines beside ours",
+    ),
+    m(
         "nginx.error_log_without_queries",
         "deploy/nginx/nginx.conf",
         "            error_log stderr crit;\n",

@@ -223,11 +223,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from service.app import create_app, metrics_app
 
     try:
-        settings = asyncio.run(resolve_providers(load_settings(config_file=args.config).validate()))
+        settings = load_settings(config_file=args.config).validate()
+        # Logging first: discovery and the app factory log too, and only our handler redacts.
+        configure_logging(settings.log_level, settings.log_format, settings.replica_id)
+        settings = asyncio.run(resolve_providers(settings))
         app = create_app(settings)
     except (SettingsError, ProviderError, ValueError) as exc:  # ValueError: e.g. a malformed key
         return _configuration_error(exc)
-    configure_logging(settings.log_level, settings.log_format, settings.replica_id)
     timing = {"keep_alive": settings.keep_alive_seconds, "grace": settings.shutdown_grace_seconds}
     servers = {"mcp": build_server(app, settings.host, settings.port, **timing, drain=app.state.drain)}
     if settings.metrics_port:

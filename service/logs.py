@@ -133,9 +133,13 @@ def configure_logging(level: str = "INFO", fmt: str = "text", replica: str = "")
     changes the level)."""
     root = logging.getLogger()
     root.setLevel(level.upper())
-    for handler in root.handlers:
-        if any(isinstance(f, RedactingFilter) for f in handler.filters):
-            return
+    for existing in list(root.handlers):
+        if not any(isinstance(f, RedactingFilter) for f in existing.filters):
+            # Another library's handler (the SDK's MCPServer calls logging.basicConfig) would
+            # print every line a second time, unredacted: this process's logging is ours.
+            root.removeHandler(existing)
+    if root.handlers:
+        return
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     handler.addFilter(RedactingFilter())  # first: nothing after it sees an unredacted message

@@ -232,9 +232,7 @@ def clean_root() -> Iterator[logging.Logger]:
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     yield root
-    for handler in list(root.handlers):
-        if handler not in handlers:
-            root.removeHandler(handler)
+    root.handlers[:] = handlers  # configure_logging replaces foreign handlers (pytest's too)
     root.setLevel(level)
 
 
@@ -268,6 +266,22 @@ def test_configure_logging_redacts_records_from_library_loggers(
     assert "/callback?code=" in err
     assert "HTTP Request: POST" in err
     assert_hidden(err, "AUTHCODE123", "STATEVALUE456", "CLIENTSECRETVALUE")
+
+
+def test_configure_logging_replaces_a_handler_that_does_not_redact(
+    clean_root: logging.Logger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The SDK's MCPServer calls logging.basicConfig before `serve` configures logging: its plain
+    handler must not stay, or every line would also be printed unredacted."""
+    plain = logging.StreamHandler()
+    clean_root.addHandler(plain)
+    configure_logging("INFO")
+    assert plain not in clean_root.handlers
+    assert clean_root.handlers == redacting_handlers(clean_root) and len(clean_root.handlers) == 1
+    logging.getLogger("mcp.server").info("Terminating session: code=SESSIONSECRET42")
+    err = capsys.readouterr().err
+    assert err.count("Terminating session") == 1
+    assert_hidden(err, "SESSIONSECRET42")
 
 
 # ---- regressions: bugs found in review, fixed ---------------------------------------------

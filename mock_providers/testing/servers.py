@@ -120,6 +120,8 @@ class DemoServers:
     tools: RegisterTools | None = None
     wrap: Wrap = _unwrapped
     tracing: Tracing | None = None  # the MCP server's spans go there (default: OTEL_* variables)
+    # The MCP server's clock (TTLs, expiry): a test moves it forward instead of sleeping.
+    clock: Callable[[], float] = time.time
     demo: Demo = field(init=False)
     apps: dict[str, Any] = field(init=False, default_factory=dict)
     _threaded: ThreadedServers | None = field(init=False, default=None)
@@ -134,7 +136,7 @@ class DemoServers:
             self.demo = replace(self.demo, settings=settings)
         self.apps = {
             "providers": create_mock_providers_app(self.demo.providers),
-            "mcp": create_app(settings, Runtime(settings, tracing=self.tracing)),
+            "mcp": create_app(settings, Runtime(settings, tracing=self.tracing, clock=self.clock)),
         }
         if self.tools is not None:
             self.tools(self.apps["mcp"].state.mcp_server, self.apps["mcp"].state.broker)

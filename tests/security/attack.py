@@ -34,8 +34,9 @@ import logging
 import re
 import sqlite3
 import threading
+import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
@@ -249,9 +250,12 @@ class Listener:
 _RUNNING: dict[str, Servers] = {}
 
 
-def running(tmp_path_factory: Any, name: str, **overrides: object) -> Iterator[Servers]:
-    """Start a recorded demo for a fixture (settings `overrides` as for DemoServers); stop it after."""
-    servers = Servers(tmp_path_factory.mktemp(name) / "data", overrides=dict(overrides)).start()
+def running(
+    tmp_path_factory: Any, name: str, *, clock: Callable[[], float] = time.time, **overrides: object
+) -> Iterator[Servers]:
+    """Start a recorded demo for a fixture (settings `overrides` as for DemoServers, the MCP
+    server on `clock`); stop it after."""
+    servers = Servers(tmp_path_factory.mktemp(name) / "data", overrides=dict(overrides), clock=clock).start()
     _RUNNING[servers.public_url] = servers
     try:
         yield servers

@@ -52,6 +52,13 @@ class Elicited:
         return parse_qs(urlsplit(self.url).query)["elicitationId"][0]
 
 
+async def settled(e: Elicited) -> None:
+    """The legitimate completion notification (2025-11-25) has arrived: an attack that follows
+    cannot be confused with it. 2026-07-28 flows send none."""
+    if e.mode == "legacy":
+        await e.recorder.wait_completed(e.elicitation_id)
+
+
 async def ask(client: Client, mode: str, tool: str = "whoami", args: dict[str, Any] | None = None) -> Any:
     """Call a tool that needs a connection; the -32042 error (legacy) or the InputRequiredResult."""
     if mode == "legacy":

@@ -8,7 +8,6 @@ import asyncio
 import secrets
 from collections.abc import Iterator
 
-import anyio
 import pytest
 
 from mock_providers.testing.browser import Browser
@@ -25,9 +24,11 @@ from tests.security.flows import (
     query_of,
     quick_session,
     quick_sign_in,
+    settled,
     until_callback,
     with_query,
 )
+from tests.support.clock import MovableClock
 
 pytestmark = pytest.mark.security
 
@@ -35,15 +36,21 @@ ELICITATION_TTL = STATE_TTL = 1  # seconds
 
 
 @pytest.fixture(scope="module")
-def short_links(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    """A demo whose connect links live ELICITATION_TTL seconds."""
-    yield from running(tmp_path_factory, "short-links", elicitation_ttl=ELICITATION_TTL)
+def clock() -> MovableClock:
+    """The MCP server's clock in the short-TTL demos: tests move it past a TTL, never sleep."""
+    return MovableClock()
 
 
 @pytest.fixture(scope="module")
-def short_states(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+def short_links(tmp_path_factory: pytest.TempPathFactory, clock: MovableClock) -> Iterator[Servers]:
+    """A demo whose connect links live ELICITATION_TTL seconds."""
+    yield from running(tmp_path_factory, "short-links", clock=clock, elicitation_ttl=ELICITATION_TTL)
+
+
+@pytest.fixture(scope="module")
+def short_states(tmp_path_factory: pytest.TempPathFactory, clock: MovableClock) -> Iterator[Servers]:
     """A demo whose OAuth states live STATE_TTL seconds (its links the default ten minutes)."""
-    yield from running(tmp_path_factory, "short-states", state_ttl=STATE_TTL)
+    yield from running(tmp_path_factory, "short-states", clock=clock, state_ttl=STATE_TTL)
 
 
 async def test_guessed_elicitation_ids_are_unknown(servers: Servers, browser: Browser) -> None:
@@ -66,7 +73,7 @@ async def test_link_reused_after_completion_is_refused(servers: Servers, browser
     alice = unique("alice")
     async with elicit(servers, alice, mode) as e:
         await connect_fully(browser, servers, e.url, alice)
-        await anyio.sleep(0.2)  # the legitimate completion notification arrives before the attack
+        await settled(e)
         csrf = csrf_of(await browser.get(f"{servers.public_url}/connections"))
         async with attack(servers, browsers=[browser], recorders=[e.recorder]) as a:
             a.status(await browser.get(e.url), 409)
@@ -78,25 +85,27 @@ async def test_link_reused_after_completion_is_refused(servers: Servers, browser
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_expired_link_is_unknown(short_links: Servers, browser: Browser, mode: str) -> None:
+async def test_expired_link_is_unknown(
+    short_links: Servers, clock: MovableClock, browser: Browser, mode: str
+) -> None:
     """Connect link opened after elicitation_ttl: 404 (invariant 3; best-practices, expiring handles)."""
     alice = unique("alice")
     quick_session(browser, short_links, alice)
     async with elicit(short_links, alice, mode) as e:
-        await anyio.sleep(ELICITATION_TTL + 0.2)
+        clock.advance(ELICITATION_TTL + 1)
         async with attack(short_links, browsers=[browser], recorders=[e.recorder]) as a:
             a.status(await browser.get(e.url), 404)
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_expired_state_is_refused_at_the_callback(
-    short_states: Servers, browser: Browser, mode: str
+    short_states: Servers, clock: MovableClock, browser: Browser, mode: str
 ) -> None:
     """Provider redirect arriving after state_ttl: 400, the code is never redeemed (RFC 9700 §4.7)."""
     alice = unique("alice")
     async with elicit(short_states, alice, mode) as e:
         callback = await until_callback(browser, short_states, e.url, alice)
-        await anyio.sleep(STATE_TTL + 0.2)
+        clock.advance(STATE_TTL + 1)
         async with attack(short_states, browsers=[browser], recorders=[e.recorder]) as a:
             a.status(await browser.get(callback), 400)
 
@@ -108,7 +117,7 @@ async def test_replayed_callback_is_refused(servers: Servers, browser: Browser, 
     async with elicit(servers, alice, mode) as e:
         callback = await until_callback(browser, servers, e.url, alice)
         assert (await browser.get(callback)).status_code == 200
-        await anyio.sleep(0.2)
+        await settled(e)
         async with attack(servers, browsers=[browser], recorders=[e.recorder]) as a:
             a.status(await browser.get(callback), 400)
 

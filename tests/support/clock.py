@@ -1,0 +1,16 @@
+"""A clock a test moves forward: real time plus an offset, so servers keep running normally."""
+
+from __future__ import annotations
+
+import time
+
+
+class MovableClock:
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds

@@ -1,4 +1,5 @@
-"""The user's connections: list them, disconnect one (POST, CSRF-protected).
+"""The user's connections: list them, disconnect one, choose the default account at a provider
+(POSTs, CSRF-protected).
 
 After a disconnect the page says what happened through a one-time flash value in the signed
 session cookie: the redirect's URL names no account (URLs end up in histories and logs)."""
@@ -31,19 +32,28 @@ class ConnectionsPage:
         return [
             Route("/connections", self.show, methods=["GET"]),
             Route("/connections/disconnect", self.disconnect, methods=["POST"]),
+            Route("/connections/default", self.set_default, methods=["POST"]),
         ]
 
     async def show(self, request: Request) -> Response:
         browser = browser_user(request, self._runtime.settings)
         if browser is None:
             return self._login.redirect_to_login("/connections")
-        connections = await self._runtime.store.list_connections(browser.user)
+        store = self._runtime.store
+        connections = await store.list_connections(browser.user)
+        providers = {c.key.provider for c in connections}
+        # The account a tool uses when a call names none and the user has several there
+        # (docs/providers.md, "Several accounts at one provider").
+        defaults = {p: await store.get_default_account(browser.user, p) for p in sorted(providers)}
+        several = {p for p in providers if sum(c.key.provider == p for c in connections) > 1}
         flash = request.session.pop(FLASH_KEY, None)
         return page(
             request,
             "connections.html",
             user=browser.user.sub,
             connections=await self._runtime.lifecycle.describe(connections),
+            defaults=defaults,
+            several=several,
             csrf=csrf_token(request),
             **(flash if isinstance(flash, dict) else {}),
         )
@@ -72,4 +82,26 @@ class ConnectionsPage:
                 "disconnected_account": done.label,
                 "revoked": done.revoked,
             }
+        return RedirectResponse("/connections", status_code=303)
+
+    async def set_default(self, request: Request) -> Response:
+        """Make one of the user's own accounts the default at its provider, or forget the default
+        (`account` empty: the next call with several accounts asks again)."""
+        browser = require_signed_in(browser_user(request, self._runtime.settings), SignInFirst)
+        form = await request.form(max_files=0, max_fields=8, max_part_size=1024)
+        check_csrf(request, form.get("csrf"))
+        provider, account = form.get("provider"), form.get("account")
+        if (
+            not (isinstance(provider, str) and isinstance(account, str))
+            or max(len(provider), len(account)) > MAX_FIELD
+        ):
+            raise MalformedParameter("The form is incomplete.")
+        store = self._runtime.store
+        if account:
+            # Only an account the session user holds there: a form cannot name another user's.
+            if await store.get_connection(browser.user, provider, account) is None:
+                raise MalformedParameter("That account is not connected.")
+            await store.set_default_account(browser.user, provider, account)
+        else:
+            await store.set_default_account(browser.user, provider, None)
         return RedirectResponse("/connections", status_code=303)

@@ -656,6 +656,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a failed flow's reason is reported once; the next call asks again",
     ),
     m(
+        "ConnectionsPage.set_default_own_account",
+        "connect_routes/connections_page.py",
+        "            if await store.get_connection(browser.user, provider, account) is None:\n",
+        "            if False:\n",
+        [
+            "tests/unit/test_connect_routes.py"
+            "::test_the_default_account_is_shown_set_and_cleared_for_the_users_own_accounts"
+        ],
+        "the default account on /connections is one the signed-in user holds",
+    ),
+    m(
         "configure_logging.only_redacting_handlers",
         "service/logs.py",
         "            root.removeHandler(existing)\n",

@@ -445,3 +445,34 @@ async def test_the_signed_out_page_links_back(server: Server) -> None:
     response = await server.http.post("/logout", data={"csrf": CSRF})
     assert_page(response, 200, "Signed out", "You are signed out of this server.")
     assert '<a href="/connections">' in response.text
+
+
+async def test_the_default_account_is_shown_set_and_cleared_for_the_users_own_accounts(
+    server: Server,
+) -> None:
+    """docs/providers.md, "Several accounts at one provider": the remembered default is visible
+    and changeable on /connections, and only among the signed-in user's own accounts."""
+    alice = UserRef(server.settings.auth_issuer, "alice")
+    bob = UserRef(server.settings.auth_issuer, "bob")
+    now = server.clock()
+    for user, account, label in ((alice, "1", "alice-hub"), (alice, "2", "alice-work"), (bob, "3", "bob")):
+        await server.runtime.store.put_connection(
+            Connection(ConnectionKey(user, "mockhub", account), TokenSet("t"), label, now, now)
+        )
+    store = server.runtime.store
+    server.sign_in("alice")
+    page = await server.http.get("/connections")
+    assert page.text.count("Make default") == 2 and ">default<" not in page.text
+    form = {"provider": "mockhub", "account": "2", "csrf": CSRF}
+    assert (await server.http.post("/connections/default", data={**form, "csrf": "x"})).status_code == 403
+    assert (await server.http.post("/connections/default", data=form)).status_code == 303
+    assert await store.get_default_account(alice, "mockhub") == "2"
+    page = await server.http.get("/connections")
+    assert ">default<" in page.text and "Ask each time" in page.text
+    # Bob's account cannot become Alice's default, whatever the form says.
+    refused = await server.http.post("/connections/default", data={**form, "account": "3"})
+    assert_page(refused, 400, "Invalid request", "That account is not connected.")
+    assert await store.get_default_account(alice, "mockhub") == "2"
+    assert await store.get_default_account(bob, "mockhub") is None
+    cleared = await server.http.post("/connections/default", data={**form, "account": ""})
+    assert cleared.status_code == 303 and await store.get_default_account(alice, "mockhub") is None

@@ -273,6 +273,7 @@ def test_configure_logging_replaces_a_handler_that_does_not_redact(
 ) -> None:
     """The SDK's MCPServer calls logging.basicConfig before `serve` configures logging: its plain
     handler must not stay, or every line would also be printed unredacted."""
+    clean_root.handlers[:] = []  # as in a fresh process (the fixture puts the suite's back)
     plain = logging.StreamHandler()
     clean_root.addHandler(plain)
     configure_logging("INFO")

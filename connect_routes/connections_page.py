@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from connect_routes.browser_session import browser_user, check_csrf, csrf_token
+from connect_routes.browser_session import BrowserUser, browser_user, check_csrf, csrf_token
 from connect_routes.login import Login
 from connect_routes.pages import page
 from service.disconnect import disconnect_one
@@ -58,7 +58,9 @@ class ConnectionsPage:
             **(flash if isinstance(flash, dict) else {}),
         )
 
-    async def disconnect(self, request: Request) -> Response:
+    async def _account_form(self, request: Request) -> tuple[BrowserUser, str, str]:
+        """What both POSTs of this page check first: a signed-in browser, the session's CSRF
+        token, and a bounded provider and account."""
         browser = require_signed_in(browser_user(request, self._runtime.settings), SignInFirst)
         form = await request.form(max_files=0, max_fields=8, max_part_size=1024)
         check_csrf(request, form.get("csrf"))
@@ -68,6 +70,10 @@ class ConnectionsPage:
             or max(len(provider), len(account)) > MAX_FIELD
         ):
             raise MalformedParameter("The form is incomplete.")
+        return browser, provider, account
+
+    async def disconnect(self, request: Request) -> Response:
+        browser, provider, account = await self._account_form(request)
         # The key is built from the session user: a form cannot name another user's record.
         config = self._runtime.settings.providers.get(provider)
         done = await disconnect_one(
@@ -87,15 +93,7 @@ class ConnectionsPage:
     async def set_default(self, request: Request) -> Response:
         """Make one of the user's own accounts the default at its provider, or forget the default
         (`account` empty: the next call with several accounts asks again)."""
-        browser = require_signed_in(browser_user(request, self._runtime.settings), SignInFirst)
-        form = await request.form(max_files=0, max_fields=8, max_part_size=1024)
-        check_csrf(request, form.get("csrf"))
-        provider, account = form.get("provider"), form.get("account")
-        if (
-            not (isinstance(provider, str) and isinstance(account, str))
-            or max(len(provider), len(account)) > MAX_FIELD
-        ):
-            raise MalformedParameter("The form is incomplete.")
+        browser, provider, account = await self._account_form(request)
         store = self._runtime.store
         if account:
             # Only an account the session user holds there: a form cannot name another user's.

@@ -267,7 +267,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         '        check_csrf(request, form.get("csrf"))\n',
         "",
         [f"{SEC_BROWSER}::test_csrf_on_disconnect"],
-        "CSRF token on POST /connections/disconnect",
+        "CSRF token on POST /connections/disconnect and /connections/default",
     ),
     m(
         "headers.security_headers",

@@ -169,11 +169,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "service/connect_flow.py",
         "        opened = require_first_open(await self._store().open_elicitation(state))\n",
         "        opened = await self._store().open_elicitation(state) or elicitation  # MUTANT\n",
-        ["tests/security/test_ids_and_states.py::test_parallel_confirmations_open_the_link_once"],
+        ["tests/unit/test_connect_routes.py::test_a_link_opens_once_even_when_two_visits_passed_the_check"],
         "POST /connect: PENDING->OPENED compare-and-set result honoured (racing POSTs)",
-        # The only test is a race of four POSTs: about half of its runs let two of them pass the
-        # status pre-check, which is when this mutant shows.
-        attempts=5,
     ),
     m(
         "require_single_use_state",

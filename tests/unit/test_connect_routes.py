@@ -23,6 +23,7 @@ from connect_routes.browser_session import binding_of, cookie_name
 from connect_routes.pages import timestamp
 from mock_providers.demo import build_demo
 from service.app import create_app
+from service.errors import LinkAlreadyUsed
 from service.runtime import Runtime
 from service.settings import Settings
 from tests.support.tasks import running_in_own_task
@@ -476,3 +477,16 @@ async def test_the_default_account_is_shown_set_and_cleared_for_the_users_own_ac
     assert await store.get_default_account(bob, "mockhub") is None
     cleared = await server.http.post("/connections/default", data={**form, "account": ""})
     assert cleared.status_code == 303 and await store.get_default_account(alice, "mockhub") is None
+
+
+async def test_a_link_opens_once_even_when_two_visits_passed_the_check(server: Server) -> None:
+    """The race of two POST /connect on one link, made deterministic: both passed `check_link`
+    while it was pending; only the first `open` goes on to the provider, and the second stores
+    no state (require_first_open)."""
+    elicitation = await server.ask()
+    link = await server.runtime.flow.check_link(elicitation.user, elicitation.id)
+    first = await server.runtime.flow.open(link, "browser-one")
+    assert "state=" in first
+    with pytest.raises(LinkAlreadyUsed):
+        await server.runtime.flow.open(link, "browser-two")
+    assert await server.status(elicitation) is ElicitationStatus.OPENED

@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import redis
 
+from mock_providers.testing.cluster import wait_for
 from mock_providers.testing.servers import HOST, free_port
 
 CLI = [sys.executable, "-m", "service.cli"]
@@ -48,20 +47,6 @@ def delete_prefix(prefix: str) -> None:
             client.delete(key)
     finally:
         client.close()
-
-
-def _wait_for(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"process exited: {log.read_text()[-2000:]}")
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"{url} did not answer: {log.read_text()[-2000:]}")
 
 
 @dataclass
@@ -121,8 +106,8 @@ class Stack:
                 ],
             )
             self.pids["server"] = demo.pid
-            _wait_for(f"http://{HOST}:{self.port}/readyz", demo, self.root / "demo.log")
-            _wait_for(
+            wait_for(f"http://{HOST}:{self.port}/readyz", demo, self.root / "demo.log")
+            wait_for(
                 f"http://{HOST}:{self.providers_port}/.well-known/openid-configuration",
                 demo,
                 self.root / "demo.log",
@@ -138,7 +123,7 @@ class Stack:
                 *("--log-level", self.log_level),
             ],
         )
-        _wait_for(
+        wait_for(
             f"http://{HOST}:{self.providers_port}/.well-known/openid-configuration",
             providers,
             self.root / "providers.log",
@@ -161,8 +146,8 @@ class Stack:
         if self.server == "bench":  # started side by side: both import the same modules
             sdk_env = env | {"MCPUC_PORT": str(self.sdk_port)}
             sdk = self._spawn("sdk", [sys.executable, "-m", "bench.server", "sdk"], sdk_env)
-            _wait_for(f"http://{HOST}:{self.sdk_port}/healthz", sdk, self.root / "sdk.log")
-        _wait_for(f"http://{HOST}:{self.port}/readyz", server, self.root / "server.log")
+            wait_for(f"http://{HOST}:{self.sdk_port}/healthz", sdk, self.root / "sdk.log")
+        wait_for(f"http://{HOST}:{self.port}/readyz", server, self.root / "server.log")
         return self
 
     def cpu(self, name: str = "server") -> float:

@@ -22,33 +22,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
+from bench.tool_call import add_in_memory_tool
 from service.app import create_app, transport_security
 from service.bearer import JwksCache, JwtTokenVerifier
 from service.cli import build_server, resolve_providers, serve_until_stopped
-from service.identity import current_caller
 from service.logs import configure_logging
-from service.mcp_errors import connected
 from service.outbound_http import OutboundHttp
-from service.provider_api import fetch_userinfo
 from service.settings import Settings, load_settings
-from token_store import Connection
 
 
 def ours(settings: Settings) -> Starlette:
     app = create_app(settings)
-    runtime, server = app.state.runtime, app.state.mcp_server
-    provider = settings.providers["mockhub"]
-    cache: dict[str, Connection] = {}
-
-    @server.tool()
-    @connected
-    async def whoami_cached(ctx: Context[Any, Any]) -> dict[str, Any]:
-        user = current_caller(ctx).user
-        if user.sub not in cache:
-            found = await runtime.store.get_connection(user, "mockhub")
-            assert found is not None
-            cache[user.sub] = found
-        return await fetch_userinfo(runtime.http, provider, cache[user.sub].tokens.access_token)
+    add_in_memory_tool(app)
+    server = app.state.mcp_server
 
     @server.tool()
     async def bare(ctx: Context[Any, Any]) -> str:

@@ -29,9 +29,8 @@ from service.provider_api import fetch_userinfo
 from token_store import Connection, UserRef
 
 
-def add_in_memory_tool(servers: DemoServers) -> None:
+def add_in_memory_tool(app: Any) -> None:
     """`whoami_cached`: the same tool, but the connection is read from the store once, then kept."""
-    app = servers.apps["mcp"]
     runtime, server = app.state.runtime, app.state.mcp_server
     provider = runtime.settings.providers["mockhub"]
     cache: dict[str, Connection] = {}
@@ -92,7 +91,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         servers = DemoServers(Path(tmp) / "data").start()
         try:
-            add_in_memory_tool(servers)
+            add_in_memory_tool(servers.apps["mcp"])
             await connect_flow(servers, "bench-user")
             async with mcp_client(servers, "bench-user", "legacy", on_url=accept) as (client, _):
                 for _ in range(20):  # warm both paths

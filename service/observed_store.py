@@ -21,10 +21,14 @@ class ObservedStore:
         self._metrics = metrics
 
     def __getattr__(self, name: str) -> Any:
+        # Called only for names not yet on the proxy: each operation is wrapped once, then
+        # found directly (a store call is on every tool call's path).
         attribute = getattr(self.backend, name)
         if not inspect.iscoroutinefunction(attribute):
             return attribute
-        return self._observed(name, attribute)
+        wrapped = self._observed(name, attribute)
+        setattr(self, name, wrapped)
+        return wrapped
 
     def _observed(self, name: str, operation: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         @functools.wraps(operation)

@@ -6,7 +6,6 @@ In process: readiness answers 503 from the moment draining starts."""
 from __future__ import annotations
 
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ import pytest
 from mock_providers.testing.client import mcp_client
 from mock_providers.testing.cluster import Cluster
 from mock_providers.testing.servers import HOST, DemoServers
-from tests.needs import need_binary, need_redis
+from tests.support.slow_cluster import running_slow_cluster
 
 pytestmark = pytest.mark.e2e
 
@@ -38,17 +37,7 @@ class Replica:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    running = Cluster(
-        tmp_path_factory.mktemp("drain"),
-        need_redis(),
-        need_binary("nginx"),
-        serve_command=(sys.executable, "-m", "tests.e2e.slow_serve"),
-        environ={"MCPUC_SHUTDOWN_GRACE_SECONDS": str(GRACE_SECONDS)},
-    )
-    try:
-        yield running.start()
-    finally:
-        running.stop()
+    yield from running_slow_cluster(tmp_path_factory, "drain", GRACE_SECONDS)
 
 
 def error_lines(log: Path) -> list[str]:

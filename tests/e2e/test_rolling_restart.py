@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 from mock_providers import mint_access_token
 from mock_providers.testing.client import mcp_client
 from mock_providers.testing.cluster import REPLICAS, Cluster
-from tests.needs import need_binary, need_redis
+from tests.support.slow_cluster import running_slow_cluster
 
 pytestmark = pytest.mark.e2e
 
@@ -35,17 +34,7 @@ GRACE_SECONDS = 10
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    running = Cluster(
-        tmp_path_factory.mktemp("rolling"),
-        need_redis(),
-        need_binary("nginx"),
-        serve_command=(sys.executable, "-m", "tests.e2e.slow_serve"),
-        environ={"MCPUC_SHUTDOWN_GRACE_SECONDS": str(GRACE_SECONDS)},
-    )
-    try:
-        yield running.start()
-    finally:
-        running.stop()
+    yield from running_slow_cluster(tmp_path_factory, "rolling", GRACE_SECONDS)
 
 
 def session_not_found(exc: BaseException) -> bool:

@@ -39,14 +39,12 @@ from mcp_types._v2025_11_25 import ElicitRequestFormParams as WireFormParams
 from mock_providers.demo import build_demo
 from service.account_choice import NEW_ACCOUNT_OPTION, AccountChoice, with_notice
 from service.broker import ACCOUNT_INPUT_KEY, ConnectionBroker, _RequestState
-from service.completion import CompletionHub
-from service.connect_flow import ConnectFlow
 from service.errors import ConnectionNeeded, InvalidRequestState
-from service.lifecycle import TokenLifecycle
 from service.mcp_errors import connected
 from service.outbound_http import OutboundHttp
 from service.revision import supports_form_elicitation
 from service.settings import Settings
+from tests.support.broker import broker_on
 from token_store import Connection, ConnectionKey, KeyRing, SQLiteStore, TokenSet, UserRef
 
 LEGACY, MODERN = "2025-11-25", "2026-07-28"
@@ -94,14 +92,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
     settings = build_demo("127.0.0.1", 9200, 9201, tmp_path).settings
     store = await SQLiteStore.open(tmp_path / "store.sqlite3", KeyRing.parse(settings.encryption_keys))
     outbound = OutboundHttp(1.0)
-    broker = ConnectionBroker(
-        settings,
-        lambda: store,
-        CompletionHub(),
-        TokenLifecycle(lambda: store, outbound, timeout_seconds=1),
-        ConnectFlow(settings, lambda: store, outbound, clock=time.time),
-        outbound.client,
-    )
+    broker = broker_on(settings, store, outbound)
     issuer = settings.auth_issuer
     world = World(settings, store, broker, UserRef(issuer, "alice"), UserRef(issuer, "bob"))
     await world.connect(world.alice, "1", "octocat", 100.0)

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import secrets
-import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -27,11 +26,9 @@ from connect_routes.browser_session import session_middleware
 from connect_routes.error_pages import ERROR_PAGES
 from connect_routes.login import Login
 from mock_providers.demo import build_demo
-from service.broker import ConnectionBroker, _RequestState
-from service.completion import CompletionHub
-from service.connect_flow import ConnectFlow
-from service.lifecycle import TokenLifecycle
+from service.broker import _RequestState
 from service.outbound_http import OutboundHttp
+from tests.support.broker import broker_on
 from token_store import KeyRing, SQLiteStore
 
 
@@ -62,14 +59,7 @@ async def test_request_state_for_another_provider_is_refused_before_its_nonce_is
     settings = build_demo("127.0.0.1", 9200, 9201, tmp_path).settings
     store = await SQLiteStore.open(tmp_path / "store.sqlite3", KeyRing.parse(settings.encryption_keys))
     outbound = OutboundHttp(1.0)
-    broker = ConnectionBroker(
-        settings,
-        lambda: store,
-        CompletionHub(),
-        TokenLifecycle(lambda: store, outbound, timeout_seconds=1),
-        ConnectFlow(settings, lambda: store, outbound, clock=time.time),
-        outbound.client,
-    )
+    broker = broker_on(settings, store, outbound)
     nonce = secrets.token_urlsafe(32)
     await store.put_nonce(nonce, 60)
     state = _RequestState("e" * 43, nonce, "otherhub").dumps()

@@ -1,0 +1,25 @@
+"""A ConnectionBroker on a given store, without the app around it (unit tests of the broker)."""
+
+from __future__ import annotations
+
+import time
+
+from service.broker import ConnectionBroker
+from service.completion import CompletionHub
+from service.connect_flow import ConnectFlow
+from service.lifecycle import TokenLifecycle
+from service.outbound_http import OutboundHttp
+from service.settings import Settings
+from token_store import Store
+
+
+def broker_on(settings: Settings, store: Store, outbound: OutboundHttp) -> ConnectionBroker:
+    """The caller closes `outbound`."""
+    return ConnectionBroker(
+        settings,
+        lambda: store,
+        CompletionHub(),
+        TokenLifecycle(lambda: store, outbound, timeout_seconds=1),
+        ConnectFlow(settings, lambda: store, outbound, clock=time.time),
+        outbound.client,
+    )

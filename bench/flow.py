@@ -47,6 +47,7 @@ from bench.processes import REDIS_URL, Stack, delete_prefix, redis_available
 from mock_providers.testing.browser import Browser, forms_in
 from mock_providers.testing.client import Recorder, accept, legacy_elicitation, mcp_client
 from mock_providers.testing.servers import DemoServers
+from mock_providers.testing.tls import client_tls
 
 # ---- one flow, hop by hop -------------------------------------------------------------------
 
@@ -87,7 +88,7 @@ async def browser_leg(url: str, user: str, server_port: int, hops: Hops) -> floa
     """Walk the connect link request by request (redirects followed by hand, to time each hop);
     returns when the callback to the MCP server was answered."""
     callback_done = 0.0
-    async with httpx.AsyncClient(follow_redirects=False, timeout=30) as http:
+    async with httpx.AsyncClient(follow_redirects=False, timeout=30, verify=client_tls()) as http:
         method, data = "GET", None
         for _ in range(20):
             name = hop_name(method, url, server_port)

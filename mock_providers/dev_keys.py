@@ -13,7 +13,7 @@ import json
 import os
 import secrets
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +133,10 @@ def _serialize(keys: DevKeys) -> str:
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 
+# A memo keyed by the file's content, not state: a changed file parses anew. Importing the RSA
+# key validates it (~35 ms); `mint_access_token` (the kit mints a bearer per client) and
+# `dev-token` read the file every time.
+@lru_cache(maxsize=16)
 def _parse(raw: str, path: Path) -> DevKeys:
     try:
         document = json.loads(raw)

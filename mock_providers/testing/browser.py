@@ -9,6 +9,8 @@ from urllib.parse import urljoin
 
 import httpx
 
+from mock_providers.testing.tls import client_tls
+
 
 @dataclass
 class Form:
@@ -43,7 +45,7 @@ def forms_in(html: str) -> list[Form]:
 
 class Browser:
     def __init__(self, cookies: httpx.Cookies | None = None) -> None:
-        self.http = httpx.AsyncClient(follow_redirects=True, timeout=15, cookies=cookies)
+        self.http = httpx.AsyncClient(follow_redirects=True, timeout=15, cookies=cookies, verify=client_tls())
         self.visited: list[str] = []
 
     async def aclose(self) -> None:
@@ -124,7 +126,9 @@ async def callback_location(browser: Browser, url: str, username: str = "alice")
     /callback without following it."""
     page = await browser.complete_connect(url, username=username, consent=False)
     [consent] = [f for f in forms_in(page.text) if "decision" in f.buttons]
-    async with httpx.AsyncClient(cookies=browser.http.cookies, follow_redirects=False) as raw:
+    async with httpx.AsyncClient(
+        cookies=browser.http.cookies, follow_redirects=False, verify=client_tls()
+    ) as raw:
         target = str(page.url.join(consent.action or str(page.url)))
         answer = await raw.post(target, data={**consent.fields, "login": "octocat", "decision": "approve"})
     assert answer.status_code in (302, 303)

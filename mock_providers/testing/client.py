@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 from mcp_types import URL_ELICITATION_REQUIRED
 
 from mock_providers import mint_access_token
+from mock_providers.testing.tls import client_tls
 
 ElicitHandler = Callable[[mcp_types.ElicitRequestURLParams], Awaitable[str]]
 MODES = ("legacy", "2026-07-28")  # the two revisions: -32042 + notification, InputRequiredResult
@@ -91,7 +92,10 @@ async def mcp_client(
             recorder.session_ids.add(response.headers["mcp-session-id"])
 
     http = httpx2.AsyncClient(
-        headers={"Authorization": f"Bearer {bearer}"}, timeout=30, event_hooks={"response": [record_session]}
+        headers={"Authorization": f"Bearer {bearer}"},
+        timeout=30,
+        event_hooks={"response": [record_session]},
+        verify=client_tls(),
     )
     callback: Any = None  # the SDK's ElicitationFnT
     if on_url is not None:

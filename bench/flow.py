@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import sqlite3
 import statistics
 import tempfile
 import time
@@ -221,14 +220,14 @@ async def store_operations(root: Path, flows: int) -> list[str]:
     lines = [f"{'store':<8} {'flows':>6} {'operations per flow':>20}  counted"]
     async with demo_in_process(root / "sqlite", {}) as servers:
         await plain_flow(servers, "store-warm")
-        conn: sqlite3.Connection = servers.apps["mcp"].state.runtime.store._conn
+        store = servers.apps["mcp"].state.runtime.store
         statements: list[str] = []
-        conn.set_trace_callback(statements.append)
+        store.trace(statements.append)
         try:
             for i in range(flows):
                 await plain_flow(servers, f"store-sqlite-{i}")
         finally:
-            conn.set_trace_callback(None)
+            store.trace(None)
         lines.append(
             f"{'SQLite':<8} {flows:>6} {len(statements) / flows:>20.1f}  statements (BEGIN, COMMIT included)"
         )

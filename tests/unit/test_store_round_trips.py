@@ -10,7 +10,6 @@ writes; a MULTI/EXEC pipeline is one). `pytest -s` prints the table.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -78,12 +77,11 @@ class SQLiteCount:
 
 async def count_sqlite(store: SQLiteStore, flow: Callable[[Store], Awaitable[None]]) -> SQLiteCount:
     statements: list[str] = []
-    conn: sqlite3.Connection = store._conn  # type: ignore[assignment]  # tracing only
-    conn.set_trace_callback(statements.append)
+    store.trace(statements.append)
     try:
         await flow(store)
     finally:
-        conn.set_trace_callback(None)
+        store.trace(None)
     statements = statements[:-1]  # the reset
     in_transaction = False
     transactions = 0

@@ -12,7 +12,7 @@ import logging
 import os
 import sqlite3
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -350,5 +350,62 @@ async def test_sqlite_locks_are_stored_by_hash_and_purged_when_expired(
         harness.clock.advance(10)
         await store.put_nonce("n", ttl_seconds=60)  # every TTL write purges expired rows
         assert harness.sql("SELECT count(*) FROM locks") == [(1,)]
+    finally:
+        await store.close()
+
+
+def _raise_on_first_use(
+    error_code: int,
+) -> tuple[list[sqlite3.Connection], Callable[[sqlite3.Connection], object]]:
+    """A read for `SQLiteStore._read` that fails with `error_code` on the connection it gets first
+    and answers on any other one; the list records which connections it ran on."""
+    used: list[sqlite3.Connection] = []
+
+    def read(conn: sqlite3.Connection) -> object:
+        used.append(conn)
+        if len(used) == 1:
+            error = sqlite3.OperationalError("injected")
+            error.sqlite_errorcode = error_code
+            raise error
+        return conn.execute("SELECT 1").fetchone()
+
+    return used, read
+
+
+async def test_sqlite_read_that_finds_the_file_busy_is_retried_on_the_worker_thread(
+    tmp_path: Path, keyring: KeyRing
+) -> None:
+    """Reads run on the event loop with no busy timeout; "busy" must send them to the worker
+    thread (which may wait) rather than fail the tool call or stall the loop."""
+    store = await SQLiteStore.open(tmp_path / "store.sqlite3", keyring)
+    try:
+        used, read = _raise_on_first_use(sqlite3.SQLITE_BUSY)
+        assert await store._read("test", read) == (1,)  # type: ignore[arg-type]
+        assert len(used) == 2 and used[0] is not used[1]  # the read connection, then the writer's
+    finally:
+        await store.close()
+
+
+async def test_sqlite_read_failing_otherwise_is_store_unavailable(tmp_path: Path, keyring: KeyRing) -> None:
+    store = await SQLiteStore.open(tmp_path / "store.sqlite3", keyring)
+    try:
+        used, read = _raise_on_first_use(sqlite3.SQLITE_IOERR)
+        with pytest.raises(StoreUnavailable, match=r"test failed"):
+            await store._read("test", read)
+        assert len(used) == 1
+    finally:
+        await store.close()
+
+
+async def test_sqlite_reads_see_what_was_just_committed(tmp_path: Path, keyring: KeyRing) -> None:
+    """The read connection answers from the last committed snapshot: a write awaited before a
+    read is what the read returns (the flow relies on it, e.g. the retry after the callback)."""
+    store = await SQLiteStore.open(tmp_path / "store.sqlite3", keyring)
+    try:
+        first = make_connection()
+        await store.put_connection(first)
+        assert await store.get_connection(ALICE, first.key.provider) == first
+        await store.delete_connection(first.key)
+        assert await store.get_connection(ALICE, first.key.provider) is None
     finally:
         await store.close()

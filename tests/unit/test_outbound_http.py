@@ -5,7 +5,9 @@ from __future__ import annotations
 import ssl
 
 import httpx
+import httpx2
 import pytest
+from authlib.integrations.httpx_client import AsyncOAuth2Client
 
 from service.outbound_http import OutboundHttp
 
@@ -48,10 +50,33 @@ async def test_a_token_endpoint_post_is_never_resent() -> None:
     assert pool.methods == ["POST"]
 
 
-def test_authlib_gets_the_one_tls_context_and_no_redirects() -> None:
-    tls = ssl.create_default_context()
-    outbound = OutboundHttp(7.0, tls=tls)
+def test_authlib_clients_borrow_the_one_pool_and_follow_no_redirects() -> None:
+    outbound = OutboundHttp(7.0, tls=ssl.create_default_context())
     options = outbound.authlib_options()
-    assert options["verify"] is tls
-    assert options == {"verify": tls, "timeout": 7.0, "follow_redirects": False}
+    assert set(options) == {"transport", "timeout", "follow_redirects"}
+    assert options["timeout"] == 7.0 and options["follow_redirects"] is False
     assert outbound.client.follow_redirects is False
+
+
+class CountingPool(httpx2.AsyncBaseTransport):
+    def __init__(self) -> None:
+        self.requests = 0
+        self.closed = False
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        self.requests += 1
+        return httpx2.Response(200, json={"access_token": "at", "token_type": "Bearer"})
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_an_authlib_client_closing_does_not_close_the_shared_pool() -> None:
+    pool = CountingPool()
+    outbound = OutboundHttp(5.0, authlib_pool=pool)
+    for _ in range(2):  # as provider_oauth does: a client per exchange, closed after it
+        async with AsyncOAuth2Client(client_id="c", **outbound.authlib_options()) as client:
+            await client.fetch_token("https://idp.example/token", grant_type="client_credentials")
+    assert pool.requests == 2 and not pool.closed
+    await outbound.aclose()
+    assert pool.closed

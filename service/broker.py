@@ -213,7 +213,7 @@ class ConnectionBroker:
     ) -> tuple[Connection | None, str | None]:
         """No account named: the only one, the remembered one, or the one the user picks now."""
         store = self._store()
-        choice = AccountChoice.of(config, await store.list_connections(caller.user))
+        choice = AccountChoice.of(config, await store.list_connections(caller.user, config.name))
         if len(choice.accounts) <= 1:
             return (choice.accounts[0] if choice.accounts else None), None
         default = await store.get_default_account(caller.user, config.name)
@@ -245,7 +245,7 @@ class ConnectionBroker:
         account" (the caller then starts the URL-mode flow for a new one)."""
         store = self._store()
         # On 2026-07-28 the options are read again: an account disconnected meanwhile is no answer.
-        choice = choice or AccountChoice.of(config, await store.list_connections(caller.user))
+        choice = choice or AccountChoice.of(config, await store.list_connections(caller.user, config.name))
         try:
             picked = choice.pick(answer if isinstance(answer, ElicitResult) else None)
         except NoAccountChosen:
@@ -264,8 +264,8 @@ class ConnectionBroker:
         if found is None:
             matches = [
                 c
-                for c in await store.list_connections(caller.user)
-                if c.key.provider == config.name and c.account_label == account
+                for c in await store.list_connections(caller.user, config.name)
+                if c.account_label == account
             ]
             found = max(matches, key=lambda c: c.updated_at, default=None)
         return found

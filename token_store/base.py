@@ -50,8 +50,9 @@ class Store(Protocol):
         updated one. A record that fails to decrypt (tampered, moved, unknown key) reads as absent."""
         ...
 
-    async def list_connections(self, user: UserRef) -> list[Connection]:
-        """All of the user's connections that decrypt, ordered by provider then account."""
+    async def list_connections(self, user: UserRef, provider: str | None = None) -> list[Connection]:
+        """All of the user's connections that decrypt (only those at `provider` when given: one
+        lookup, which a tool call's account choice needs), ordered by provider then account."""
         ...
 
     async def delete_connection(self, key: ConnectionKey) -> bool:

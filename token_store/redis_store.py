@@ -362,9 +362,11 @@ class RedisStore:
                 fields = {} if raw is None else {account: raw}
         return self._newest_connection(user, provider, fields)
 
-    async def list_connections(self, user: UserRef) -> list[Connection]:
+    async def list_connections(self, user: UserRef, provider: str | None = None) -> list[Connection]:
         tag = user_tag(user)
         async with self._guard("list_connections") as client:
+            if provider is not None:  # one round trip: the tool call's path
+                return self._open_hash(user, provider, await client.hgetall(self._keys.conn(tag, provider)))
             providers = sorted(_text(p) for p in await client.smembers(self._keys.providers(tag)))
             if not providers:
                 return []

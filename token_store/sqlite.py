@@ -175,8 +175,12 @@ class SQLiteStore:
         found = self._decrypt_rows(user, rows)
         return found[0] if found else None
 
-    async def list_connections(self, user: UserRef) -> list[Connection]:
-        rows = await self._select_connections("list_connections", user, "ORDER BY provider, account", [])
+    async def list_connections(self, user: UserRef, provider: str | None = None) -> list[Connection]:
+        if provider is None:
+            where, args = "ORDER BY provider, account", []
+        else:
+            where, args = "AND provider = ? ORDER BY account", [provider]
+        rows = await self._select_connections("list_connections", user, where, args)
         return self._decrypt_rows(user, rows)
 
     async def delete_connection(self, key: ConnectionKey) -> bool:

@@ -123,6 +123,18 @@ async def test_list_is_per_user_and_ordered(store: Store) -> None:
     assert [c.key.user for c in await store.list_connections(BOB)] == [BOB]
 
 
+async def test_list_at_one_provider_is_that_provider_only(store: Store) -> None:
+    github = [make_connection(provider="github", account=a) for a in ("2", "10")]
+    for conn in [
+        *github,
+        make_connection(provider="google", account="a"),
+        make_connection(BOB, "github", "3"),
+    ]:
+        await store.put_connection(conn)
+    assert await store.list_connections(ALICE, "github") == sorted(github, key=lambda c: c.key.account)
+    assert await store.list_connections(ALICE, "slack") == []
+
+
 async def test_delete_connection(store: Store) -> None:
     conn = make_connection()
     await store.put_connection(conn)

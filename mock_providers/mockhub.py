@@ -140,7 +140,8 @@ class MockHubRefreshGrant(ProviderRefreshGrant["MockHub"]):
 
 
 class MockHubRevocationEndpoint(ProviderRevocationEndpoint["MockHub"]):
-    """RFC 7009. Revoking either token of a pair revokes both."""
+    """RFC 7009. Revoking an access token revokes its refresh token too; revoking a refresh
+    token revokes its whole grant."""
 
     CLIENT_AUTH_METHODS = TOKEN_AUTH_METHODS
 
@@ -152,7 +153,12 @@ class MockHubRevocationEndpoint(ProviderRevocationEndpoint["MockHub"]):
         return by_access or by_refresh
 
     def revoke_token(self, token: MockHubToken, request: OAuth2Request) -> None:
-        self.provider.revoke(token)
+        if request.form.get("token") == token.refresh_token:
+            # RFC 7009 section 2.1: revoking a refresh token SHOULD invalidate every access
+            # token of the same grant, also those issued before a rotation.
+            self.provider.revoke_family(token.grant_id)
+        else:
+            self.provider.revoke(token)
 
 
 class MockHubAuthorizationServer(ProviderAuthorizationServer):
@@ -274,6 +280,10 @@ class MockHub(IssuingProvider):
         if self.revoke_grant_on_reuse:
             grant_id = retired.grant_id
             self._revoke_where(lambda token: token.grant_id == grant_id)
+
+    def revoke_family(self, grant_id: str) -> int:
+        """Revoke every token descended from one authorization (code exchange)."""
+        return self._revoke_where(lambda token: token.grant_id == grant_id)
 
     def _revoke_where(self, predicate: Callable[[MockHubToken], bool]) -> int:
         live = {token.access_token for token in self.tokens.values() if not token.revoked}

@@ -24,7 +24,7 @@ from authlib.oauth2.rfc9068 import JWTBearerTokenValidator
 from authlib.oidc.core import UserInfoEndpoint
 from joserfc.jwk import KeySet
 
-from .clients import TOKEN_AUTH_METHODS
+from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
 from .config import ClientSpec, MockProvidersConfig
 from .dev_as_models import PUBLIC, DevAuthorizationCode, DevClient, DevRefreshToken
 from .dev_keys import DevKeys
@@ -91,6 +91,14 @@ class DevAuthorizationCodeGrant(ProviderCodeGrant["DevAuthorizationServer"]):
             audience=data.get("resource") or self.store.keys.audience,
             nonce=data.get("nonce"),
         )
+
+    def query_authorization_code(self, code: str, client: PreRegisteredClient) -> DevAuthorizationCode | None:
+        record: DevAuthorizationCode | None = super().query_authorization_code(code, client)
+        if record is None and code in self.store.used_codes:
+            # RFC 6749 section 4.1.2: a code used twice is refused, and the tokens issued
+            # from it SHOULD be revoked.
+            self.store.revoke_grant(self.store.used_codes[code])
+        return record
 
     def authenticate_user(self, authorization_code: DevAuthorizationCode) -> DevUser:
         return DevUser(
@@ -238,6 +246,8 @@ class DevAuthorizationServer(StarletteAuthorizationServer):
         self.refresh_tokens: dict[str, DevRefreshToken] = {}
         #: Refresh tokens retired by rotation, with their grant id (for reuse detection).
         self.retired_refresh_tokens: dict[str, str] = {}
+        #: Exchanged authorization codes, with their grant id (code reuse revokes the grant).
+        self.used_codes: dict[str, str] = {}
         self.clock: Callable[[], float] = time.time
         self.access_token_generator = DevAccessTokenGenerator(keys)
         self.issuer_parameter = StarletteIssuerParameter(lambda: self.issuer)
@@ -273,6 +283,8 @@ class DevAuthorizationServer(StarletteAuthorizationServer):
             audience=user.audience or self.keys.audience,
             grant_id=parent.grant_id if parent is not None else secrets.token_hex(8),
         )
+        if request.authorization_code is not None:
+            self.used_codes[request.authorization_code.code] = self.refresh_tokens[refresh_token].grant_id
 
     def revoke_grant(self, grant_id: str) -> None:
         """Revoke the refresh tokens of one authorization (its access tokens are self-contained

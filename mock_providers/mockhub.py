@@ -100,6 +100,14 @@ class MockHubCodeGrant(ProviderCodeGrant["MockHub"]):
     def authenticate_user(self, authorization_code: MockHubCode) -> MockHubAccount:
         return MockHubAccount.for_login(authorization_code.login)
 
+    def query_authorization_code(self, code: str, client: PreRegisteredClient) -> MockHubCode | None:
+        record: MockHubCode | None = super().query_authorization_code(code, client)
+        if record is None and code in self.store.used_codes:
+            # RFC 6749 section 4.1.2: a code used twice is refused, and the tokens issued
+            # from it SHOULD be revoked.
+            self.store.revoke_family(self.store.used_codes[code])
+        return record
+
 
 class MockHubRefreshGrant(ProviderRefreshGrant["MockHub"]):
     """Refresh as a GitHub App's expiring user tokens do.
@@ -173,9 +181,11 @@ class MockHubAuthorizationServer(ProviderAuthorizationServer):
 
     def save_token(self, token: dict[str, Any], request: OAuth2Request) -> None:
         # request.refresh_token is the record being refreshed (None for a code exchange).
-        self.hub.store_token(
+        record = self.hub.store_token(
             token, request.client.get_client_id(), request.user.login, parent=request.refresh_token
         )
+        if request.authorization_code is not None:
+            self.hub.used_codes[request.authorization_code.code] = record.grant_id
 
 
 class MockHub(IssuingProvider):
@@ -233,6 +243,8 @@ class MockHub(IssuingProvider):
         self.tokens_by_refresh: dict[str, MockHubToken] = {}
         #: Refresh tokens retired by rotation, with the record they belonged to.
         self.used_refresh_tokens: dict[str, MockHubToken] = {}
+        #: Exchanged authorization codes, with the grant they started (code reuse revokes it).
+        self.used_codes: dict[str, str] = {}
 
         self.server = MockHubAuthorizationServer(self)
 

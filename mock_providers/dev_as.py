@@ -9,6 +9,7 @@ state is in memory except the signing key (see :mod:`mock_providers.dev_keys`).
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,7 +24,7 @@ from authlib.oauth2.rfc9068 import JWTBearerTokenValidator
 from authlib.oidc.core import UserInfoEndpoint
 from joserfc.jwk import KeySet
 
-from .clients import TOKEN_AUTH_METHODS
+from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
 from .config import ClientSpec, MockProvidersConfig
 from .dev_as_models import PUBLIC, DevAuthorizationCode, DevClient, DevRefreshToken
 from .dev_keys import DevKeys
@@ -91,6 +92,14 @@ class DevAuthorizationCodeGrant(ProviderCodeGrant["DevAuthorizationServer"]):
             nonce=data.get("nonce"),
         )
 
+    def query_authorization_code(self, code: str, client: PreRegisteredClient) -> DevAuthorizationCode | None:
+        record: DevAuthorizationCode | None = super().query_authorization_code(code, client)
+        if record is None and code in self.store.used_codes:
+            # RFC 6749 section 4.1.2: a code used twice is refused, and the tokens issued
+            # from it SHOULD be revoked.
+            self.store.revoke_grant(self.store.used_codes[code])
+        return record
+
     def authenticate_user(self, authorization_code: DevAuthorizationCode) -> DevUser:
         return DevUser(
             username=authorization_code.username,
@@ -113,6 +122,12 @@ class DevRefreshTokenGrant(RefreshTokenGrant):  # type: ignore[misc]  # authlib 
 
     def authenticate_refresh_token(self, refresh_token: str) -> DevRefreshToken | None:
         server: DevAuthorizationServer = self.server
+        retired_grant = server.retired_refresh_tokens.get(refresh_token)
+        if retired_grant is not None:
+            # OAuth 2.1 section 4.3.1 / RFC 9700 section 4.14.2: a rotated-out refresh token
+            # came back, so two parties hold the grant; revoke its live refresh token.
+            server.revoke_grant(retired_grant)
+            return None
         return server.refresh_tokens.get(refresh_token)
 
     def authenticate_user(self, refresh_token: DevRefreshToken) -> DevUser:
@@ -125,6 +140,7 @@ class DevRefreshTokenGrant(RefreshTokenGrant):  # type: ignore[misc]  # authlib 
     def revoke_old_credential(self, refresh_token: DevRefreshToken) -> None:
         server: DevAuthorizationServer = self.server
         server.refresh_tokens.pop(refresh_token.refresh_token, None)
+        server.retired_refresh_tokens[refresh_token.refresh_token] = refresh_token.grant_id
 
 
 class DevOpenIDCode(SignedIDTokens):
@@ -228,6 +244,10 @@ class DevAuthorizationServer(StarletteAuthorizationServer):
         self.clients: dict[str, DevClient] = {}
         self.codes: dict[str, DevAuthorizationCode] = {}
         self.refresh_tokens: dict[str, DevRefreshToken] = {}
+        #: Refresh tokens retired by rotation, with their grant id (for reuse detection).
+        self.retired_refresh_tokens: dict[str, str] = {}
+        #: Exchanged authorization codes, with their grant id (code reuse revokes the grant).
+        self.used_codes: dict[str, str] = {}
         self.clock: Callable[[], float] = time.time
         self.access_token_generator = DevAccessTokenGenerator(keys)
         self.issuer_parameter = StarletteIssuerParameter(lambda: self.issuer)
@@ -253,6 +273,7 @@ class DevAuthorizationServer(StarletteAuthorizationServer):
         if not refresh_token:
             return
         user: DevUser = request.user
+        parent: DevRefreshToken | None = request.refresh_token  # None for a code exchange
         self.refresh_tokens[refresh_token] = DevRefreshToken(
             refresh_token=refresh_token,
             client_id=request.client.get_client_id(),
@@ -260,7 +281,16 @@ class DevAuthorizationServer(StarletteAuthorizationServer):
             username=user.username,
             auth_time=user.auth_time,
             audience=user.audience or self.keys.audience,
+            grant_id=parent.grant_id if parent is not None else secrets.token_hex(8),
         )
+        if request.authorization_code is not None:
+            self.used_codes[request.authorization_code.code] = self.refresh_tokens[refresh_token].grant_id
+
+    def revoke_grant(self, grant_id: str) -> None:
+        """Revoke the refresh tokens of one authorization (its access tokens are self-contained
+        JWTs, which cannot be revoked before they expire)."""
+        for token in [t for t in self.refresh_tokens.values() if t.grant_id == grant_id]:
+            del self.refresh_tokens[token.refresh_token]
 
     def metadata(self) -> dict[str, Any]:
         """RFC 8414 metadata, also served as OpenID Connect discovery."""

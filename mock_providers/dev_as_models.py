@@ -97,6 +97,8 @@ class DevRefreshToken(TokenMixin):  # type: ignore[misc]  # authlib is untyped
     username: str
     auth_time: int | None
     audience: str
+    #: The authorization (code exchange) this token descends from; rotation keeps it.
+    grant_id: str = ""
 
     def check_client(self, client: Any) -> bool:
         return bool(client.get_client_id() == self.client_id)

@@ -154,6 +154,14 @@ class MockGoogleCodeGrant(ProviderCodeGrant["MockGoogle"]):
     def authenticate_user(self, authorization_code: MockGoogleCode) -> MockGoogleAccount | None:
         return self.store.account(authorization_code.email)
 
+    def query_authorization_code(self, code: str, client: PreRegisteredClient) -> MockGoogleCode | None:
+        record: MockGoogleCode | None = super().query_authorization_code(code, client)
+        if record is None and code in self.store.used_codes:
+            # RFC 6749 section 4.1.2: a code used twice is refused, and the tokens issued
+            # from it SHOULD be revoked.
+            self.store.revoke_pair(*self.store.used_codes[code])
+        return record
+
     def generate_token(
         self,
         user: Any = None,
@@ -265,6 +273,9 @@ class MockGoogleAuthorizationServer(ProviderAuthorizationServer):
 
     def save_token(self, token: dict[str, Any], request: OAuth2Request) -> None:
         self.google.store_token(token, request.client.get_client_id(), request.user)
+        if request.authorization_code is not None:
+            pair = (request.client.get_client_id(), request.user.sub)
+            self.google.used_codes[request.authorization_code.code] = pair
 
 
 class MockGoogle(IssuingProvider):
@@ -308,6 +319,8 @@ class MockGoogle(IssuingProvider):
         self.tokens: dict[str, MockGoogleAccessToken] = {}
         self.refresh_tokens: dict[str, MockGoogleRefreshToken] = {}
         self.offline_consents: set[tuple[str, str]] = set()
+        #: Exchanged authorization codes, with the (client_id, sub) grant they went to.
+        self.used_codes: dict[str, tuple[str, str]] = {}
 
         self._key = RSAKey.generate_key(
             2048, parameters={"alg": ALG, "use": "sig"}, private=True, auto_kid=True

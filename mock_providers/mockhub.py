@@ -100,6 +100,14 @@ class MockHubCodeGrant(ProviderCodeGrant["MockHub"]):
     def authenticate_user(self, authorization_code: MockHubCode) -> MockHubAccount:
         return MockHubAccount.for_login(authorization_code.login)
 
+    def query_authorization_code(self, code: str, client: PreRegisteredClient) -> MockHubCode | None:
+        record: MockHubCode | None = super().query_authorization_code(code, client)
+        if record is None and code in self.store.used_codes:
+            # RFC 6749 section 4.1.2: a code used twice is refused, and the tokens issued
+            # from it SHOULD be revoked.
+            self.store.revoke_family(self.store.used_codes[code])
+        return record
+
 
 class MockHubRefreshGrant(ProviderRefreshGrant["MockHub"]):
     """Refresh as a GitHub App's expiring user tokens do.
@@ -140,7 +148,8 @@ class MockHubRefreshGrant(ProviderRefreshGrant["MockHub"]):
 
 
 class MockHubRevocationEndpoint(ProviderRevocationEndpoint["MockHub"]):
-    """RFC 7009. Revoking either token of a pair revokes both."""
+    """RFC 7009. Revoking an access token revokes its refresh token too; revoking a refresh
+    token revokes its whole grant."""
 
     CLIENT_AUTH_METHODS = TOKEN_AUTH_METHODS
 
@@ -152,7 +161,12 @@ class MockHubRevocationEndpoint(ProviderRevocationEndpoint["MockHub"]):
         return by_access or by_refresh
 
     def revoke_token(self, token: MockHubToken, request: OAuth2Request) -> None:
-        self.provider.revoke(token)
+        if request.form.get("token") == token.refresh_token:
+            # RFC 7009 section 2.1: revoking a refresh token SHOULD invalidate every access
+            # token of the same grant, also those issued before a rotation.
+            self.provider.revoke_family(token.grant_id)
+        else:
+            self.provider.revoke(token)
 
 
 class MockHubAuthorizationServer(ProviderAuthorizationServer):
@@ -167,9 +181,11 @@ class MockHubAuthorizationServer(ProviderAuthorizationServer):
 
     def save_token(self, token: dict[str, Any], request: OAuth2Request) -> None:
         # request.refresh_token is the record being refreshed (None for a code exchange).
-        self.hub.store_token(
+        record = self.hub.store_token(
             token, request.client.get_client_id(), request.user.login, parent=request.refresh_token
         )
+        if request.authorization_code is not None:
+            self.hub.used_codes[request.authorization_code.code] = record.grant_id
 
 
 class MockHub(IssuingProvider):
@@ -227,6 +243,8 @@ class MockHub(IssuingProvider):
         self.tokens_by_refresh: dict[str, MockHubToken] = {}
         #: Refresh tokens retired by rotation, with the record they belonged to.
         self.used_refresh_tokens: dict[str, MockHubToken] = {}
+        #: Exchanged authorization codes, with the grant they started (code reuse revokes it).
+        self.used_codes: dict[str, str] = {}
 
         self.server = MockHubAuthorizationServer(self)
 
@@ -274,6 +292,10 @@ class MockHub(IssuingProvider):
         if self.revoke_grant_on_reuse:
             grant_id = retired.grant_id
             self._revoke_where(lambda token: token.grant_id == grant_id)
+
+    def revoke_family(self, grant_id: str) -> int:
+        """Revoke every token descended from one authorization (code exchange)."""
+        return self._revoke_where(lambda token: token.grant_id == grant_id)
 
     def _revoke_where(self, predicate: Callable[[MockHubToken], bool]) -> int:
         live = {token.access_token for token in self.tokens.values() if not token.revoked}

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from authlib.common.security import generate_token
-from authlib.oauth2.rfc6749 import OAuth2Request, ResourceProtector, TokenMixin
+from authlib.oauth2.rfc6749 import InvalidRequestError, OAuth2Request, ResourceProtector, TokenMixin
 from authlib.oauth2.rfc6749.grants import AuthorizationCodeGrant, RefreshTokenGrant
 from authlib.oauth2.rfc6749.models import AuthorizationCodeMixin
 from authlib.oauth2.rfc6750 import BearerTokenGenerator, BearerTokenValidator
@@ -222,6 +222,14 @@ class ProviderRefreshGrant(ServesProvider[ProviderT], RefreshTokenGrant):  # typ
 
 class ProviderRevocationEndpoint(ServesProvider[ProviderT], RevocationEndpoint):  # type: ignore[misc]  # authlib is untyped
     """authlib's RFC 7009 endpoint bound to the server's provider."""
+
+    def check_params(self, request: OAuth2Request, client: Any) -> None:
+        """RFC 7009 section 2.1: ``token_type_hint`` only speeds up the lookup (the server
+        searches every token type anyway), so an unknown hint is ignored. authlib refuses it
+        with a 401 ``unsupported_token_type``, an error section 2.2.1 keeps for token types the
+        server cannot revoke."""
+        if "token" not in request.form:
+            raise InvalidRequestError("Missing 'token'.")
 
 
 class SignedIDTokens(OpenIDCode):  # type: ignore[misc]  # authlib is untyped

@@ -21,6 +21,7 @@ from typing import Any
 
 from authlib.oauth2.rfc6749 import (
     AuthorizationServer,
+    InvalidRequestError,
     JsonPayload,
     JsonRequest,
     MissingAuthorizationError,
@@ -35,6 +36,18 @@ from starlette.responses import Response
 from .issuer_parameter import StarletteIssuerParameter
 
 _FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
+#: Token endpoint parameters that may appear once only (RFC 6749 section 3.2; RFC 7636 section 4.5).
+#: RFC 8707's ``resource`` is not among them: it may legitimately repeat.
+_SINGLE_TOKEN_PARAMETERS = (
+    "grant_type",
+    "code",
+    "redirect_uri",
+    "client_id",
+    "client_secret",
+    "code_verifier",
+    "refresh_token",
+    "scope",
+)
 
 
 class StarletteOAuth2Payload(OAuth2Payload):  # type: ignore[misc]  # authlib is untyped
@@ -191,6 +204,18 @@ class StarletteAuthorizationServer(AuthorizationServer):  # type: ignore[misc]  
 
     def handle_response(self, status: int, body: Any, headers: Iterable[tuple[str, str]]) -> Response:
         return to_starlette_response(status, body, headers)
+
+    def create_token_response(self, request: object = None) -> Response:
+        """authlib's token response, after refusing repeated parameters: RFC 6749 section 3.2
+        says they MUST NOT repeat, and authlib would silently take the first."""
+        oauth_request = self.create_oauth2_request(request)
+        datalist = oauth_request.payload.datalist
+        repeated = [name for name in _SINGLE_TOKEN_PARAMETERS if len(datalist.get(name, [])) > 1]
+        if repeated:
+            error = InvalidRequestError(f"Repeated parameter: {', '.join(repeated)}.")
+            return self.handle_error_response(oauth_request, error)
+        response: Response = super().create_token_response(oauth_request)
+        return response
 
     def send_signal(self, name: str, *args: Any, **kwargs: Any) -> None:
         """authlib calls this on events; nothing listens here."""

@@ -365,10 +365,6 @@ async def test_dev_as_refresh_rotates(client: httpx.AsyncClient) -> None:
     jwks = (await client.get("/jwks.json")).json()
     claims = verify_jwt(second["access_token"], jwks, audience=MCP_RESOURCE, typ="at+jwt")
     assert claims["sub"] == "alice"
-    old = await dev_token(
-        client, grant_type="refresh_token", refresh_token=first["refresh_token"], client_id=client_id
-    )
-    assert old.status_code == 400 and old.json()["error"] == "invalid_grant"
     other_resource = await dev_token(
         client,
         grant_type="refresh_token",
@@ -377,6 +373,15 @@ async def test_dev_as_refresh_rotates(client: httpx.AsyncClient) -> None:
         resource="https://elsewhere.example/mcp",
     )
     assert other_resource.status_code == 400 and other_resource.json()["error"] == "invalid_target"
+    # The rotated-out token is refused, and its reuse revokes the grant's current one too.
+    old = await dev_token(
+        client, grant_type="refresh_token", refresh_token=first["refresh_token"], client_id=client_id
+    )
+    assert old.status_code == 400 and old.json()["error"] == "invalid_grant"
+    current = await dev_token(
+        client, grant_type="refresh_token", refresh_token=second["refresh_token"], client_id=client_id
+    )
+    assert current.status_code == 400 and current.json()["error"] == "invalid_grant"
 
 
 async def test_dev_as_bad_client_or_redirect_is_a_page_not_a_redirect(client: httpx.AsyncClient) -> None:

@@ -201,9 +201,10 @@ async def test_hub_without_rotation_the_refresh_token_stays(client: httpx.AsyncC
     for body in (first, *refreshed):
         assert await hub_user_status(client, body["access_token"]) == 200
 
-    # Revoking the refresh token revokes whichever access token holds it now.
+    # Revoking the newest access token revokes the refresh token it holds (revoking the refresh
+    # token would revoke the whole grant, RFC 7009 section 2.1).
     revoked = await client.post(
-        "/mockhub/revoke", data={"token": first["refresh_token"]}, auth=(HUB_CLIENT_ID, HUB_SECRET)
+        "/mockhub/revoke", data={"token": refreshed[1]["access_token"]}, auth=(HUB_CLIENT_ID, HUB_SECRET)
     )
     assert revoked.status_code == 200
     assert (await hub_refresh(client, first["refresh_token"])).status_code == 400

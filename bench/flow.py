@@ -44,9 +44,18 @@ from redis.asyncio.connection import AbstractConnection
 
 from bench.processes import REDIS_URL, Stack, delete_prefix, redis_available
 from mock_providers.testing.browser import Browser, forms_in
-from mock_providers.testing.client import Recorder, accept, legacy_elicitation, mcp_client
+from mock_providers.testing.client import (
+    Recorder,
+    accept,
+    connect_url,
+    legacy_elicitation,
+    mcp_client,
+    retry,
+)
 from mock_providers.testing.servers import DemoServers
 from mock_providers.testing.tls import client_tls
+
+STATELESS = "2026-07-28"
 
 # ---- one flow, hop by hop -------------------------------------------------------------------
 
@@ -121,7 +130,10 @@ async def browser_leg(url: str, user: str, server_port: int, hops: Hops) -> floa
     raise RuntimeError("too many steps")
 
 
-async def one_flow(target: Any, user: str, server_port: int, hops: Hops) -> None:
+async def one_flow(target: Any, user: str, server_port: int, hops: Hops, mode: str = "legacy") -> None:
+    if mode != "legacy":
+        await stateless_flow(target, user, server_port, hops)
+        return
     recorder = StampedRecorder()
     start = time.perf_counter()
     async with mcp_client(target, user, "legacy", on_url=accept, recorder=recorder) as (client, _):
@@ -134,6 +146,22 @@ async def one_flow(target: Any, user: str, server_port: int, hops: Hops) -> None
         hops.add("MCP  notification after the callback answered", max(0.0, recorder.notified_at - answered))
         with hop(hops, "MCP  retry tools/call"):
             result = await client.call_tool("whoami", {})
+        if result.is_error:
+            raise RuntimeError(f"retry failed: {result}")
+    hops.add("whole flow", time.perf_counter() - start)
+
+
+async def stateless_flow(target: Any, user: str, server_port: int, hops: Hops) -> None:
+    """The same flow on 2026-07-28: no session (no initialize, GET stream or DELETE), the call
+    answered with InputRequiredResult, the retry carrying the answer and the requestState."""
+    start = time.perf_counter()
+    async with mcp_client(target, user, STATELESS, on_url=accept) as (client, _):
+        hops.add("2026-07-28  client start (discover)", time.perf_counter() - start)
+        with hop(hops, "2026-07-28  tools/call -> InputRequiredResult"):
+            link = await connect_url(client, "whoami")
+        await browser_leg(link.url, user, server_port, hops)
+        with hop(hops, "2026-07-28  retry with requestState"):
+            result = await retry(client, link, "whoami")
         if result.is_error:
             raise RuntimeError(f"retry failed: {result}")
     hops.add("whole flow", time.perf_counter() - start)
@@ -174,7 +202,7 @@ LOAD_NOTE = (
 )
 
 
-async def load(stack: Stack, topology: str, users: int, flows: int) -> LoadRow:
+async def load(stack: Stack, topology: str, users: int, flows: int, mode: str = "legacy") -> LoadRow:
     remaining = list(range(flows))
     latencies: list[float] = []
     run = uuid.uuid4().hex[:6]
@@ -183,7 +211,7 @@ async def load(stack: Stack, topology: str, users: int, flows: int) -> LoadRow:
         while remaining:
             n = remaining.pop()
             hops = Hops()
-            await one_flow(stack, f"load-{run}-{n}", stack.port, hops)
+            await one_flow(stack, f"load-{run}-{n}", stack.port, hops, mode)
             latencies.extend(hops.samples["whole flow"])
 
     has_providers = "providers" in stack.pids
@@ -367,29 +395,39 @@ async def run(plan: Plan, root: Path) -> None:
         topologies.append(("serve, Redis", "serve", "redis"))
     elif plan.full_load:
         print("Redis at 127.0.0.1:6379 not available: the Redis rows are skipped")
+    # The same stack again on 2026-07-28 (after the legacy rows of its topology).
+    modes = {
+        label: ["legacy", STATELESS] if store == "sqlite" and server != "demo" else ["legacy"]
+        for label, server, store in topologies
+    }
     print("== connect flows: throughput and CPU per flow (ms of CPU time per flow) ==")
     print(LOAD_HEADER, flush=True)
-    hops, whoami = Hops(), None
+    hops, stateless_hops, whoami = Hops(), Hops(), None
     for label, server, store in topologies:
         stack = Stack(root / f"{server}-{store}", server=server, store=store).start()
         try:
             await one_flow(stack, "warm-up", stack.port, Hops())  # JWKS, discovery, pools
-            for users, flows in plan.levels:
-                print((await load(stack, label, users, flows)).line(), flush=True)
+            for mode in modes[label]:
+                row_label = label if mode == "legacy" else f"{label}, {STATELESS}"
+                for users, flows in plan.levels:
+                    print((await load(stack, row_label, users, flows, mode)).line(), flush=True)
             if store == "sqlite" and server != "demo":
-                for i in range(plan.hop_flows):
-                    await one_flow(stack, f"hops-{i}", stack.port, hops)
+                for mode in modes[label]:
+                    mode_hops = hops if mode == "legacy" else stateless_hops
+                    for i in range(plan.hop_flows):
+                        await one_flow(stack, f"hops-{mode}-{i}", stack.port, mode_hops, mode)
             if server == "bench":
                 whoami = await whoami_table(stack, plan.calls)
         finally:
             stack.stop()
     print(LOAD_NOTE)
-    print("\n== one flow, hop by hop (MCP server + SQLite, one user at a time, client-side ms) ==")
-    print(f"{'hop':<62} {'n':>4} {'median':>8} {'p90':>8}")
-    for name, samples in hops.samples.items():
-        ordered = sorted(samples)
-        p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
-        print(f"{name:<62} {len(samples):>4} {statistics.median(samples):>8.2f} {p90:>8.2f}")
+    for title, table in (("2025-11-25", hops), (STATELESS, stateless_hops)):
+        print(f"\n== one flow on {title}, hop by hop (serve + SQLite, one user at a time, client-side ms) ==")
+        print(f"{'hop':<62} {'n':>4} {'median':>8} {'p90':>8}")
+        for name, samples in table.samples.items():
+            ordered = sorted(samples)
+            p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+            print(f"{name:<62} {len(samples):>4} {statistics.median(samples):>8.2f} {p90:>8.2f}")
     print("\n== store operations per connect flow ==")
     print("\n".join(await store_operations(root / "store", plan.store_flows)), flush=True)
     if whoami is None:

@@ -13,7 +13,8 @@ import pytest
 ROOT = Path(__file__).parents[2]
 TABLES = (
     "== connect flows: throughput and CPU per flow",
-    "== one flow, hop by hop",
+    "== one flow on 2025-11-25, hop by hop",
+    "== one flow on 2026-07-28, hop by hop",
     "== store operations per connect flow ==",
     "== the token-backed call ==",
 )

@@ -31,6 +31,8 @@ from service.metrics import serve_metrics
 from service.request_id import RequestIdMiddleware
 from service.runtime import Runtime
 from service.session_limits import SessionLimits
+from service.sse_resumption import RETRY_INTERVAL_MS
+from service.sse_resumption import install as install_sse_resumption
 from service.settings import Settings
 from service.tools import register_tools
 from service.urls import LOOPBACK_HOSTS, is_loopback
@@ -96,8 +98,11 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
     runtime = runtime or Runtime(settings)
     server, broker = build_mcp_server(settings, runtime)
     mcp_app = server.streamable_http_app(
-        streamable_http_path="/mcp", transport_security=transport_security(settings)
+        streamable_http_path="/mcp",
+        transport_security=transport_security(settings),
+        retry_interval=RETRY_INTERVAL_MS,  # sent with the priming event (service/sse_resumption.py)
     )
+    install_sse_resumption(server.session_manager)  # one event store per 2025-11-25 session
     SessionLimits.around(
         server.session_manager,
         sessions_per_user=settings.max_sessions_per_user,

@@ -64,7 +64,9 @@ class SessionEventStore(EventStore):
             self._events.popitem(last=False)
         return str(self._next_id)
 
-    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+    async def replay_events_after(
+        self, last_event_id: EventId, send_callback: EventCallback
+    ) -> StreamId | None:
         """Send the events of `last_event_id`'s stream that came after it; None if it is unknown
         (never issued by this session, or already dropped)."""
         last = _parse_id(last_event_id)

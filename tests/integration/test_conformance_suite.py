@@ -100,7 +100,13 @@ SHARED_2025 = {
 
 # Scenarios every check of which passes.
 PASSES = {
-    "stable": {"server-initialize", "ping", "tools-list", "server-sse-multiple-streams", "dns-rebinding-protection"},
+    "stable": {
+        "server-initialize",
+        "ping",
+        "tools-list",
+        "server-sse-multiple-streams",
+        "dns-rebinding-protection",
+    },
     "alpha-2025-11-25": {
         "server-initialize",
         "server-session-lifecycle",
@@ -143,11 +149,15 @@ NOT_APPLICABLE: dict[str, dict[str, str]] = {
                 "resources-unsubscribe",
             }
         },
-        "server-stateless:sep-2575-server-rejects-undeclared-capability": TEST_TOOL + " (test_missing_capability)",
-        "server-stateless:sep-2575-missing-capability-http-400": TEST_TOOL + " (test_missing_capability)",
-        "server-stateless:sep-2575-http-server-no-independent-requests-on-stream": TEST_TOOL
-        + " (test_streaming_elicitation)",
-        "server-stateless:sep-2575-server-no-log-without-loglevel": TEST_TOOL + " (test_logging_tool)",
+        **{
+            f"server-stateless:sep-2575-{check}": f"{TEST_TOOL} ({tool})"
+            for check, tool in [
+                ("server-rejects-undeclared-capability", "test_missing_capability"),
+                ("missing-capability-http-400", "test_missing_capability"),
+                ("http-server-no-independent-requests-on-stream", "test_streaming_elicitation"),
+                ("server-no-log-without-loglevel", "test_logging_tool"),
+            ]
+        },
         "caching:sep-2549-prompts-list-caching-hints": NO_PROMPTS,
         "caching:sep-2549-resources-list-caching-hints": NO_RESOURCES,
         "caching:sep-2549-resources-templates-list-caching-hints": NO_RESOURCES,
@@ -169,7 +179,7 @@ NOT_APPLICABLE: dict[str, dict[str, str]] = {
             ],
             TEST_TOOL + " (ours are tested in tests/e2e/test_request_state.py)",
         ),
-        "input-required-result-non-tool-request": "asks prompts/get for an InputRequiredResult; " + NO_PROMPTS,
+        "input-required-result-non-tool-request": f"asks prompts/get for input; {NO_PROMPTS}",
         **dict.fromkeys(
             [
                 "tasks-lifecycle",
@@ -230,7 +240,9 @@ def test_conformance_suite(suite_url: str, run: str, tmp_path: Path) -> None:
     expected = PASSES[run] | {key.partition(":")[0] for key in not_applicable}
     assert set(results) == expected, "scenarios run differ from those this test knows"
     findings = [c for checks in results.values() for c in checks if not c.passing]
-    unexplained = [f"{c.scenario}:{c.id} {c.status}: {c.message}" for c in findings if not covers(not_applicable, c)]
+    unexplained = [
+        f"{c.scenario}:{c.id} {c.status}: {c.message}" for c in findings if not covers(not_applicable, c)
+    ]
     assert unexplained == []
     assert stale(not_applicable, results) == [], "now passing: remove from NOT_APPLICABLE"
     for scenario in PASSES[run]:

@@ -75,7 +75,9 @@ class BearerProxyApp:
             background=BackgroundTask(response.aclose),
         )
         # Raw pairs, so repeated fields (and their order) pass through as the server sent them.
-        streamed.raw_headers = [(k, v) for k, v in response.headers.raw if k.lower().decode() not in HOP_BY_HOP | OWN_FIELDS]
+        streamed.raw_headers = [
+            (k, v) for k, v in response.headers.raw if k.lower().decode() not in HOP_BY_HOP | OWN_FIELDS
+        ]
         await streamed(scope, receive, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:

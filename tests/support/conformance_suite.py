@@ -63,7 +63,9 @@ def need_suite(line: str) -> list[str]:
     for node in candidates:
         if _node_version(node) >= NODE_MINIMUM:
             return [node, str(script)]
-    skip_or_fail_in_ci(f"Node.js >= 22 for the conformance suite (found {candidates or 'none'})", INSTALL_HINT)
+    skip_or_fail_in_ci(
+        f"Node.js >= 22 for the conformance suite (found {candidates or 'none'})", INSTALL_HINT
+    )
 
 
 def run(command: list[str], url: str, args: list[str], output_dir: Path) -> dict[str, list[Check]]:

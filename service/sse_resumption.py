@@ -15,7 +15,8 @@ session manager admits it: a private hook, like `_session_owners` in service/ses
 replica that holds it (session affinity routes the reconnecting GET there).
 
 Bounded: a session keeps only its last `MAX_EVENTS` events. A client that reconnects with an id
-older than that gets an empty stream that ends, as it would without resumability.
+older than that gets an empty stream that ends, as it would without resumability; so does one
+whose stream had already ended with its response, once the events after its id are replayed.
 The 2026-07-28 revision has no resumable streams (transports, "Resumable SSE streams via
 `Last-Event-ID` are not supported"); the SDK mints no priming event on it.
 """
@@ -35,7 +36,7 @@ from mcp.server.streamable_http import (
     StreamId,
 )
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp_types import JSONRPCMessage
+from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse
 
 # The `retry` field (milliseconds) sent with each priming event: how long a client whose
 # connection dropped waits before it reconnects with `Last-Event-ID`.
@@ -67,17 +68,24 @@ class SessionEventStore(EventStore):
     async def replay_events_after(
         self, last_event_id: EventId, send_callback: EventCallback
     ) -> StreamId | None:
-        """Send the events of `last_event_id`'s stream that came after it; None if it is unknown
-        (never issued by this session, or already dropped)."""
+        """Send the events of `last_event_id`'s stream that came after it. Returns the stream,
+        for the SDK to go on sending its new messages on this connection; None when it is
+        unknown (never issued by this session, or already dropped) or finished."""
         last = _parse_id(last_event_id)
         if last is None or last not in self._events:
             return None
         stream_id, _ = self._events[last]
         # A snapshot: sending awaits, and the session may store events meanwhile.
-        later = [(i, m) for i, (s, m) in self._events.items() if i > last and s == stream_id]
-        for event_id, message in later:
-            if message is not None:
+        stream = [(i, m) for i, (s, m) in self._events.items() if s == stream_id]
+        for event_id, message in stream:
+            if event_id > last and message is not None:
                 await send_callback(EventMessage(message, str(event_id)))
+        # A POST stream ends with its request's response, and nothing comes after it: end the
+        # replay there (transports, "After the JSON-RPC response has been sent, the server
+        # SHOULD terminate the SSE stream") instead of holding a connection, one of the user's
+        # requests in flight (service/session_limits.py), open for messages that cannot come.
+        if any(isinstance(m, JSONRPCResponse | JSONRPCError) for _, m in stream):
+            return None
         return stream_id
 
     @property

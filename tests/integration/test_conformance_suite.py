@@ -39,7 +39,7 @@ RUNS = {
 # The suite's client opens a session and a GET stream per scenario on the stable line and closes
 # neither until it exits; all of them are one user's (the proxy's token). Room for that, and the
 # per-user caps themselves are tested in tests/unit/test_session_limits.py.
-CAPS = {"max_sessions_per_user": 1000, "max_requests_per_user": 1000}
+CAP = 1000
 
 TEST_TOOL = "calls a fixture tool of the suite's reference server; ours answers an unknown tool -32602"
 NO_PROMPTS = "prompts: not served, so not declared, and prompts/* is -32601"
@@ -202,7 +202,9 @@ NOT_APPLICABLE: dict[str, dict[str, str]] = {
 @pytest.fixture(scope="module")
 def suite_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The MCP endpoint behind the bearer-adding proxy, for user `conformance`."""
-    stack = Mcpuc(tmp_path_factory.mktemp("conformance") / "data", **CAPS).start()
+    stack = Mcpuc(
+        tmp_path_factory.mktemp("conformance") / "data", max_sessions_per_user=CAP, max_requests_per_user=CAP
+    ).start()
     try:
         mcp = urlsplit(stack.mcp_url)
         with BearerProxy(f"{mcp.scheme}://{mcp.netloc}", stack.token("conformance")) as proxy:

@@ -10,9 +10,9 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from mcp.server.streamable_http import EventMessage
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import JSONRPCResponse
-from starlette.types import ASGIApp, Message
+from mcp_types import JSONRPCNotification, JSONRPCResponse
 
 from service.app import mcp_http_app
 from service.mcp_server import ObservedMCPServer
@@ -40,7 +40,7 @@ def sse_events(body: str) -> list[dict[str, str]]:
 
 
 @contextlib.asynccontextmanager
-async def served() -> AsyncIterator[tuple[ASGIApp, httpx.AsyncClient]]:
+async def served() -> AsyncIterator[httpx.AsyncClient]:
     server = ObservedMCPServer("t", metrics=Metrics(), tracing=Tracing())
 
     @server.tool()
@@ -52,7 +52,7 @@ async def served() -> AsyncIterator[tuple[ASGIApp, httpx.AsyncClient]]:
         server.session_manager.run(),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=ORIGIN) as client,
     ):
-        yield app, client
+        yield client
 
 
 async def open_session(client: httpx.AsyncClient) -> str:
@@ -83,63 +83,25 @@ async def echo_call(client: httpx.AsyncClient, session: str, text: str, version:
     return sse_events(response.text)
 
 
-async def reconnect(app: ASGIApp, session: str, last_event_id: str) -> list[dict[str, str]]:
-    """GET with Last-Event-ID, as a client resuming a dropped stream does: the events replayed,
-    up to the fresh priming event the SDK sends once the replay is over (or 5 s). Driven directly
-    over ASGI: the stream stays open, which httpx's ASGITransport (it waits for the whole body)
-    cannot read."""
-    body, seen, disconnect = [], anyio.Event(), anyio.Event()
+async def reconnect(client: httpx.AsyncClient, session: str, last_event_id: str) -> list[dict[str, str]]:
+    """GET with Last-Event-ID, as a client resuming a dropped stream does: what it replays. The
+    stream must end by itself (httpx's ASGITransport waits for the whole body), as one whose
+    response was already sent does."""
     headers = {
-        "accept": "text/event-stream",
-        "mcp-session-id": session,
-        "mcp-protocol-version": "2025-11-25",
-        "last-event-id": last_event_id,
-        "host": "127.0.0.1:8000",
+        "Accept": "text/event-stream",
+        "Mcp-Session-Id": session,
+        "Mcp-Protocol-Version": "2025-11-25",
+        "Last-Event-ID": last_event_id,
     }
-    scope: dict[str, Any] = {
-        "type": "http",
-        "asgi": {"version": "3.0", "spec_version": "2.3"},
-        "http_version": "1.1",
-        "method": "GET",
-        "scheme": "http",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(k.encode(), v.encode()) for k, v in headers.items()],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 8000),
-    }
-    requested = False
-
-    async def receive() -> Message:
-        nonlocal requested
-        if not requested:
-            requested = True
-            return {"type": "http.request", "body": b"", "more_body": False}
-        await disconnect.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: Message) -> None:
-        if message["type"] == "http.response.body":
-            body.append(message.get("body", b"").decode())
-            if any(event.get("data") == "" for event in sse_events("".join(body))):
-                seen.set()
-
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(app, scope, receive, send)
-        with anyio.move_on_after(5):
-            await seen.wait()
-        disconnect.set()
-        tasks.cancel_scope.cancel()
-    events = sse_events("".join(body))
-    assert events and events[-1]["data"] == "", "the replay did not end"
-    return events[:-1]
+    with anyio.fail_after(5):
+        response = await client.get("/mcp", headers=headers)
+    assert response.status_code == 200, response.text
+    return sse_events(response.text)
 
 
 async def test_each_sse_stream_opens_with_a_priming_event_that_carries_retry() -> None:
     """MCP 2025-11-25, basic/transports, "Sending Messages to the Server" 6."""
-    async with served() as (_, client):
+    async with served() as client:
         session = await open_session(client)
         events = await echo_call(client, session, "hello", "2025-11-25")
     priming, answer = events
@@ -149,32 +111,36 @@ async def test_each_sse_stream_opens_with_a_priming_event_that_carries_retry() -
 
 async def test_a_client_before_2025_11_25_gets_no_priming_event() -> None:
     # It could not parse an event with empty data (the SDK's own rule, kept).
-    async with served() as (_, client):
+    async with served() as client:
         session = await open_session(client)
         events = await echo_call(client, session, "hello", "2025-06-18")
     assert len(events) == 1 and "hello" in events[0]["data"]
 
 
 async def test_a_dropped_stream_is_replayed_from_its_last_event_id_within_its_own_session() -> None:
-    async with served() as (app, client):
+    async with served() as client:
         alice, bob = await open_session(client), await open_session(client)
         alice_priming, _ = await echo_call(client, alice, "for-alice", "2025-11-25")
         bob_priming, _ = await echo_call(client, bob, "for-bob", "2025-11-25")
         # Both sessions named their stream "2" (the request id); each replay stays in its session.
         for session, priming, text in ((alice, alice_priming, "for-alice"), (bob, bob_priming, "for-bob")):
-            replayed = await reconnect(app, session, priming["id"])
+            replayed = await reconnect(client, session, priming["id"])
             assert len(replayed) == 1 and text in replayed[0]["data"]
 
 
-def message(n: int) -> JSONRPCResponse:
+def response(n: int) -> JSONRPCResponse:
     return JSONRPCResponse(jsonrpc="2.0", id=n, result={"n": n})
 
 
-async def replay(store: SessionEventStore, last: str) -> tuple[str | None, list[tuple[str | None, int]]]:
-    sent: list[tuple[str | None, int]] = []
+def progress(n: int) -> JSONRPCNotification:
+    return JSONRPCNotification(jsonrpc="2.0", method="notifications/progress", params={"progress": n})
 
-    async def collect(event: Any) -> None:
-        sent.append((event.event_id, event.message.id))
+
+async def replay(store: SessionEventStore, last: str) -> tuple[str | None, list[tuple[str | None, Any]]]:
+    sent: list[tuple[str | None, Any]] = []
+
+    async def collect(event: EventMessage) -> None:
+        sent.append((event.event_id, event.message))
 
     return await store.replay_events_after(last, collect), sent
 
@@ -182,30 +148,43 @@ async def replay(store: SessionEventStore, last: str) -> tuple[str | None, list[
 async def test_the_store_replays_later_events_of_the_same_stream_only() -> None:
     store = SessionEventStore()
     first = await store.store_event("a", None)  # a priming event: a cursor, never replayed
-    await store.store_event("a", message(1))
-    await store.store_event("b", message(2))
-    last = await store.store_event("a", message(3))
+    await store.store_event("a", progress(1))
+    await store.store_event("b", progress(2))
+    last = await store.store_event("a", progress(3))
     stream, sent = await replay(store, first)
-    assert stream == "a" and [n for _, n in sent] == [1, 3]
+    # The stream has no response yet: the SDK goes on sending its messages on this connection.
+    assert stream == "a" and [m.params["progress"] for _, m in sent] == [1, 3]
     assert sent[-1][0] == last
     assert await replay(store, last) == ("a", [])
 
 
-@pytest.mark.parametrize("last_event_id", ["", "0", "99", "-1", "1.0", "x", "٣", "9" * 40])
+async def test_a_stream_that_ended_with_its_response_is_not_kept_open() -> None:
+    store = SessionEventStore()
+    first = await store.store_event("7", None)
+    await store.store_event("7", progress(1))
+    last = await store.store_event("7", response(7))
+    stream, sent = await replay(store, first)
+    assert stream is None and [m for _, m in sent] == [progress(1), response(7)]
+    assert await replay(store, last) == (None, [])
+
+
+@pytest.mark.parametrize(
+    "last_event_id", ["", "0", "99", "-1", "1.0", "x", "\u0663", "9" * 40]
+)  # \u0663: a digit, not ASCII
 async def test_the_store_ignores_ids_it_never_issued(last_event_id: str) -> None:
     store = SessionEventStore()
-    await store.store_event("a", message(1))
-    await store.store_event("a", message(2))
+    await store.store_event("a", progress(1))
+    await store.store_event("a", progress(2))
     assert await replay(store, last_event_id) == (None, [])
 
 
 async def test_the_store_keeps_only_its_last_events() -> None:
     store = SessionEventStore(max_events=3)
-    ids = [await store.store_event("a", message(n)) for n in range(5)]
+    ids = [await store.store_event("a", progress(n)) for n in range(5)]
     assert store.retained == 3
     assert await replay(store, ids[1]) == (None, [])  # dropped: nothing to resume from
     stream, sent = await replay(store, ids[2])
-    assert stream == "a" and [n for _, n in sent] == [3, 4]
+    assert stream == "a" and [m.params["progress"] for _, m in sent] == [3, 4]
 
 
 def test_an_empty_store_still_counts_as_a_store() -> None:

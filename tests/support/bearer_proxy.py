@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import httpx
-from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
@@ -46,11 +46,12 @@ OWN_FIELDS = frozenset({"date", "server"})
 class BearerProxyApp:
     """The ASGI app: each request forwarded to `upstream` with the bearer added."""
 
-    def __init__(self, upstream: str, token: str) -> None:
+    def __init__(self, upstream: str, token: str, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        """`transport`: for tests of the proxy itself (e.g. httpx.ASGITransport to an app)."""
         self._upstream = upstream.rstrip("/")
         self._token = token
         # No read timeout: a GET SSE stream legitimately stays silent for long stretches.
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None))
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None), transport=transport)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -69,16 +70,18 @@ class BearerProxyApp:
             content=await request.body(),
         )
         response = await self._client.send(upstream, stream=True)
-        streamed = StreamingResponse(
-            response.aiter_raw(),
-            status_code=response.status_code,
-            background=BackgroundTask(response.aclose),
-        )
-        # Raw pairs, so repeated fields (and their order) pass through as the server sent them.
-        streamed.raw_headers = [
-            (k, v) for k, v in response.headers.raw if k.lower().decode() not in HOP_BY_HOP | OWN_FIELDS
-        ]
-        await streamed(scope, receive, send)
+        try:
+            streamed = StreamingResponse(response.aiter_raw(), status_code=response.status_code)
+            # Raw pairs, so repeated fields (and their order) pass through as the server sent them.
+            streamed.raw_headers = [
+                (k, v) for k, v in response.headers.raw if k.lower().decode() not in HOP_BY_HOP | OWN_FIELDS
+            ]
+            await streamed(scope, receive, send)  # ends when either side closes
+        finally:
+            # The upstream connection goes with the client's: a GET stream left open upstream
+            # would count as a request in flight for the token's user.
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

@@ -22,7 +22,7 @@ from tests.needs import skip_or_fail_in_ci
 SUITE_DIR = Path(__file__).resolve().parents[1] / "integration" / "conformance"
 NODE_MODULES = SUITE_DIR / "node_modules"
 LINES = {"stable": "conformance-stable", "alpha": "conformance-alpha"}  # npm aliases (package.json)
-INSTALL_HINT = "run tests/integration/conformance/install.sh"
+INSTALL_HINT = "bash tests/integration/conformance/install.sh"
 NODE_MINIMUM = (22, 0)  # the suite's CLI imports fs.globSync, new in Node 22
 RUN_TIMEOUT = 120.0  # seconds for one run of a line (it takes a few seconds here)
 # Not a finding: the check passed, only reported what it saw, or the suite found nothing to test.

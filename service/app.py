@@ -32,6 +32,8 @@ from service.request_id import RequestIdMiddleware
 from service.runtime import Runtime
 from service.session_limits import SessionLimits
 from service.settings import Settings
+from service.sse_resumption import RETRY_INTERVAL_MS
+from service.sse_resumption import install as install_sse_resumption
 from service.tools import register_tools
 from service.urls import LOOPBACK_HOSTS, is_loopback
 from token_store import StoreUnavailable
@@ -91,13 +93,25 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     return TransportSecuritySettings(allowed_hosts=hosts, allowed_origins=origins)
 
 
+def mcp_http_app(server: MCPServer[Any], security: TransportSecuritySettings) -> Starlette:
+    """The SDK's Streamable HTTP app, serving `/mcp`.
+
+    On 2025-11-25 sessions every SSE stream opens with a priming event (an id, empty data) and a
+    `retry` field (MCP 2025-11-25, basic/transports, "Sending Messages to the Server" 6), which
+    the SDK sends once each session has an event store (service/sse_resumption.py).
+    """
+    app = server.streamable_http_app(
+        streamable_http_path="/mcp", transport_security=security, retry_interval=RETRY_INTERVAL_MS
+    )
+    install_sse_resumption(server.session_manager)
+    return app
+
+
 def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
     settings.validate()  # no server runs on settings that were never checked
     runtime = runtime or Runtime(settings)
     server, broker = build_mcp_server(settings, runtime)
-    mcp_app = server.streamable_http_app(
-        streamable_http_path="/mcp", transport_security=transport_security(settings)
-    )
+    mcp_app = mcp_http_app(server, transport_security(settings))
     SessionLimits.around(
         server.session_manager,
         sessions_per_user=settings.max_sessions_per_user,

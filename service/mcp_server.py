@@ -37,7 +37,12 @@ class ObservedMCPServer(MCPServer[Any]):
         # Advertise only what is served. The SDK derives the capabilities it declares from the
         # handlers its low-level server holds, and registers prompts and resources (which this
         # server has none of) and list-change subscriptions (its tool list never changes) by
-        # default: remove them, so they are neither declared nor answered (-32601).
+        # default: remove them, so they are neither declared nor answered (-32601). That covers
+        # both revisions: 2025-11-25's `initialize` result and 2026-07-28's `server/discover`,
+        # whose `listChanged` flags follow whether `subscriptions/listen` is served. Identity
+        # needs nothing here: the SDK puts `io.modelcontextprotocol/serverInfo` in every
+        # 2026-07-28 result's `_meta`, discover's included (MCP 2026-07-28, basic, "Schema",
+        # per-response protocol fields).
         handlers = self._lowlevel_server._request_handlers
         for method in UNSERVED_METHODS:
             handlers.pop(method, None)

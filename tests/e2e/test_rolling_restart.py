@@ -120,10 +120,11 @@ def mcp_headers(token: str, session: str | None = None) -> dict[str, str]:
 
 
 def rpc_result(response: httpx.Response) -> Any:
-    """The JSON-RPC message of a POST answer (JSON, or the `data:` of its one SSE event)."""
+    """The JSON-RPC message of a POST answer (JSON, or the `data:` of its one SSE message; the
+    priming event before it has empty data)."""
     text = response.text
     if response.headers["content-type"].startswith("text/event-stream"):
-        text = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
+        text = next(line[5:] for line in text.splitlines() if line.startswith("data:") and line[5:].strip())
     return json.loads(text)
 
 

@@ -410,6 +410,25 @@ MUTATIONS: tuple[Mutation, ...] = (
         ["tests/unit/test_completion.py::test_a_record_naming_another_session_is_not_delivered"],
         "completion only to the MCP session named by the record",
     ),
+    Mutation(
+        "sse_resumption.store_per_session",
+        "service/sse_resumption.py",
+        (
+            (
+                "    admit = manager._admit_session\n",
+                "    admit = manager._admit_session\n    shared = SessionEventStore(max_events)  # MUTANT\n",
+            ),
+            (
+                "            transport._event_store = SessionEventStore(max_events)\n",
+                "            transport._event_store = shared\n",
+            ),
+        ),
+        (
+            "tests/unit/test_sse_resumption.py::"
+            "test_a_dropped_stream_is_replayed_from_its_last_event_id_within_its_own_session",
+        ),
+        "SSE replay only within the session (and user) whose stream it was",
+    ),
     m(
         "provider_session.own_url",
         "service/provider_session.py",

@@ -308,12 +308,13 @@ async def plain_flow(servers: DemoServers, user: str) -> None:
 # ---- the token-backed call -------------------------------------------------------------------
 
 
-async def per_call(
+ROUNDS = 5  # the rows take turns, so a change in the machine's load spreads over all of them
+
+
+async def timed_calls(
     stack: Stack, process: str, n: int, call: Callable[[], Awaitable[Any]]
 ) -> tuple[list[float], float]:
-    """Latencies (ms) of `n` sequential calls and the server process's CPU µs per call."""
-    for _ in range(max(5, n // 10)):
-        await call()
+    """Latencies (ms) of `n` sequential calls and the server process's CPU seconds they took."""
     samples = []
     cpu0 = stack.cpu(process)
     for _ in range(n):
@@ -322,39 +323,44 @@ async def per_call(
         samples.append((time.perf_counter() - start) * 1000)
         if getattr(result, "is_error", False):
             raise RuntimeError(f"call failed: {result}")
-    return samples, (stack.cpu(process) - cpu0) / n * 1e6
+    return samples, stack.cpu(process) - cpu0
 
 
 async def whoami_table(stack: Stack, calls: int) -> list[str]:
     """`stack` runs bench/server.py (server="bench")."""
     user = "whoami-user"
     await one_flow(stack, user, stack.port, Hops())
-    rows: dict[str, tuple[list[float], float]] = {}
-    async with mcp_client(stack, user, "legacy", on_url=accept) as (client, _):
-        rows["whoami, token read from the store"] = await per_call(
-            stack, "server", calls, lambda: client.call_tool("whoami", {})
-        )
-        rows["whoami_cached, connection in memory"] = await per_call(
-            stack, "server", calls, lambda: client.call_tool("whoami_cached", {})
-        )
-        rows["bare tool, our server"] = await per_call(
-            stack, "server", calls, lambda: client.call_tool("bare", {})
-        )
     sdk_target = _Target(stack.data_dir, stack.sdk_url)
-    async with mcp_client(sdk_target, user, "legacy") as (sdk, _):
-        rows["bare tool, SDK server, same verifier"] = await per_call(
-            stack, "sdk", calls, lambda: sdk.call_tool("bare", {})
-        )
+    async with (
+        mcp_client(stack, user, "legacy", on_url=accept) as (client, _),
+        mcp_client(sdk_target, user, "legacy") as (sdk, _),
+    ):
+        calls_of: dict[str, tuple[str, Callable[[], Awaitable[Any]]]] = {
+            "whoami, token read from the store": ("server", lambda: client.call_tool("whoami", {})),
+            "whoami_cached, connection in memory": ("server", lambda: client.call_tool("whoami_cached", {})),
+            "bare tool, our server": ("server", lambda: client.call_tool("bare", {})),
+            "bare tool, SDK server, same verifier": ("sdk", lambda: sdk.call_tool("bare", {})),
+        }
+        samples: dict[str, list[float]] = {name: [] for name in calls_of}
+        cpu: dict[str, float] = dict.fromkeys(calls_of, 0.0)
+        for process, call in calls_of.values():  # warm-up
+            await timed_calls(stack, process, max(5, calls // 10), call)
+        per_round = max(1, calls // ROUNDS)
+        for _ in range(ROUNDS):
+            for name, (process, call) in calls_of.items():
+                latencies, seconds = await timed_calls(stack, process, per_round, call)
+                samples[name] += latencies
+                cpu[name] += seconds
+    rows = {name: (samples[name], cpu[name] / len(samples[name]) * 1e6) for name in calls_of}
     lines = [
         f"{'call (serve + SQLite, INFO logs)':<40} {'n':>5} {'median ms':>10} {'p99 ms':>8} "
         f"{'server CPU µs':>14}"
     ]
-    for name, (samples, cpu) in rows.items():
-        ordered = sorted(samples)
+    for name, (latencies, cpu_us) in rows.items():
+        ordered = sorted(latencies)
         p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-        lines.append(
-            f"{name:<40} {len(samples):>5} {statistics.median(samples):>10.2f} {p99:>8.2f} {cpu:>14.0f}"
-        )
+        median = statistics.median(latencies)
+        lines.append(f"{name:<40} {len(latencies):>5} {median:>10.2f} {p99:>8.2f} {cpu_us:>14.0f}")
     stored = rows["whoami, token read from the store"][1] - rows["whoami_cached, connection in memory"][1]
     ours, bare = rows["bare tool, our server"][1], rows["bare tool, SDK server, same verifier"][1]
     lines.append(f"stored token minus in-memory, server CPU per call: {stored:.0f} µs")
@@ -380,7 +386,7 @@ class Plan:
     calls: int
 
 
-FULL = Plan(levels=((1, 10), (10, 40), (50, 100)), full_load=True, hop_flows=10, store_flows=5, calls=300)
+FULL = Plan(levels=((1, 10), (10, 40), (50, 100)), full_load=True, hop_flows=10, store_flows=5, calls=1000)
 QUICK = Plan(levels=((1, 1), (2, 2)), full_load=False, hop_flows=1, store_flows=1, calls=10)
 
 

@@ -2,7 +2,7 @@
 
 Built from authlib's server classes: authorization code grant with mandatory
 S256 PKCE and client authentication, OpenID Connect ID tokens signed RS256
-with an in-memory key (``sub`` = a stable numeric id, ``email``), userinfo,
+with a key kept in its store (``sub`` = a stable numeric id, ``email``), userinfo,
 RFC 9207 ``iss`` in authorization responses. What makes it Google-like:
 
 * refresh tokens only with ``access_type=offline``, and only on the *first*

@@ -6,6 +6,7 @@ and is private to its owner. In-process ASGI: two apps, one file."""
 from __future__ import annotations
 
 import stat
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,8 +16,16 @@ import httpx
 import jwt
 from starlette.applications import Starlette
 
-from mock_providers import ClientSpec, MockProvidersConfig, create_mock_providers_app
-from mock_providers.mock_store import STATE_FILENAME, SecretDigest, delete_state, sha256_hex
+from mock_providers import ClientSpec, MockHub, MockProvidersConfig, create_mock_providers_app
+from mock_providers.mock_store import (
+    STATE_FILENAME,
+    DurableMap,
+    MockStore,
+    RecordCodec,
+    SecretDigest,
+    delete_state,
+    sha256_hex,
+)
 from tests.support.mock_provider_setup import (
     BASE,
     DCR_CALLBACK,
@@ -348,11 +357,43 @@ async def test_delete_state_resets_the_providers(tmp_path: Path) -> None:
 
 def test_providers_built_without_a_store_keep_to_themselves(tmp_path: Path) -> None:
     """A MockHub built in code (no app) gets a store in memory of its own."""
-    from mock_providers import MockHub
-
     spec = ClientSpec(HUB_CLIENT_ID, HUB_SECRET, (HUB_CALLBACK,))
     one, two = MockHub(BASE + "/mockhub", spec), MockHub(BASE + "/mockhub", spec)
     assert one.mock_store is not two.mock_store and one.mock_store.path is None
     one.mock_store.put("mockhub/codes", "x", {})
     assert two.mock_store.get("mockhub/codes", "x") is None
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_record_never_names_its_secret() -> None:
+    store = MockStore.in_memory()
+    codes: DurableMap[Any] = DurableMap(store, "t/codes", RecordCodec(dict, key_field=None))
+    try:
+        codes["the-secret-code"]
+    except KeyError as missing:
+        assert "the-secret-code" not in repr(missing)
+    else:
+        raise AssertionError("a missing code was found")
+    assert "the-secret-code" not in repr(codes)
+
+
+def test_a_digest_matches_only_its_secret() -> None:
+    digest = SecretDigest.of(sha256_hex("mhat_right"))
+    assert digest.matches("mhat_right") and not digest.matches("mhat_wrong")
+    assert not digest.matches(str(digest))  # the digest is not the secret
+
+
+def test_threads_share_one_store(tmp_path: Path) -> None:
+    """The kit turns knobs from the test's thread while the server's thread serves."""
+    store = MockStore.open(tmp_path)
+
+    def write(prefix: str) -> None:
+        for i in range(200):
+            store.put("t/rows", f"{prefix}{i}", {"i": i})
+
+    threads = [threading.Thread(target=write, args=(name,)) for name in "abcd"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert store.count("t/rows") == 800

@@ -3,24 +3,19 @@
 
 from __future__ import annotations
 
-import ipaddress
-import json
-
 from authlib.common.security import is_secure_transport
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from connect_routes.static import static_routes
 
+from .admin import AdminRoutes, admin_path
 from .config import MockProvidersConfig
 from .dev_as import DevAuthorizationServer
 from .dev_as_routes import SESSION_COOKIE, DevAuthorizationRoutes
 from .dev_keys import ensure_dev_keys
-from .faults import check_mode
+from .mock_store import MockStore
 from .mockgoogle import MockGoogle
 from .mockgoogle_routes import MockGoogleRoutes
 from .mockhub import MockHub
@@ -31,9 +26,14 @@ from .mockslack import MockSlack
 from .mockslack_routes import MockSlackRoutes
 from .pages import Pages
 
+#: MockHub's admin endpoint (scripts/drill.py); every provider has one: ``admin_path(name)``.
+ADMIN_PATH = admin_path("mockhub")
+
 
 def create_mock_providers_app(config: MockProvidersConfig) -> Starlette:
-    """Build the app; creates or reuses ``<data_dir>/dev-as.json``.
+    """Build the app; creates or reuses ``<data_dir>/dev-as.json`` and, with
+    ``config.persist_state`` (the default), the providers' durable state in
+    ``<data_dir>/mock-providers.sqlite3`` (:mod:`mock_providers.mock_store`).
 
     ``app.state.dev_as`` is the :class:`~mock_providers.dev_as.DevAuthorizationServer`
     (clients, codes, refresh tokens), ``app.state.mockhub`` the
@@ -43,6 +43,7 @@ def create_mock_providers_app(config: MockProvidersConfig) -> Starlette:
     :class:`~mock_providers.mockslack.MockSlack` (``None`` when their client is
     not configured), ``app.state.mockkeys`` the
     :class:`~mock_providers.mockkeys.MockKeys` API-key service (always served),
+    ``app.state.mock_store`` the :class:`~mock_providers.mock_store.MockStore`,
     ``app.state.config`` the config.
 
     ``base_url`` must be https or loopback http (``localhost``, ``127.0.0.1``,
@@ -55,14 +56,16 @@ def create_mock_providers_app(config: MockProvidersConfig) -> Starlette:
             "set AUTHLIB_INSECURE_TRANSPORT=1 to run the mock providers there anyway"
         )
     keys = ensure_dev_keys(config.data_dir, issuer=config.issuer, audience=config.mcp_resource)
+    store = MockStore.for_data_dir(config.data_dir, persist=config.persist_state)
     pages = Pages()
-    dev_as = DevAuthorizationServer(config, keys)
+    dev_as = DevAuthorizationServer(config, keys, store)
     hub = MockHub(
         config.mockhub_issuer,
         config.mockhub_client,
         access_token_ttl=config.mockhub_access_token_ttl,
+        store=store,
     )
-    keys_service = MockKeys()
+    keys_service = MockKeys(store)
     routes = [
         *DevAuthorizationRoutes(dev_as, pages).routes(),
         *MockHubRoutes(hub, pages, config.issuer).routes(),
@@ -71,13 +74,14 @@ def create_mock_providers_app(config: MockProvidersConfig) -> Starlette:
     ]
     google = None
     if config.mockgoogle_client is not None:
-        google = MockGoogle(config.mockgoogle_issuer, config.mockgoogle_client)
+        google = MockGoogle(config.mockgoogle_issuer, config.mockgoogle_client, store=store)
         routes += MockGoogleRoutes(google, pages, config.issuer).routes()
     slack = None
     if config.mockslack_client is not None:
-        slack = MockSlack(config.mockslack_url, config.mockslack_client)
+        slack = MockSlack(config.mockslack_url, config.mockslack_client, store=store)
         routes += MockSlackRoutes(slack, pages, config.issuer).routes()
-    routes.append(Route(ADMIN_PATH, MockHubAdmin(hub).set_knobs, methods=["POST"]))
+    admin = {"mockhub": hub, "mockgoogle": google, "mockslack": slack, "mockkeys": keys_service}
+    routes += AdminRoutes(admin).routes()
     middleware = [
         Middleware(
             SessionMiddleware,
@@ -94,45 +98,5 @@ def create_mock_providers_app(config: MockProvidersConfig) -> Starlette:
     app.state.mockgoogle = google
     app.state.mockslack = slack
     app.state.mockkeys = keys_service
+    app.state.mock_store = store
     return app
-
-
-ADMIN_PATH = "/_admin/mockhub"
-
-
-def is_loopback_peer(request: Request) -> bool:
-    """The request comes from this machine (its TCP peer is a loopback address)."""
-    if request.client is None:
-        return False
-    try:
-        return ipaddress.ip_address(request.client.host).is_loopback
-    except ValueError:  # not an IP address (e.g. httpx.ASGITransport's "testclient")
-        return False
-
-
-class MockHubAdmin:
-    """``POST /_admin/mockhub`` with a JSON object of MockHub failure knobs
-    (``token_endpoint_mode``, ``api_mode``, ``hang_seconds``; docs/mock-providers.md): how a
-    separate process (scripts/drill.py) steers the ``mock-providers`` command. It answers only
-    on loopback (404 otherwise), like everything else here, development only."""
-
-    KNOBS = ("token_endpoint_mode", "api_mode", "hang_seconds")
-
-    def __init__(self, hub: MockHub) -> None:
-        self.hub = hub
-
-    async def set_knobs(self, request: Request) -> Response:
-        if not is_loopback_peer(request):
-            return JSONResponse({"error": "not_found"}, status_code=404)
-        try:
-            knobs = json.loads(await request.body())
-            if not isinstance(knobs, dict) or not set(knobs) <= set(self.KNOBS):
-                raise ValueError(f"send a JSON object with some of {', '.join(self.KNOBS)}")
-            for name in ("token_endpoint_mode", "api_mode"):
-                if name in knobs:
-                    setattr(self.hub, name, check_mode(knobs[name]))
-            if "hang_seconds" in knobs:
-                self.hub.hang_seconds = float(knobs["hang_seconds"])
-        except (ValueError, TypeError) as exc:
-            return JSONResponse({"error": "invalid_request", "error_description": str(exc)}, status_code=400)
-        return JSONResponse({name: getattr(self.hub, name) for name in self.KNOBS})

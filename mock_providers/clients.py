@@ -9,6 +9,7 @@ from typing import Self
 from authlib.oauth2.rfc6749 import ClientMixin
 
 from .config import ClientSpec
+from .mock_store import SecretDigest
 
 #: Client authentication methods the mock providers' token endpoints accept;
 #: which one a client may use depends on whether it has a secret.
@@ -57,6 +58,8 @@ class PreRegisteredClient(ClientMixin):  # type: ignore[misc]  # authlib is unty
     def check_client_secret(self, client_secret: str) -> bool:
         if self.client_secret is None:
             return False
+        if isinstance(self.client_secret, SecretDigest):  # registered before a restart
+            return self.client_secret.matches(client_secret)
         return secrets.compare_digest(self.client_secret.encode(), client_secret.encode())
 
     def check_endpoint_auth_method(self, method: str, endpoint: str) -> bool:

@@ -28,6 +28,10 @@ class MockProvidersConfig:
     slash, the issuer of the development authorization server. MockHub's
     issuer is ``base_url + "/mockhub"``.
 
+    ``persist_state``: keep codes, tokens and registered clients in
+    ``<data_dir>/mock-providers.sqlite3`` so a restart on the same data dir keeps connections
+    working (``False``: in memory, forgotten with the app).
+
     ``mockgoogle_client`` / ``mockslack_client``: the client MockGoogle
     (issuer ``base_url + "/mockgoogle"``) / MockSlack (under ``/mockslack``)
     know; when ``None`` (the default) that provider is not served at all.
@@ -41,6 +45,7 @@ class MockProvidersConfig:
     mockhub_access_token_ttl: int = 28800
     mockgoogle_client: ClientSpec | None = None
     mockslack_client: ClientSpec | None = None
+    persist_state: bool = True
 
     @property
     def issuer(self) -> str:

@@ -3,8 +3,10 @@
 Authorization code grant with mandatory S256 PKCE, RFC 8707 ``resource``
 (which becomes the access token's ``aud``), OpenID Connect ID tokens, rotating
 refresh tokens, RFC 7591 dynamic client registration, RFC 9068 JWT access
-tokens, RFC 9207 ``iss`` in authorization responses and OIDC userinfo. All
-state is in memory except the signing key (see :mod:`mock_providers.dev_keys`).
+tokens, RFC 9207 ``iss`` in authorization responses and OIDC userinfo. Registered
+clients, codes and refresh tokens live in a :class:`~mock_providers.mock_store.MockStore`
+(durable under the data dir when the app is built with one); the signing key is in
+``dev-as.json`` (see :mod:`mock_providers.dev_keys`). Access tokens are self-contained JWTs.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from .dev_as_models import PUBLIC, DevAuthorizationCode, DevClient, DevRefreshTo
 from .dev_keys import DevKeys
 from .dev_tokens import DevAccessTokenGenerator, DevUser
 from .issuer_parameter import StarletteIssuerParameter
+from .mock_store import DurableMap, MockStore, RecordCodec
 from .oauth_provider import ProviderCodeGrant, SignedIDTokens
 from .pkce import RequiredS256CodeChallenge
 from .starlette_adapter import StarletteAuthorizationServer
@@ -158,7 +161,7 @@ class DevOpenIDCode(SignedIDTokens):
 
 
 class DevClientRegistrationEndpoint(ClientRegistrationEndpoint):  # type: ignore[misc]  # authlib is untyped
-    """RFC 7591 open registration (no initial access token), kept in memory."""
+    """RFC 7591 open registration (no initial access token), kept in the dev AS's store."""
 
     def authenticate_token(self, request: Any) -> str:
         return "open-registration"  # anyone may register a client
@@ -237,13 +240,24 @@ def _spec_client(spec: ClientSpec, name: str) -> DevClient:
 class DevAuthorizationServer(StarletteAuthorizationServer):
     """authlib authorization server holding the dev AS's clients, codes and tokens."""
 
-    def __init__(self, config: MockProvidersConfig, keys: DevKeys) -> None:
+    def __init__(self, config: MockProvidersConfig, keys: DevKeys, store: MockStore | None = None) -> None:
         super().__init__()
         self.issuer = config.issuer
         self.keys = keys
-        self.clients: dict[str, DevClient] = {}
-        self.codes: dict[str, DevAuthorizationCode] = {}
-        self.refresh_tokens: dict[str, DevRefreshToken] = {}
+        store = store or MockStore.in_memory()
+        # Durable: an MCP client registered (RFC 7591) or holding a refresh token before a
+        # restart keeps working. A client id is no secret; its secret is stored as a digest.
+        self.clients: DurableMap[DevClient] = DurableMap(
+            store, "devas/clients", RecordCodec(DevClient, None, secret_fields=("client_secret",))
+        )
+        self.codes: DurableMap[DevAuthorizationCode] = DurableMap(
+            store, "devas/codes", RecordCodec(DevAuthorizationCode, "code")
+        )
+        self.refresh_tokens: DurableMap[DevRefreshToken] = DurableMap(
+            store, "devas/refresh_tokens", RecordCodec(DevRefreshToken, "refresh_token")
+        )
+        # In memory only: after a restart a retired refresh token or a used code is refused as
+        # unknown (invalid_grant) without revoking its grant.
         #: Refresh tokens retired by rotation, with their grant id (for reuse detection).
         self.retired_refresh_tokens: dict[str, str] = {}
         #: Exchanged authorization codes, with their grant id (code reuse revokes the grant).

@@ -2,7 +2,7 @@
 
 Built from authlib's server classes: authorization code grant with mandatory
 S256 PKCE and client authentication, OpenID Connect ID tokens signed RS256
-with an in-memory key (``sub`` = a stable numeric id, ``email``), userinfo,
+with a key kept in its store (``sub`` = a stable numeric id, ``email``), userinfo,
 RFC 9207 ``iss`` in authorization responses. What makes it Google-like:
 
 * refresh tokens only with ``access_type=offline``, and only on the *first*
@@ -24,7 +24,9 @@ state, knobs and counters; docs/mock-providers.md describes them.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+from collections.abc import MutableSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +37,7 @@ from joserfc.jwk import KeySet, RSAKey
 
 from .clients import PreRegisteredClient
 from .config import ClientSpec
+from .mock_store import DurableMap, DurableSet, MockStore, RecordCodec
 from .oauth_provider import (
     GrantedToClient,
     IssuingProvider,
@@ -53,6 +56,7 @@ REFRESH_TOKEN_PREFIX = "1//mockgoogle-"
 DEFAULT_ACCESS_TOKEN_TTL = 3599
 ID_TOKEN_LIFETIME = 3600
 ALG = "RS256"
+_SIGNING_KEY = "mockgoogle/signing_key"
 EMAIL_DOMAIN = "mockgoogle.test"
 LOGIN_RULE = (
     f"A MockGoogle account is an email address, or a user name (letters, digits, . _ + -) "
@@ -303,6 +307,7 @@ class MockGoogle(IssuingProvider):
         *,
         access_token_ttl: int = DEFAULT_ACCESS_TOKEN_TTL,
         wrong_issuer: str | None = None,
+        store: MockStore | None = None,
     ) -> None:
         super().__init__(
             issuer,
@@ -310,24 +315,40 @@ class MockGoogle(IssuingProvider):
             access_token_ttl=access_token_ttl,
             wrong_issuer=wrong_issuer or issuer.rsplit("/", 1)[0] + "/evil-google",
             realm="mockgoogle",
+            store=store,
         )
 
         self.issued_id_tokens: list[str] = []
         self.userinfo_requests = 0
 
-        self.codes: dict[str, MockGoogleCode] = {}
-        self.tokens: dict[str, MockGoogleAccessToken] = {}
-        self.refresh_tokens: dict[str, MockGoogleRefreshToken] = {}
-        self.offline_consents: set[tuple[str, str]] = set()
-        #: Exchanged authorization codes, with the (client_id, sub) grant they went to.
+        # Durable (mock_providers.mock_store): a restart keeps codes, tokens, consents and the key.
+        store = self.mock_store
+        self.codes = DurableMap(store, "mockgoogle/codes", RecordCodec(MockGoogleCode, "code"))
+        self.tokens = DurableMap(
+            store, "mockgoogle/tokens", RecordCodec(self._access_token, "access_token", skip=("clock",))
+        )
+        self.refresh_tokens: DurableMap[MockGoogleRefreshToken] = DurableMap(
+            store, "mockgoogle/refresh_tokens", RecordCodec(MockGoogleRefreshToken, "refresh_token")
+        )
+        self.offline_consents: MutableSet[tuple[str, ...]] = DurableSet(store, "mockgoogle/offline_consents")
+        #: Exchanged authorization codes, with the (client_id, sub) grant they went to (code reuse
+        #: revokes it). In memory only: after a restart a used code is refused without revoking.
         self.used_codes: dict[str, tuple[str, str]] = {}
 
-        self._key = RSAKey.generate_key(
-            2048, parameters={"alg": ALG, "use": "sig"}, private=True, auto_kid=True
-        )
+        self._key = self._signing_key(store)
         self.server = MockGoogleAuthorizationServer(self)
 
     # -- keys ------------------------------------------------------------------
+
+    @staticmethod
+    def _signing_key(store: MockStore) -> RSAKey:
+        """The store's RSA key, made on first use: ID tokens verify across restarts."""
+        stored = store.named(_SIGNING_KEY)
+        if stored is not None:
+            return RSAKey.import_key(json.loads(stored))
+        key = RSAKey.generate_key(2048, parameters={"alg": ALG, "use": "sig"}, private=True, auto_kid=True)
+        store.set_named(_SIGNING_KEY, json.dumps(key.as_dict(private=True)))
+        return key
 
     @property
     def kid(self) -> str:
@@ -415,6 +436,10 @@ class MockGoogle(IssuingProvider):
         """Indirection so replacing ``clock`` affects tokens already issued."""
         return self.clock()
 
+    def _access_token(self, **fields: Any) -> MockGoogleAccessToken:
+        """An access token record read back from the store, on this provider's clock."""
+        return MockGoogleAccessToken(**fields, clock=self.clock_now)
+
     def revoke_pair(self, client_id: str | None, sub: str) -> int:
         """Revoke every token of user ``sub`` at ``client_id`` (``None``: at any client)."""
         revoked = 0
@@ -426,12 +451,14 @@ class MockGoogle(IssuingProvider):
             if record.sub == sub and client_id in (None, record.client_id) and not record.revoked:
                 record.revoked = True
                 revoked += 1
-                self.revoked_tokens.add(
-                    record.access_token if isinstance(record, MockGoogleAccessToken) else record.refresh_token
-                )
-        self.offline_consents = {
-            (c, s) for c, s in self.offline_consents if not (s == sub and client_id in (None, c))
-        }
+                if isinstance(record, MockGoogleAccessToken):
+                    self.tokens[record.access_token] = record
+                    self.revoked_tokens.add(record.access_token)
+                else:
+                    self.refresh_tokens[record.refresh_token] = record
+                    self.revoked_tokens.add(record.refresh_token)
+        for pair in [(c, s) for c, s in self.offline_consents if s == sub and client_id in (None, c)]:
+            self.offline_consents.discard(pair)
         return revoked
 
     def _pairs(self) -> set[tuple[str, str]]:

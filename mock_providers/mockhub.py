@@ -27,6 +27,7 @@ from authlib.oauth2.rfc6749 import OAuth2Request
 
 from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
 from .config import ClientSpec
+from .mock_store import DurableIndex, DurableMap, MockStore, RecordCodec
 from .oauth_provider import (
     IssuingProvider,
     ProviderAccessToken,
@@ -223,6 +224,7 @@ class MockHub(IssuingProvider):
         *,
         access_token_ttl: int = 28800,
         wrong_issuer: str | None = None,
+        store: MockStore | None = None,
     ) -> None:
         super().__init__(
             issuer,
@@ -230,6 +232,7 @@ class MockHub(IssuingProvider):
             access_token_ttl=access_token_ttl,
             wrong_issuer=wrong_issuer or issuer.rsplit("/", 1)[0] + "/evil-hub",
             realm="mockhub",
+            store=store,
         )
         self.rotate_refresh_tokens = True
         self.revoke_grant_on_reuse = True
@@ -238,12 +241,21 @@ class MockHub(IssuingProvider):
         self.user_requests = 0
         self.reuse_detections = 0
 
-        self.codes: dict[str, MockHubCode] = {}
-        self.tokens: dict[str, MockHubToken] = {}
-        self.tokens_by_refresh: dict[str, MockHubToken] = {}
+        # Durable (mock_providers.mock_store): a restart keeps every code, token and grant family.
+        store = self.mock_store
+        self.codes = DurableMap(store, "mockhub/codes", RecordCodec(MockHubCode, "code"))
+        tokens: DurableMap[MockHubToken] = DurableMap(
+            store,
+            "mockhub/tokens",
+            RecordCodec(self._token, "access_token", secret_fields=("refresh_token",), skip=("clock",)),
+        )
+        self.tokens = tokens
+        #: The record now holding each live refresh token.
+        self.tokens_by_refresh = DurableIndex(store, "mockhub/by_refresh", tokens)
         #: Refresh tokens retired by rotation, with the record they belonged to.
-        self.used_refresh_tokens: dict[str, MockHubToken] = {}
-        #: Exchanged authorization codes, with the grant they started (code reuse revokes it).
+        self.used_refresh_tokens = DurableIndex(store, "mockhub/retired_refresh", tokens)
+        #: Exchanged authorization codes, with the grant they started (code reuse revokes it). In
+        #: memory only: after a restart a used code is refused as unknown without revoking.
         self.used_codes: dict[str, str] = {}
 
         self.server = MockHubAuthorizationServer(self)
@@ -258,9 +270,10 @@ class MockHub(IssuingProvider):
     def expire_refresh_tokens(self) -> None:
         """Make every refresh token issued so far expired (refreshing answers ``invalid_grant``)."""
         now = self.clock()
-        for token in self.tokens.values():
+        for key, token in self.tokens.items():
             if token.refresh_token:
                 token.refresh_expires_at = min(token.refresh_expires_at or now, now)
+                self.tokens[key] = token
 
     def revoke_all_tokens(self) -> int:
         """As if every user revoked the app at MockHub; returns how many access tokens were newly revoked."""
@@ -345,9 +358,14 @@ class MockHub(IssuingProvider):
         """Indirection so replacing ``clock`` affects tokens already issued."""
         return self.clock()
 
+    def _token(self, **fields: Any) -> MockHubToken:
+        """A token record read back from the store, on this hub's clock."""
+        return MockHubToken(**fields, clock=self.clock_now)
+
     def revoke(self, token: MockHubToken) -> None:
         """Revoke an access token and its refresh token (and whichever access token holds it now)."""
         token.revoked = True
+        self.tokens[token.access_token] = token
         self.revoked_tokens.add(token.access_token)
         if token.refresh_token:
             holder = self.tokens_by_refresh.pop(token.refresh_token, None)

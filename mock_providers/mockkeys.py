@@ -1,7 +1,8 @@
 """MockKeys: a tiny API-key service (no OAuth) for tests of API-key providers, under ``/mockkeys``
 (its endpoint: :mod:`mock_providers.mockkeys_routes`).
 
-Keys (``mk_...``) exist only in memory; a test mints one with ``app.state.mockkeys.issue("alice")``
+Keys (``mk_...``) are kept in a :class:`~mock_providers.mock_store.MockStore` (memory unless the
+app gives its own) as their SHA-256 only; a test mints one with ``app.state.mockkeys.issue("alice")``
 and pastes it into the server's API-key page. Always served (no configuration needed).
 
 Knobs: ``api_mode`` (``"ok"``, ``"junk"``, ``"500"``, ``"hang"``; see :mod:`mock_providers.faults`)
@@ -16,6 +17,7 @@ import secrets
 from dataclasses import dataclass
 
 from .faults import DEFAULT_HANG_SECONDS, EndpointMode
+from .mock_store import DurableMap, MockStore, RecordCodec
 
 KEY_PREFIX = "mk_"
 
@@ -36,10 +38,13 @@ class MockKeysAccount:
 class MockKeys:
     """State, knobs and counters of the API-key service (``app.state.mockkeys``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: MockStore | None = None) -> None:
         self.api_mode: EndpointMode = "ok"
         self.hang_seconds = DEFAULT_HANG_SECONDS
-        self.keys: dict[str, MockKeysAccount] = {}
+        #: The live keys (durable); a key stored by an earlier run is listed as its digest.
+        self.keys: DurableMap[MockKeysAccount] = DurableMap(
+            store or MockStore.in_memory(), "mockkeys/keys", RecordCodec(MockKeysAccount, key_field=None)
+        )
         self.issued_keys: set[str] = set()
         self.revoked_keys: set[str] = set()
         self.me_requests = 0

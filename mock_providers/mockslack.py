@@ -32,6 +32,7 @@ from authlib.oauth2.rfc6749 import InvalidScopeError, OAuth2Request
 
 from .clients import PreRegisteredClient
 from .config import ClientSpec
+from .mock_store import DurableMap, MockStore, RecordCodec
 from .oauth_provider import MockProvider, ProviderAuthorizationServer, ProviderCode, ProviderCodeGrant
 from .pkce import RequiredS256CodeChallenge
 
@@ -211,9 +212,9 @@ class MockSlack(MockProvider):
     ``auth_test_requests``.
     """
 
-    def __init__(self, base_url: str, client: ClientSpec) -> None:
+    def __init__(self, base_url: str, client: ClientSpec, *, store: MockStore | None = None) -> None:
         self.base_url = base_url
-        super().__init__(MockSlackClient.from_spec(client, grant_types=("authorization_code",)))
+        super().__init__(MockSlackClient.from_spec(client, grant_types=("authorization_code",)), store)
         self.team_id = DEFAULT_TEAM_ID
         self.team_name = DEFAULT_TEAM_NAME
         self.app_id = slack_id("A", "app:" + client.client_id)
@@ -224,8 +225,11 @@ class MockSlack(MockProvider):
         self.issued_user_tokens: set[str] = set()
         self.auth_test_requests = 0
 
-        self.codes: dict[str, MockSlackCode] = {}
-        self.tokens: dict[str, MockSlackToken] = {}
+        # Durable (mock_providers.mock_store): a restart keeps codes and installs' tokens.
+        self.codes = DurableMap(self.mock_store, "mockslack/codes", RecordCodec(MockSlackCode, "code"))
+        self.tokens: DurableMap[MockSlackToken] = DurableMap(
+            self.mock_store, "mockslack/tokens", RecordCodec(MockSlackToken, "token")
+        )
 
         self.server = MockSlackAuthorizationServer(self)
 
@@ -282,6 +286,7 @@ class MockSlack(MockProvider):
         if record.revoked:
             return False
         record.revoked = True
+        self.tokens[record.token] = record
         self.revoked_tokens.add(record.token)
         return True
 

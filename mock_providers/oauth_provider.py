@@ -12,7 +12,7 @@ server that knows the one client.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
@@ -28,6 +28,7 @@ from joserfc.jwk import KeySet
 from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
 from .faults import DEFAULT_HANG_SECONDS, EndpointMode
 from .issuer_parameter import StarletteIssuerParameter
+from .mock_store import MockStore
 from .records import TokenRequestRecord
 from .starlette_adapter import StarletteAuthorizationServer
 
@@ -44,11 +45,13 @@ class MockProvider:
     """
 
     #: Authorization codes by value; each provider's own :class:`ProviderCode` subclass.
-    codes: dict[str, Any]
+    codes: MutableMapping[str, Any]
     server: ProviderAuthorizationServer
 
-    def __init__(self, client: PreRegisteredClient) -> None:
+    def __init__(self, client: PreRegisteredClient, store: MockStore | None = None) -> None:
         self.client = client
+        #: Where codes and tokens live (:mod:`mock_providers.mock_store`); memory by default.
+        self.mock_store = store or MockStore.in_memory()
         self.token_endpoint_mode: EndpointMode = "ok"
         self.api_mode: EndpointMode = "ok"
         self.hang_seconds = DEFAULT_HANG_SECONDS
@@ -67,7 +70,7 @@ class IssuingProvider(MockProvider):
     ``access_token_ttl``: seconds, for tokens issued from now on.
     """
 
-    tokens: dict[str, Any]
+    tokens: MutableMapping[str, Any]
 
     def __init__(
         self,
@@ -77,8 +80,9 @@ class IssuingProvider(MockProvider):
         access_token_ttl: int,
         wrong_issuer: str,
         realm: str,
+        store: MockStore | None = None,
     ) -> None:
-        super().__init__(client)
+        super().__init__(client, store)
         self.issuer = issuer
         self.iss_mode: IssMode = "correct"
         self.wrong_issuer = wrong_issuer
@@ -98,14 +102,17 @@ class IssuingProvider(MockProvider):
     def expire_access_tokens(self) -> None:
         """Make every access token issued so far expired (refresh tokens stay valid)."""
         now = self.clock()
-        for token in self.tokens.values():
+        for key, token in self.tokens.items():
             token.expires_at = min(token.expires_at, now)
+            self.tokens[key] = token  # kept: records read from the store are copies
 
 
 class CodeStore(Protocol):
     """Where a code grant keeps its codes: a provider, or the dev AS's server."""
 
-    codes: dict[str, Any]
+    @property
+    def codes(self) -> MutableMapping[str, Any]: ...
+
     clock: Callable[[], float]
 
 

@@ -240,23 +240,49 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return asyncio.run(serve_until_stopped(servers))
 
 
+#: `mock-providers` options that set a MockHub knob of the same name (docs/mock-providers.md).
+MOCKHUB_KNOB_OPTIONS = (
+    "token_endpoint_mode",
+    "api_mode",
+    "hang_seconds",
+    "iss_mode",
+    "access_token_ttl",
+    "refresh_token_lifetime",
+    "rotate_refresh_tokens",
+    "revoke_grant_on_reuse",
+)
+
+
 def cmd_mock_providers(args: argparse.Namespace) -> int:
     from mock_providers import create_mock_providers_app
+    from mock_providers.admin import apply_knobs
     from mock_providers.demo import build_dev_setup, write_serve_env
+    from mock_providers.mock_store import delete_state
 
     configure_logging(args.log_level)
     public_url = args.public_url or f"http://{args.host}:{args.port}"
+    knobs = {name: getattr(args, name) for name in MOCKHUB_KNOB_OPTIONS if getattr(args, name) is not None}
     try:
         setup = build_dev_setup(args.mcp_public_url, public_url, args.data_dir)
-        app = create_mock_providers_app(setup.providers)
     except (SettingsError, ValueError) as exc:
         return _configuration_error(exc)
     if busy := _busy_port(args.host, {args.port: "--port N"}):
-        return busy
+        return busy  # before --reset-state: that port may be a running mock-providers on this state
+    try:
+        if args.reset_state:
+            delete_state(setup.providers.data_dir)
+        app = create_mock_providers_app(setup.providers)
+        apply_knobs(app.state.mockhub, knobs)
+    except ValueError as exc:
+        return _configuration_error(exc)
     env_file = write_serve_env(setup)
+    state = app.state.mock_store.path
     print(
         f"mock providers (development only): dev AS {public_url}, mockhub {public_url}/mockhub\n"
-        f"configuration for `mcp-url-connect serve` replicas: {env_file} (secrets, mode 0600)",
+        f"configuration for `mcp-url-connect serve` replicas: {env_file} (secrets, mode 0600)\n"
+        f"codes, tokens and clients kept in {state} (--reset-state forgets them)\n"
+        f"knobs: {public_url}/_admin/<provider> from this machine"
+        + "".join(f"\n  mockhub {name} = {value!r}" for name, value in knobs.items()),
         flush=True,
     )
     return asyncio.run(serve_until_stopped({"providers": build_server(app, args.host, args.port)}))
@@ -322,6 +348,27 @@ def build_parser() -> argparse.ArgumentParser:
     mock.add_argument("--mcp-public-url", required=True, help="public URL of the MCP server (or its proxy)")
     mock.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     mock.add_argument("--log-level", default="INFO")
+    mock.add_argument(
+        "--reset-state", action="store_true", help="forget the codes, tokens and clients kept in DATA_DIR"
+    )
+    hub = mock.add_argument_group("MockHub knobs (also settable at POST /_admin/mockhub)")
+    modes = ("ok", "junk", "500", "hang")
+    hub.add_argument("--token-endpoint-mode", choices=modes, help="how /mockhub/token answers (default ok)")
+    hub.add_argument("--api-mode", choices=modes, help="how /mockhub/user answers (default ok)")
+    hub.add_argument("--hang-seconds", type=float, help="how long 'hang' lasts before a 504 (default 3600)")
+    hub.add_argument("--iss-mode", choices=("correct", "omit", "wrong"), help="RFC 9207 iss value")
+    hub.add_argument("--access-token-ttl", type=int, help="seconds (default 28800)")
+    hub.add_argument("--refresh-token-lifetime", type=int, help="seconds (default: never expire)")
+    hub.add_argument(
+        "--rotate-refresh-tokens",
+        action=argparse.BooleanOptionalAction,
+        help="a refresh returns a new refresh token and retires the old one (default yes)",
+    )
+    hub.add_argument(
+        "--revoke-grant-on-reuse",
+        action=argparse.BooleanOptionalAction,
+        help="a retired refresh token presented again revokes its grant (default yes)",
+    )
     mock.set_defaults(func=cmd_mock_providers)
 
     keys = sub.add_parser("keys", help="encryption key maintenance")

@@ -7,14 +7,9 @@ MockSlack has no issuer and sends no ``iss``, like Slack (docs/mock-providers.md
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import httpx
 import pytest
-from starlette.applications import Starlette
 
-from mock_providers import create_mock_providers_app
 from tests.support.mock_conformance import (
     DEV_AS,
     ISSUING_PROVIDERS,
@@ -24,28 +19,16 @@ from tests.support.mock_conformance import (
     OAuthProvider,
     authorization_params,
     authorize,
-    conformance_config,
     redirect_params,
     sign_in_at_dev_as,
 )
-from tests.support.mock_provider_setup import BASE, pkce_pair
+from tests.support.mock_provider_setup import pkce_pair
 
 METADATA_PATHS = {
     DEV_AS.name: "/.well-known/oauth-authorization-server",
     MOCKHUB.name: "/.well-known/oauth-authorization-server/mockhub",
     MOCKGOOGLE.name: "/mockgoogle/.well-known/openid-configuration",
 }
-
-
-@pytest.fixture
-def app(tmp_path: Path) -> Starlette:
-    return create_mock_providers_app(conformance_config(tmp_path / "data"))
-
-
-@pytest.fixture
-async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as client:
-        yield client
 
 
 async def metadata_issuer(http: httpx.AsyncClient, provider: OAuthProvider) -> str:

@@ -8,22 +8,17 @@ MockSlack has Slack's ``auth.revoke`` (docs/mock-providers.md, "Conformance").
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from starlette.applications import Starlette
 
-from mock_providers import create_mock_providers_app
 from tests.support.mock_conformance import (
     MOCKGOOGLE,
     MOCKHUB,
     MOCKSLACK,
     api_status,
     assert_oauth_error,
-    conformance_config,
     exchange_code,
     obtain_code,
     obtain_tokens,
@@ -33,17 +28,6 @@ from tests.support.mock_provider_setup import BASE
 
 HUB_REVOKE = "/mockhub/revoke"
 GOOGLE_REVOKE = "/mockgoogle/revoke"
-
-
-@pytest.fixture
-def app(tmp_path: Path) -> Starlette:
-    return create_mock_providers_app(conformance_config(tmp_path / "data"))
-
-
-@pytest.fixture
-async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as client:
-        yield client
 
 
 async def hub_revoke(http: httpx.AsyncClient, token: str, hint: str | None = None) -> httpx.Response:

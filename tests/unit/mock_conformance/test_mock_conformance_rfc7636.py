@@ -9,14 +9,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
 import pytest
-from starlette.applications import Starlette
 
-from mock_providers import create_mock_providers_app
 from tests.support.mock_conformance import (
     ALL_PROVIDERS,
     MOCKSLACK,
@@ -25,25 +21,13 @@ from tests.support.mock_conformance import (
     assert_oauth_error,
     authorization_params,
     authorize,
-    conformance_config,
     exchange_code,
     redirect_params,
     sign_in_at_dev_as,
 )
-from tests.support.mock_provider_setup import BASE, pkce_pair
+from tests.support.mock_provider_setup import pkce_pair
 
 UNRESERVED = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
-
-
-@pytest.fixture
-def app(tmp_path: Path) -> Starlette:
-    return create_mock_providers_app(conformance_config(tmp_path / "data"))
-
-
-@pytest.fixture
-async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as client:
-        yield client
 
 
 def s256(verifier: str) -> str:

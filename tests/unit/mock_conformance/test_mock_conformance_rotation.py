@@ -10,15 +10,13 @@ MockGoogle's refresh tokens do not rotate (Google's don't), MockSlack has none.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from starlette.applications import Starlette
 
-from mock_providers import MockHub, create_mock_providers_app
+from mock_providers import MockHub
 from tests.support.mock_conformance import (
     DEV_AS,
     MOCKGOOGLE,
@@ -26,28 +24,15 @@ from tests.support.mock_conformance import (
     OAuthProvider,
     api_status,
     assert_oauth_error,
-    conformance_config,
     obtain_tokens,
     refresh,
 )
-from tests.support.mock_provider_setup import BASE
-
-
-@pytest.fixture
-def app(tmp_path: Path) -> Starlette:
-    return create_mock_providers_app(conformance_config(tmp_path / "data"))
 
 
 @pytest.fixture
 def hub(app: Starlette) -> MockHub:
     mockhub: MockHub = app.state.mockhub
     return mockhub
-
-
-@pytest.fixture
-async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as client:
-        yield client
 
 
 async def refreshed(http: httpx.AsyncClient, provider: OAuthProvider, refresh_token: str) -> dict[str, Any]:

@@ -7,15 +7,11 @@ its tests assert that documented deviation (docs/mock-providers.md, "Conformance
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from urllib.parse import urlencode
 
 import httpx
 import pytest
-from starlette.applications import Starlette
 
-from mock_providers import create_mock_providers_app
 from tests.support.mock_conformance import (
     ALL_PROVIDERS,
     DEV_AS,
@@ -27,7 +23,6 @@ from tests.support.mock_conformance import (
     assert_oauth_error,
     authorization_params,
     authorize,
-    conformance_config,
     exchange_code,
     obtain_code,
     obtain_tokens,
@@ -36,20 +31,9 @@ from tests.support.mock_conformance import (
     sign_in_at_dev_as,
     token_request,
 )
-from tests.support.mock_provider_setup import BASE, pkce_pair
+from tests.support.mock_provider_setup import pkce_pair
 
 FOREIGN_CALLBACK = "https://attacker.example/callback"
-
-
-@pytest.fixture
-def app(tmp_path: Path) -> Starlette:
-    return create_mock_providers_app(conformance_config(tmp_path / "data"))
-
-
-@pytest.fixture
-async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as client:
-        yield client
 
 
 # -- §5.1 successful token response ---------------------------------------------------------

@@ -8,8 +8,6 @@ MockGoogle publishes OIDC discovery only and MockSlack nothing, like Google and 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -19,9 +17,7 @@ import pytest
 from authlib.oauth2.rfc8414 import AuthorizationServerMetadata
 from authlib.oauth2.rfc9207 import AuthorizationServerMetadata as IssMetadata
 from authlib.oidc.discovery import OpenIDProviderMetadata
-from starlette.applications import Starlette
 
-from mock_providers import create_mock_providers_app
 from tests.support.mock_conformance import (
     DEV_AS,
     ISSUING_PROVIDERS,
@@ -30,7 +26,6 @@ from tests.support.mock_conformance import (
     OAuthProvider,
     assert_oauth_error,
     authorization_params,
-    conformance_config,
     obtain_code,
     obtain_tokens,
 )
@@ -51,17 +46,6 @@ def rfc8414_url(issuer: str) -> str:
 def oidc_discovery_url(issuer: str) -> str:
     """OIDC Discovery §4: the well-known suffix is appended to the issuer."""
     return issuer.rstrip("/") + "/.well-known/openid-configuration"
-
-
-@pytest.fixture
-def app(tmp_path: Path) -> Starlette:
-    return create_mock_providers_app(conformance_config(tmp_path / "data"))
-
-
-@pytest.fixture
-async def http(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as client:
-        yield client
 
 
 async def metadata_of(http: httpx.AsyncClient, provider: OAuthProvider) -> dict[str, Any]:

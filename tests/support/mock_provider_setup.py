@@ -23,6 +23,13 @@ HUB_CLIENT_ID = "mcp-url-connect"
 HUB_SECRET = "hub-secret-0123456789"
 HUB_CALLBACK = "http://127.0.0.1:8000/connect/callback"
 DCR_CALLBACK = "http://127.0.0.1:33418/callback"
+GOOGLE = BASE + "/mockgoogle"
+GOOGLE_CLIENT_ID = "mcp-url-connect.apps.mockgoogle.test"
+GOOGLE_SECRET = "google-secret-0123456789"
+GOOGLE_CALLBACK = "http://127.0.0.1:8000/callback/mockgoogle"
+SLACK_CLIENT_ID = "1234567890.0987654321"
+SLACK_SECRET = "slack-secret-0123456789"
+SLACK_CALLBACK = "http://127.0.0.1:8000/callback/mockslack"
 
 
 def make_config(data_dir: Path, **overrides: Any) -> MockProvidersConfig:
@@ -35,6 +42,16 @@ def make_config(data_dir: Path, **overrides: Any) -> MockProvidersConfig:
     }
     values.update(overrides)
     return MockProvidersConfig(**values)
+
+
+def full_config(data_dir: Path, **overrides: Any) -> MockProvidersConfig:
+    """`make_config` with MockGoogle and MockSlack served too."""
+    return make_config(
+        data_dir,
+        mockgoogle_client=ClientSpec(GOOGLE_CLIENT_ID, GOOGLE_SECRET, (GOOGLE_CALLBACK,)),
+        mockslack_client=ClientSpec(SLACK_CLIENT_ID, SLACK_SECRET, (SLACK_CALLBACK,)),
+        **overrides,
+    )
 
 
 def pkce_pair() -> tuple[str, str]:

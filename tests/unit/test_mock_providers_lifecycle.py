@@ -17,41 +17,30 @@ from authlib.oidc.discovery import OpenIDProviderMetadata
 from starlette.applications import Starlette
 
 from mock_providers import (
-    ClientSpec,
     MockGoogle,
     MockHub,
-    MockProvidersConfig,
     MockSlack,
     create_mock_providers_app,
 )
 from mock_providers.faults import JUNK_BODY, check_mode
 from tests.support.mock_provider_setup import (
     BASE,
+    GOOGLE,
+    GOOGLE_CALLBACK,
+    GOOGLE_CLIENT_ID,
+    GOOGLE_SECRET,
     HUB_CALLBACK,
     HUB_CLIENT_ID,
     HUB_SECRET,
+    SLACK_CALLBACK,
+    SLACK_CLIENT_ID,
+    SLACK_SECRET,
+    full_config,
     make_config,
     only_form,
     pkce_pair,
     query_of,
 )
-
-GOOGLE = BASE + "/mockgoogle"
-GOOGLE_CLIENT_ID = "mcp-url-connect.apps.mockgoogle.test"
-GOOGLE_SECRET = "google-secret-0123456789"
-GOOGLE_CALLBACK = "http://127.0.0.1:8000/callback/mockgoogle"
-SLACK_CLIENT_ID = "1234567890.0987654321"
-SLACK_SECRET = "slack-secret-0123456789"
-SLACK_CALLBACK = "http://127.0.0.1:8000/callback/mockslack"
-
-
-def full_config(data_dir: Path, **overrides: Any) -> MockProvidersConfig:
-    return make_config(
-        data_dir,
-        mockgoogle_client=ClientSpec(GOOGLE_CLIENT_ID, GOOGLE_SECRET, (GOOGLE_CALLBACK,)),
-        mockslack_client=ClientSpec(SLACK_CLIENT_ID, SLACK_SECRET, (SLACK_CALLBACK,)),
-        **overrides,
-    )
 
 
 @pytest.fixture

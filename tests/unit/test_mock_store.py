@@ -16,7 +16,7 @@ import httpx
 import jwt
 from starlette.applications import Starlette
 
-from mock_providers import ClientSpec, MockHub, MockProvidersConfig, create_mock_providers_app
+from mock_providers import ClientSpec, MockHub, create_mock_providers_app
 from mock_providers.mock_store import (
     STATE_FILENAME,
     DurableMap,
@@ -29,35 +29,25 @@ from mock_providers.mock_store import (
 from tests.support.mock_provider_setup import (
     BASE,
     DCR_CALLBACK,
+    GOOGLE_CALLBACK,
+    GOOGLE_CLIENT_ID,
+    GOOGLE_SECRET,
     HUB_CALLBACK,
     HUB_CLIENT_ID,
     HUB_SECRET,
-    make_config,
+    SLACK_CALLBACK,
+    SLACK_CLIENT_ID,
+    SLACK_SECRET,
+    full_config,
     pkce_pair,
     query_of,
 )
-
-GOOGLE_CLIENT_ID = "store-test.apps.mockgoogle.test"
-GOOGLE_SECRET = "google-secret-0123456789"
-GOOGLE_CALLBACK = "http://127.0.0.1:8000/callback/mockgoogle"
-SLACK_CLIENT_ID = "1111.2222"
-SLACK_SECRET = "slack-secret-0123456789"
-SLACK_CALLBACK = "http://127.0.0.1:8000/callback/mockslack"
-
-
-def config(data_dir: Path, **overrides: Any) -> MockProvidersConfig:
-    return make_config(
-        data_dir,
-        mockgoogle_client=ClientSpec(GOOGLE_CLIENT_ID, GOOGLE_SECRET, (GOOGLE_CALLBACK,)),
-        mockslack_client=ClientSpec(SLACK_CLIENT_ID, SLACK_SECRET, (SLACK_CALLBACK,)),
-        **overrides,
-    )
 
 
 @asynccontextmanager
 async def serving(data_dir: Path, **overrides: Any) -> AsyncIterator[tuple[Starlette, httpx.AsyncClient]]:
     """A freshly built app (as after a process start) and an HTTP client for it."""
-    app = create_mock_providers_app(config(data_dir, **overrides))
+    app = create_mock_providers_app(full_config(data_dir, **overrides))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE) as http:
         yield app, http
 

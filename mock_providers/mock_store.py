@@ -216,7 +216,24 @@ class RecordCodec(Generic[R]):
         return self.build(**values)
 
 
-class DurableMap(MutableMapping[str, R]):
+class _SecretKeyed(MutableMapping[str, R]):
+    """What both mappings below share: rows of ``kind`` keyed by the digest of a secret."""
+
+    store: MockStore
+    kind: str
+
+    def __delitem__(self, key: str) -> None:
+        if not self.store.delete(self.kind, self.store.digest(key)):
+            raise KeyError(self.kind)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([self.store.reveal(hex_digest) for hex_digest in self.store.keys(self.kind)])
+
+    def __len__(self) -> int:
+        return self.store.count(self.kind)
+
+
+class DurableMap(_SecretKeyed[R]):
     """A dict of records named by a secret, stored in a :class:`MockStore` under ``kind``.
 
     Records read back are new objects: a change to one is kept by assigning it again
@@ -245,21 +262,11 @@ class DurableMap(MutableMapping[str, R]):
         self.store.remember(key, hex_digest)
         self.store.put(self.kind, hex_digest, self.codec.encode(record, self.store))
 
-    def __delitem__(self, key: str) -> None:
-        if not self.store.delete(self.kind, self.store.digest(key)):
-            raise KeyError(self.kind)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter([self.store.reveal(hex_digest) for hex_digest in self.store.keys(self.kind)])
-
-    def __len__(self) -> int:
-        return self.store.count(self.kind)
-
     def __repr__(self) -> str:
         return f"<DurableMap {self.kind} ({len(self)} records)>"
 
 
-class DurableIndex(MutableMapping[str, R]):
+class DurableIndex(_SecretKeyed[R]):
     """A second secret naming records of a :class:`DurableMap` (MockHub's refresh tokens name
     the record of their access token): stores only digest -> digest."""
 
@@ -283,16 +290,6 @@ class DurableIndex(MutableMapping[str, R]):
         hex_digest = self.store.digest(key)
         self.store.remember(key, hex_digest)
         self.store.put(self.kind, hex_digest, {"ref": self.target.key_digest(record)})
-
-    def __delitem__(self, key: str) -> None:
-        if not self.store.delete(self.kind, self.store.digest(key)):
-            raise KeyError(self.kind)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter([self.store.reveal(hex_digest) for hex_digest in self.store.keys(self.kind)])
-
-    def __len__(self) -> int:
-        return self.store.count(self.kind)
 
 
 class DurableSet(MutableSet[tuple[str, ...]]):

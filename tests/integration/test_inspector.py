@@ -67,7 +67,7 @@ async def open_in_browser(ui: InspectorUi, url: str) -> Any:
 @pytest.mark.parametrize("era", ["legacy"])
 async def test_inspector_2025_11_25_retries_on_completion(ui: InspectorUi, mcpuc: Mcpuc) -> None:
     await ui.connect()
-    assert await ui.page.get_by_text("MCP 2025-11-25").count() == 1  # the protocol it negotiated
+    await ui.page.get_by_text("MCP 2025-11-25", exact=True).wait_for()  # the protocol it negotiated
     await ui.call_tool("whoami")
 
     # The Inspector caught -32042 and shows the link in its URL-elicitation dialog.
@@ -86,9 +86,9 @@ async def test_inspector_2025_11_25_retries_on_completion(ui: InspectorUi, mcpuc
     # notifications/elicitation/complete closes the dialog and the Inspector retries by itself:
     # nobody pressed "I've completed it".
     await ui.result_showing('"login": "octocat"')
-    assert await ui.dialog().count() == 0
+    await ui.dialog().wait_for(state="hidden")  # closed (it fades out while the result appears)
     # Its message log shows the notification arriving from our server.
-    assert await ui.page.get_by_text("NOTIFICATIONS/ELICITATION/COMPLETE").count() == 1
+    await ui.page.get_by_text("notifications/elicitation/complete", exact=True).wait_for()
 
 
 @pytest.mark.parametrize("era", ["modern"])

@@ -24,14 +24,21 @@ pytestmark = pytest.mark.integration
 SDK = "@modelcontextprotocol/sdk"
 
 
-def ts_client(mcpuc: Mcpuc, user: str, tmp_path: Path) -> NodeClient:
-    node = need_node(SDK, (18, 0))
+@pytest.fixture
+def node() -> str:
+    """Node.js with the SDK installed (a fixture, so a skip names the test that needed it)."""
+    return need_node(SDK, (18, 0))
+
+
+def ts_client(node: str, mcpuc: Mcpuc, user: str, tmp_path: Path) -> NodeClient:
     env = {"MCPUC_BEARER": mcpuc.token(user)}  # not in argv, where `ps` would show it
     return NodeClient(node, "ts_client.mjs", [mcpuc.mcp_url, "whoami"], env, tmp_path / "ts-client.log")
 
 
-async def test_ts_sdk_client_connects_through_url_elicitation(mcpuc: Mcpuc, tmp_path: Path) -> None:
-    async with ts_client(mcpuc, "alice", tmp_path) as run:
+async def test_ts_sdk_client_connects_through_url_elicitation(
+    node: str, mcpuc: Mcpuc, tmp_path: Path
+) -> None:
+    async with ts_client(node, mcpuc, "alice", tmp_path) as run:
         hello = await run.expect("initialized")
         assert hello["protocolVersion"] == "2025-11-25"
 
@@ -60,8 +67,10 @@ async def test_ts_sdk_client_connects_through_url_elicitation(mcpuc: Mcpuc, tmp_
     assert not [e for e in run.events if e["event"] == "unexpected_elicit_request"]
 
 
-async def test_ts_sdk_client_link_opened_by_someone_else_is_refused(mcpuc: Mcpuc, tmp_path: Path) -> None:
-    async with ts_client(mcpuc, "alice", tmp_path) as run:
+async def test_ts_sdk_client_link_opened_by_someone_else_is_refused(
+    node: str, mcpuc: Mcpuc, tmp_path: Path
+) -> None:
+    async with ts_client(node, mcpuc, "alice", tmp_path) as run:
         asked = await run.expect("elicitation")
         with pytest.raises(FlowError) as refused:
             await mcpuc.browser("mallory").approve(asked["url"])

@@ -60,7 +60,7 @@ async def open_in_browser(ui: InspectorUi, url: str) -> Any:
         await ui.dialog().get_by_role("button", name="Open in Browser").click()
     tab = await opened.value
     await tab.wait_for_load_state()
-    assert requested[0] == url, requested
+    assert url in requested, requested  # (the Inspector's own page makes requests meanwhile)
     return tab
 
 

@@ -349,9 +349,22 @@ class ConnectionBroker:
         needed: tuple[str, ...],
         state: _RequestState,
     ) -> Connection:
-        """A 2026-07-28 retry of the connect flow: wait briefly for the flow, then answer."""
+        """A 2026-07-28 retry of the connect flow: wait briefly for the flow, then answer. A decline
+        or cancel is honoured unless this flow already stored the caller's connection."""
         response = (ctx.input_responses or {}).get(CONNECT_INPUT_KEY)
         if getattr(response, "action", "accept") != "accept":
+            # A user who finished in the browser and then pressed Cancel (or Decline) in the client
+            # is connected: the flow's outcome, read from the store, wins over the dialog's.
+            finished = await self._store().get_elicitation(state.elicitation_id)
+            if (
+                finished is not None
+                and finished.user == caller.user
+                and finished.provider == config.name
+                and finished.status is ElicitationStatus.COMPLETE
+            ):
+                connection = await self._usable_connection(caller, config, needed)
+                if connection is not None:
+                    return connection
             # Declined or cancelled: the link stops working and stops counting against the limit.
             await self._flow.decline(state.elicitation_id)
             raise ConnectionNeeded(_tool_error(f"Connecting {config.display_name} was declined."))

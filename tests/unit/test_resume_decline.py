@@ -1,0 +1,161 @@
+"""A 2026-07-28 retry that declines or cancels the connect flow, in process (issue 11).
+
+A user who completes the flow in the browser and then presses Cancel (or Decline) in the client
+is connected: the retry answers with the connection, not "declined". A decline of a flow that has
+not finished is honoured: the link stops working.
+
+The broker runs against a real SQLite store with a context standing in for the SDK's (the caller
+comes from the verified-token context variable, as in production); the browser leg is the
+store's own transitions (opened, then completed with the connection), as /connect and /callback
+make them. The connection expires far off, so no provider is called.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from mcp.server.auth.middleware.auth_context import auth_context_var
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp_types import (
+    CallToolResult,
+    ClientCapabilities,
+    ElicitationCapability,
+    ElicitRequestURLParams,
+    ElicitResult,
+    InputRequiredResult,
+    UrlElicitationCapability,
+)
+
+from mock_providers.demo import build_demo
+from service.broker import CONNECT_INPUT_KEY, ConnectionBroker
+from service.mcp_errors import connected
+from service.outbound_http import OutboundHttp
+from tests.support.broker import broker_on
+from token_store import Connection, ConnectionKey, ElicitationStatus, KeyRing, SQLiteStore, TokenSet, UserRef
+
+MODERN = "2026-07-28"
+URL_ONLY = ClientCapabilities(elicitation=ElicitationCapability(url=UrlElicitationCapability()))
+ACTIONS = ("decline", "cancel")
+
+
+@dataclass
+class World:
+    store: SQLiteStore
+    broker: ConnectionBroker
+    alice: UserRef
+
+    async def browser_completes(self, elicitation_id: str, account: str = "42") -> Connection:
+        """What /connect and /callback do for a flow the user approves: opened, then the token set
+        stored and the elicitation completed in one step."""
+        opened = await self.store.transition_elicitation(
+            elicitation_id, ElicitationStatus.PENDING, ElicitationStatus.OPENED
+        )
+        assert opened is not None
+        connection = connection_of(self.alice, account, updated_at=time.time())
+        assert await self.store.complete_elicitation(connection, elicitation_id) is not None
+        return connection
+
+    async def status(self, elicitation_id: str) -> ElicitationStatus:
+        stored = await self.store.get_elicitation(elicitation_id)
+        assert stored is not None
+        return stored.status
+
+
+def connection_of(user: UserRef, account: str, updated_at: float) -> Connection:
+    tokens = TokenSet(
+        access_token=secrets.token_urlsafe(8), expires_at=time.time() + 3600, scopes=("read:user",)
+    )
+    key = ConnectionKey(user, "mockhub", account)
+    return Connection(key, tokens, f"login-{account}", updated_at, updated_at)
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    settings = build_demo("127.0.0.1", 9200, 9201, tmp_path).settings
+    store = await SQLiteStore.open(tmp_path / "store.sqlite3", KeyRing.parse(settings.encryption_keys))
+    outbound = OutboundHttp(1.0)
+    issuer = settings.auth_issuer
+    # Every call below is Alice's, as her verified access token would say.
+    token = AccessToken(token="t", client_id="c", scopes=[], subject="alice", claims={"iss": issuer})
+    reset = auth_context_var.set(AuthenticatedUser(token))
+    try:
+        yield World(store, broker_on(settings, store, outbound), UserRef(issuer, "alice"))
+    finally:
+        auth_context_var.reset(reset)
+        await store.close()
+        await outbound.client.aclose()
+
+
+def ctx(request_state: str | None = None, input_responses: dict[str, Any] | None = None) -> Any:
+    return SimpleNamespace(
+        protocol_version=MODERN,
+        client_capabilities=URL_ONLY,
+        session=None,
+        request_id=7,
+        request_state=request_state,
+        input_responses=input_responses,
+        headers={},
+    )
+
+
+async def whoami(world: World, context: Any) -> Any:
+    """What a tool answers: the connection's account, or the outcome `@connected` delivers."""
+
+    @connected
+    async def tool() -> Any:
+        return (await world.broker.require(context, "mockhub")).key.account
+
+    return await tool()
+
+
+async def ask(world: World) -> tuple[str, str]:
+    """The first call, not connected: the requestState and the elicitation id of its link."""
+    asked = await whoami(world, ctx())
+    assert isinstance(asked, InputRequiredResult) and asked.request_state is not None
+    params = asked.input_requests[CONNECT_INPUT_KEY].params  # type: ignore[index]
+    assert isinstance(params, ElicitRequestURLParams)
+    [elicitation_id] = parse_qs(urlsplit(params.url).query)["elicitationId"]
+    return asked.request_state, elicitation_id
+
+
+def retry_with(state: str, action: str) -> Any:
+    return ctx(request_state=state, input_responses={CONNECT_INPUT_KEY: ElicitResult(action=action)})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+async def test_cancel_after_the_flow_completed_answers_with_the_connection(world: World, action: str) -> None:
+    state, elicitation_id = await ask(world)
+    await world.browser_completes(elicitation_id, account="42")
+    assert await whoami(world, retry_with(state, action)) == "42"
+    # The completed flow stays completed: the dialog's answer changes nothing stored.
+    assert await world.status(elicitation_id) is ElicitationStatus.COMPLETE
+    assert await world.store.get_connection(world.alice, "mockhub") is not None
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+async def test_cancel_before_the_flow_completed_is_declined(world: World, action: str) -> None:
+    state, elicitation_id = await ask(world)
+    result = await whoami(world, retry_with(state, action))
+    assert isinstance(result, CallToolResult) and result.is_error
+    assert "was declined" in result.content[0].text  # type: ignore[union-attr]
+    assert await world.status(elicitation_id) is ElicitationStatus.FAILED
+
+
+async def test_a_connection_from_elsewhere_does_not_overrule_a_decline(world: World) -> None:
+    # The flow this state belongs to is still pending; a connection stored by another flow in the
+    # meantime is no reason to ignore the user's "no" to this one.
+    state, elicitation_id = await ask(world)
+    await world.store.put_connection(connection_of(world.alice, "7", updated_at=time.time()))
+    result = await whoami(world, retry_with(state, "decline"))
+    assert isinstance(result, CallToolResult) and result.is_error
+    assert "was declined" in result.content[0].text  # type: ignore[union-attr]
+    assert await world.status(elicitation_id) is ElicitationStatus.FAILED

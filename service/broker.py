@@ -188,7 +188,7 @@ class ConnectionBroker:
             if is_stateless_revision(ctx) and ctx.request_state is not None:
                 state = await self._take_request_state(ctx, config)
                 if state.kind == CONNECT_KIND:
-                    return await self._resume(ctx, caller, config, needed, state), None
+                    return await self._resume(ctx, caller, config, needed, state, account), None
                 answer = (ctx.input_responses or {}).get(ACCOUNT_INPUT_KEY)
                 stored = await self._answered(caller, config, answer)
             elif account is None:
@@ -283,9 +283,13 @@ class ConnectionBroker:
             return None
 
     async def _usable_connection(
-        self, caller: Caller, config: ProviderConfig, needed: tuple[str, ...]
+        self, caller: Caller, config: ProviderConfig, needed: tuple[str, ...], account: str | None
     ) -> Connection | None:
-        stored = await self._store().get_connection(caller.user, config.name)
+        """The account the tool named (as a first call finds it), else the most recently updated."""
+        if account is not None:
+            stored = await self._find(caller, config, account)
+        else:
+            stored = await self._store().get_connection(caller.user, config.name)
         return await self._usable(stored, config, needed)
 
     async def _ask(
@@ -348,9 +352,11 @@ class ConnectionBroker:
         config: ProviderConfig,
         needed: tuple[str, ...],
         state: _RequestState,
+        account: str | None,
     ) -> Connection:
         """A 2026-07-28 retry of the connect flow: wait briefly for the flow, then answer. A decline
-        or cancel is honoured unless this flow already stored the caller's connection."""
+        or cancel is honoured unless this flow already stored the caller's connection. A named
+        `account` must be the one connected: a flow that connected another asks again."""
         response = (ctx.input_responses or {}).get(CONNECT_INPUT_KEY)
         if getattr(response, "action", "accept") != "accept":
             # A user who finished in the browser and then pressed Cancel (or Decline) in the client
@@ -362,7 +368,7 @@ class ConnectionBroker:
                 and finished.provider == config.name
                 and finished.status is ElicitationStatus.COMPLETE
             ):
-                connection = await self._usable_connection(caller, config, needed)
+                connection = await self._usable_connection(caller, config, needed, account)
                 if connection is not None:
                     return connection
             # Declined or cancelled: the link stops working and stops counting against the limit.
@@ -372,7 +378,7 @@ class ConnectionBroker:
         deadline = self._clock() + self._settings.retry_wait_seconds
         elicitation = await self._store().get_elicitation(state.elicitation_id)
         while True:
-            connection = await self._usable_connection(caller, config, needed)
+            connection = await self._usable_connection(caller, config, needed, account)
             if connection is not None:
                 return connection
             live = elicitation is not None and elicitation.user == caller.user and elicitation.status.is_live

@@ -107,19 +107,19 @@ def ctx(request_state: str | None = None, input_responses: dict[str, Any] | None
     )
 
 
-async def whoami(world: World, context: Any) -> Any:
+async def whoami(world: World, context: Any, account: str | None = None) -> Any:
     """What a tool answers: the connection's account, or the outcome `@connected` delivers."""
 
     @connected
     async def tool() -> Any:
-        return (await world.broker.require(context, "mockhub")).key.account
+        return (await world.broker.require(context, "mockhub", account=account)).key.account
 
     return await tool()
 
 
-async def ask(world: World) -> tuple[str, str]:
+async def ask(world: World, account: str | None = None) -> tuple[str, str]:
     """The first call, not connected: the requestState and the elicitation id of its link."""
-    asked = await whoami(world, ctx())
+    asked = await whoami(world, ctx(), account)
     assert isinstance(asked, InputRequiredResult) and asked.request_state is not None
     params = asked.input_requests[CONNECT_INPUT_KEY].params  # type: ignore[index]
     assert isinstance(params, ElicitRequestURLParams)
@@ -159,3 +159,21 @@ async def test_a_connection_from_elsewhere_does_not_overrule_a_decline(world: Wo
     assert isinstance(result, CallToolResult) and result.is_error
     assert "was declined" in result.content[0].text  # type: ignore[union-attr]
     assert await world.status(elicitation_id) is ElicitationStatus.FAILED
+
+
+async def test_a_retry_naming_an_account_answers_with_that_account(world: World) -> None:
+    # The account named in the call (here a new one) is what the retry answers with, once connected.
+    await world.store.put_connection(connection_of(world.alice, "7", updated_at=time.time()))
+    state, elicitation_id = await ask(world, account="42")
+    await world.browser_completes(elicitation_id, account="42")
+    assert await whoami(world, retry_with(state, "accept"), account="42") == "42"
+
+
+async def test_a_retry_naming_an_account_the_flow_did_not_connect_asks_again(world: World) -> None:
+    # The user signed in at the provider as someone else: the flow stored account 99, which is not
+    # the account the tool asked for, so the retry must not act as 99 (nor as the older 7).
+    await world.store.put_connection(connection_of(world.alice, "7", updated_at=time.time()))
+    state, elicitation_id = await ask(world, account="42")
+    await world.browser_completes(elicitation_id, account="99")
+    answer = await whoami(world, retry_with(state, "accept"), account="42")
+    assert isinstance(answer, InputRequiredResult), answer

@@ -430,6 +430,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "SSE replay only within the session (and user) whose stream it was",
     ),
     m(
+        "broker.resume_named_account",
+        "service/broker.py",
+        "        if account is not None:\n            stored = await self._find(caller, config, account)\n",
+        "        if False:\n            stored = await self._find(caller, config, account)\n",
+        [
+            "tests/unit/test_resume_decline.py::"
+            "test_a_retry_naming_an_account_the_flow_did_not_connect_asks_again"
+        ],
+        "a 2026-07-28 retry answers only with the account the tool named",
+    ),
+    m(
         "provider_session.own_url",
         "service/provider_session.py",
         "        if origin(url) not in allowed:\n",

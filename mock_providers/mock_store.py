@@ -280,10 +280,12 @@ class DurableIndex(_SecretKeyed[R]):
         row = self.store.get(self.kind, hex_digest)
         if row is None:
             raise KeyError(self.kind)
+        # Before the record is decoded: a record naming this secret then carries it, not its
+        # digest (a revocation compares the presented refresh token with the record's).
+        self.store.remember(key, hex_digest)
         record = self.target.get(SecretDigest.of(row["ref"]))
         if record is None:
             raise KeyError(self.kind)
-        self.store.remember(key, hex_digest)
         return record
 
     def __setitem__(self, key: str, record: R) -> None:

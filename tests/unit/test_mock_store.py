@@ -144,6 +144,22 @@ async def test_mockhub_tokens_codes_and_grant_families_survive_a_restart(tmp_pat
         assert first["refresh_token"] in hub.revoked_tokens  # presented this run: known
 
 
+async def test_revoking_a_refresh_token_after_a_restart_revokes_its_whole_grant(tmp_path: Path) -> None:
+    # RFC 7009 §2.1 as MockHub implements it: a refresh token revokes every access token of its
+    # grant, also when the tokens were issued by an earlier run (the store holds only digests).
+    data_dir = tmp_path / "data"
+    async with serving(data_dir) as (_app, http):
+        first = (await hub_exchange(http, *(await hub_code(http, "dana-hub")))).json()
+        second = (await hub_refresh(http, first["refresh_token"])).json()
+    async with serving(data_dir) as (_app, http):
+        answer = await http.post(
+            "/mockhub/revoke", data={"token": second["refresh_token"]}, auth=(HUB_CLIENT_ID, HUB_SECRET)
+        )
+        assert answer.status_code == 200
+        for access_token in (first["access_token"], second["access_token"]):
+            assert (await hub_user(http, access_token)).status_code == 401
+
+
 async def test_knob_helpers_reach_tokens_stored_by_an_earlier_run(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     async with serving(data_dir) as (app, http):

@@ -226,13 +226,12 @@ class SQLiteStore:
 
     # --- remembered choices ---------------------------------------------------------------
     async def get_default_account(self, user: UserRef, provider: str) -> str | None:
-        def get(conn: sqlite3.Connection) -> Any:
-            return conn.execute(
-                "SELECT account FROM default_accounts WHERE iss = ? AND sub = ? AND provider = ?",
-                (user.iss, user.sub, provider),
-            ).fetchone()
-
-        row = await self._read("get_default_account", get)
+        rows = await self._read(
+            "get_default_account",
+            "SELECT account FROM default_accounts WHERE iss = ? AND sub = ? AND provider = ?",
+            (user.iss, user.sub, provider),
+        )
+        row = rows[0] if rows else None
         return None if row is None else str(row[0])
 
     async def set_default_account(self, user: UserRef, provider: str, account: str | None) -> None:
@@ -282,13 +281,8 @@ class SQLiteStore:
     async def lock_held(self, name: str) -> bool:
         now = self._clock()
 
-        def held(conn: sqlite3.Connection) -> bool:
-            row = conn.execute(
-                "SELECT 1 FROM locks WHERE name_hash = ? AND expires_at > ?", (codec.lookup_key(name), now)
-            ).fetchone()
-            return row is not None
-
-        return await self._read("lock_held", held)
+        sql = "SELECT 1 FROM locks WHERE name_hash = ? AND expires_at > ?"
+        return bool(await self._read("lock_held", sql, (codec.lookup_key(name), now)))
 
     # --- pending elicitations -------------------------------------------------------------
     async def create_elicitation(self, elicitation: PendingElicitation, max_live_per_user: int) -> None:
@@ -323,12 +317,12 @@ class SQLiteStore:
     async def get_elicitation(self, elicitation_id: str) -> PendingElicitation | None:
         now = self._clock()
 
-        def get(conn: sqlite3.Connection) -> Any:
-            return conn.execute(
-                "SELECT record FROM elicitations WHERE id = ? AND expires_at > ?", (elicitation_id, now)
-            ).fetchone()
-
-        row = await self._read("get_elicitation", get)
+        rows = await self._read(
+            "get_elicitation",
+            "SELECT record FROM elicitations WHERE id = ? AND expires_at > ?",
+            (elicitation_id, now),
+        )
+        row = rows[0] if rows else None
         return None if row is None else PendingElicitation.from_json(row[0])
 
     async def get_elicitation_with_connection(
@@ -336,18 +330,16 @@ class SQLiteStore:
     ) -> tuple[PendingElicitation, Connection | None] | None:
         now = self._clock()
 
-        def get(conn: sqlite3.Connection) -> list[Any]:
-            # One statement: the elicitation, joined with each of its user's connections at its
-            # provider (none: one row of NULLs), most recently updated first.
-            return conn.execute(
-                "SELECT e.record, c.provider, c.account, c.account_label, c.blob, c.connected_at, "
-                "c.updated_at, c.status, c.refreshed_at FROM elicitations e LEFT JOIN connections c "
-                "ON c.iss = e.iss AND c.sub = e.sub AND c.provider = e.provider "
-                "WHERE e.id = ? AND e.expires_at > ? ORDER BY c.updated_at DESC, c.account",
-                (elicitation_id, now),
-            ).fetchall()
-
-        rows = await self._read("get_elicitation_with_connection", get)
+        # One statement: the elicitation, joined with each of its user's connections at its
+        # provider (none: one row of NULLs), most recently updated first.
+        rows = await self._read(
+            "get_elicitation_with_connection",
+            "SELECT e.record, c.provider, c.account, c.account_label, c.blob, c.connected_at, "
+            "c.updated_at, c.status, c.refreshed_at FROM elicitations e LEFT JOIN connections c "
+            "ON c.iss = e.iss AND c.sub = e.sub AND c.provider = e.provider "
+            "WHERE e.id = ? AND e.expires_at > ? ORDER BY c.updated_at DESC, c.account",
+            (elicitation_id, now),
+        )
         if not rows:
             return None
         elicitation = PendingElicitation.from_json(rows[0][0])
@@ -479,6 +471,11 @@ class SQLiteStore:
         await self._run("ping", lambda conn: conn.execute("SELECT 1").fetchone())
 
     async def close(self) -> None:
+        # The read connection is used on the event loop: close it here, so no read is in flight.
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            with contextlib.suppress(sqlite3.Error):
+                reader.close()
         await anyio.to_thread.run_sync(self._close)
 
     def _close(self) -> None:
@@ -517,14 +514,8 @@ class SQLiteStore:
     async def _select_connections(
         self, op: str, user: UserRef, where_tail: str, args: Sequence[str]
     ) -> list[Any]:
-        def select(conn: sqlite3.Connection) -> list[Any]:
-            return conn.execute(
-                f"SELECT {_CONNECTION_COLUMNS} FROM connections "  # noqa: S608 - constant fragments only
-                f"WHERE iss = ? AND sub = ? {where_tail}",
-                (user.iss, user.sub, *args),
-            ).fetchall()
-
-        return await self._read(op, select)
+        sql = f"SELECT {_CONNECTION_COLUMNS} FROM connections WHERE iss = ? AND sub = ? {where_tail}"  # noqa: S608 - constant fragments only
+        return await self._read(op, sql, (user.iss, user.sub, *args))
 
     def _decrypt_rows(self, user: UserRef, rows: Sequence[Any]) -> list[Connection]:
         connections = []
@@ -558,24 +549,29 @@ class SQLiteStore:
 
         return await self._run(op, write_and_purge, transaction=True)
 
-    async def _read(self, op: str, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        """Run `fn`, a single read statement, right here on the event loop.
+    async def _read(self, op: str, sql: str, params: Sequence[Any]) -> list[Any]:
+        """All the rows of one read statement, run right here on the event loop.
 
         Why not the worker thread: the hop there and back cost more CPU (~150 µs: a lock, two
         thread wake-ups) than the indexed read itself (~20 µs), on every token-backed tool call.
         Why it cannot stall the loop: in WAL mode a reader never waits for the writer (it reads
         the last committed snapshot), and the read connection has no busy timeout; in the rare
         case SQLite still answers "busy" (WAL recovery, a checkpoint by another process) the read
-        is retried on the worker thread, which may wait.
+        is retried on the worker thread, which may wait. Every row is fetched before returning: a
+        statement left half-read would keep its snapshot open, and later reads would see the past.
         """
+
+        def fetch(conn: sqlite3.Connection) -> list[Any]:
+            return conn.execute(sql, params).fetchall()
+
         reader = self._reader
         if reader is None:
-            return await self._run(op, fn)
+            return await self._run(op, fetch)
         try:
-            return fn(reader)
+            return fetch(reader)
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-                return await self._run(op, fn)
+                return await self._run(op, fetch)
             raise StoreUnavailable(f"sqlite store: {op} failed ({_error_name(exc)})") from exc
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"sqlite store: {op} failed ({_error_name(exc)})") from exc
@@ -633,7 +629,10 @@ def _connect_reader(path: Path) -> sqlite3.Connection:
     """A second connection to the file `_connect` opened and migrated, for `SQLiteStore._read`:
     read-only (`query_only`), no busy timeout (busy means: take the worker thread instead)."""
     try:
-        reader = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        # mode=rw: the file `_connect` created (0600) or nothing; this never creates one.
+        reader = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=rw", uri=True, check_same_thread=False, isolation_level=None
+        )
     except sqlite3.Error as exc:
         raise StoreUnavailable(f"sqlite store: cannot open database ({_error_name(exc)})") from exc
     try:

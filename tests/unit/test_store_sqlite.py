@@ -12,7 +12,8 @@ import logging
 import os
 import sqlite3
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -354,22 +355,28 @@ async def test_sqlite_locks_are_stored_by_hash_and_purged_when_expired(
         await store.close()
 
 
-def _raise_on_first_use(
-    error_code: int,
-) -> tuple[list[sqlite3.Connection], Callable[[sqlite3.Connection], object]]:
-    """A read for `SQLiteStore._read` that fails with `error_code` on the connection it gets first
-    and answers on any other one; the list records which connections it ran on."""
-    used: list[sqlite3.Connection] = []
+class FailingReader:
+    """Stands in for the store's read connection: every statement fails with `error_code`."""
 
-    def read(conn: sqlite3.Connection) -> object:
-        used.append(conn)
-        if len(used) == 1:
-            error = sqlite3.OperationalError("injected")
-            error.sqlite_errorcode = error_code
-            raise error
-        return conn.execute("SELECT 1").fetchone()
+    def __init__(self, error_code: int) -> None:
+        self.error_code = error_code
+        self.statements = 0
 
-    return used, read
+    def execute(self, sql: str, params: object = ()) -> sqlite3.Cursor:
+        self.statements += 1
+        error = sqlite3.OperationalError("injected")
+        error.sqlite_errorcode = self.error_code
+        raise error
+
+
+@contextmanager
+def read_connection_failing(store: SQLiteStore, error_code: int) -> Iterator[FailingReader]:
+    real, failing = store._reader, FailingReader(error_code)
+    store._reader = failing  # type: ignore[assignment]
+    try:
+        yield failing
+    finally:
+        store._reader = real
 
 
 async def test_sqlite_read_that_finds_the_file_busy_is_retried_on_the_worker_thread(
@@ -379,9 +386,11 @@ async def test_sqlite_read_that_finds_the_file_busy_is_retried_on_the_worker_thr
     thread (which may wait) rather than fail the tool call or stall the loop."""
     store = await SQLiteStore.open(tmp_path / "store.sqlite3", keyring)
     try:
-        used, read = _raise_on_first_use(sqlite3.SQLITE_BUSY)
-        assert await store._read("test", read) == (1,)  # type: ignore[arg-type]
-        assert len(used) == 2 and used[0] is not used[1]  # the read connection, then the writer's
+        stored = make_connection()
+        await store.put_connection(stored)
+        with read_connection_failing(store, sqlite3.SQLITE_BUSY) as reader:
+            assert await store.get_connection(ALICE, stored.key.provider) == stored
+        assert reader.statements == 1  # tried on the read connection first, then on the writer's
     finally:
         await store.close()
 
@@ -389,10 +398,12 @@ async def test_sqlite_read_that_finds_the_file_busy_is_retried_on_the_worker_thr
 async def test_sqlite_read_failing_otherwise_is_store_unavailable(tmp_path: Path, keyring: KeyRing) -> None:
     store = await SQLiteStore.open(tmp_path / "store.sqlite3", keyring)
     try:
-        used, read = _raise_on_first_use(sqlite3.SQLITE_IOERR)
-        with pytest.raises(StoreUnavailable, match=r"test failed"):
-            await store._read("test", read)
-        assert len(used) == 1
+        with (
+            read_connection_failing(store, sqlite3.SQLITE_IOERR) as reader,
+            pytest.raises(StoreUnavailable, match=r"get_connection failed"),
+        ):
+            await store.get_connection(ALICE, "github")
+        assert reader.statements == 1
     finally:
         await store.close()
 

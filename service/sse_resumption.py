@@ -41,8 +41,12 @@ from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse
 # The `retry` field (milliseconds) sent with each priming event: how long a client whose
 # connection dropped waits before it reconnects with `Last-Event-ID`.
 RETRY_INTERVAL_MS = 1000
-# Events one session keeps for replay (tool results here are small JSON documents).
+# Events one session keeps for replay (tool results here are small JSON documents), and the bytes
+# they may hold: a client picks its request ids (up to the 4 MiB body limit) and each one is kept
+# twice, as the stream's name and in the response, so a count alone would let one session pin
+# gigabytes. What does not fit is dropped, oldest first; its stream then replays as unknown.
 MAX_EVENTS = 32
+MAX_BYTES = 256 * 1024
 
 
 class SessionEventStore(EventStore):
@@ -52,17 +56,22 @@ class SessionEventStore(EventStore):
     to this session's store, which only requests the SDK has matched to the session's owner reach.
     """
 
-    def __init__(self, max_events: int = MAX_EVENTS) -> None:
+    def __init__(self, max_events: int = MAX_EVENTS, max_bytes: int = MAX_BYTES) -> None:
         self._max_events = max_events
+        self._max_bytes = max_bytes
         self._next_id = 0
-        # event id -> (stream, message); None is a priming event (a cursor with nothing to replay).
-        self._events: OrderedDict[int, tuple[StreamId, JSONRPCMessage | None]] = OrderedDict()
+        self._bytes = 0
+        # event id -> (stream, message, size); None is a priming event (a cursor, nothing to replay).
+        self._events: OrderedDict[int, tuple[StreamId, JSONRPCMessage | None, int]] = OrderedDict()
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
         self._next_id += 1
-        self._events[self._next_id] = (stream_id, message)
-        while len(self._events) > self._max_events:
-            self._events.popitem(last=False)
+        size = len(stream_id) + (len(message.model_dump_json(by_alias=True)) if message is not None else 0)
+        self._events[self._next_id] = (stream_id, message, size)
+        self._bytes += size
+        while self._events and (len(self._events) > self._max_events or self._bytes > self._max_bytes):
+            _, (_, _, dropped) = self._events.popitem(last=False)
+            self._bytes -= dropped
         return str(self._next_id)
 
     async def replay_events_after(
@@ -74,9 +83,9 @@ class SessionEventStore(EventStore):
         last = _parse_id(last_event_id)
         if last is None or last not in self._events:
             return None
-        stream_id, _ = self._events[last]
+        stream_id, _, _ = self._events[last]
         # A snapshot: sending awaits, and the session may store events meanwhile.
-        stream = [(i, m) for i, (s, m) in self._events.items() if s == stream_id]
+        stream = [(i, m) for i, (s, m, _) in self._events.items() if s == stream_id]
         for event_id, message in stream:
             if event_id > last and message is not None:
                 await send_callback(EventMessage(message, str(event_id)))
@@ -87,6 +96,10 @@ class SessionEventStore(EventStore):
         if any(isinstance(m, JSONRPCResponse | JSONRPCError) for _, m in stream):
             return None
         return stream_id
+
+    @property
+    def retained_bytes(self) -> int:
+        return self._bytes
 
     @property
     def retained(self) -> int:

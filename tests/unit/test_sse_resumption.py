@@ -187,6 +187,21 @@ async def test_the_store_keeps_only_its_last_events() -> None:
     assert stream == "a" and [m.params["progress"] for _, m in sent] == [3, 4]
 
 
+async def test_the_store_holds_a_bounded_number_of_bytes_whatever_the_client_sends() -> None:
+    # A client chooses its request ids (the stream's name) and they come back in the response: a
+    # session sending huge ids must not pin their bytes (the count limit alone would keep 32 of them).
+    store = SessionEventStore(max_bytes=64 * 1024)
+    huge_id = "9" * 100_000
+    for _ in range(5):
+        await store.store_event(huge_id, None)
+        await store.store_event(huge_id, JSONRPCResponse(jsonrpc="2.0", id=huge_id, result={}))
+    assert store.retained_bytes <= 64 * 1024
+    small = await store.store_event("1", progress(1))
+    assert store.retained_bytes <= 64 * 1024 and store.retained >= 1
+    stream, sent = await replay(store, small)
+    assert stream == "1" and sent == []  # what fits is still replayable
+
+
 def test_an_empty_store_still_counts_as_a_store() -> None:
     # The SDK tests `if not self._event_store`: an empty store must not read as none at all.
     assert bool(SessionEventStore())

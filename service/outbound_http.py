@@ -11,8 +11,11 @@ TLS context and opens no new connection to a token endpoint it talked to seconds
 from __future__ import annotations
 
 import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import httpx
 import httpx2
 
@@ -20,6 +23,9 @@ import httpx2
 # drop an idle connection before the peer does, instead of writing into one it just closed.
 KEEPALIVE_EXPIRY_SECONDS = 4.0
 MAX_CONNECTIONS = 100
+# Requests waiting on one host at a time, per pool: a provider that hangs (or is slow on purpose)
+# holds at most these connections, and the other providers and the sign-in keep the rest.
+MAX_IN_FLIGHT_PER_HOST = 20
 # Safe to send twice (RFC 9110 §9.2.2). A token-endpoint POST is never resent: a code or a
 # rotating refresh token is single-use, and a second try could burn it.
 RETRIED_METHODS = frozenset({"GET", "HEAD"})
@@ -27,19 +33,46 @@ RETRIED_METHODS = frozenset({"GET", "HEAD"})
 CONNECTION_RESET = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 
+class HostSlots:
+    """At most `limit` requests in flight to each host. httpx limits a pool as a whole, so one
+    peer that never answers would otherwise take every connection the process shares. A request
+    waits for a slot as long as the pool timeout allows, then fails with `timeout_error`. The slot
+    is held until the response's headers arrive (a body that hangs is the read timeout's job)."""
+
+    def __init__(self, limit: int, timeout_error: type[Exception]) -> None:
+        self._limit = limit
+        self._timeout_error = timeout_error
+        self._slots: dict[str, anyio.Semaphore] = {}  # one per configured host: a small, fixed set
+
+    @asynccontextmanager
+    async def held(self, host: str, extensions: dict[str, Any]) -> AsyncIterator[None]:
+        slot = self._slots.setdefault(host, anyio.Semaphore(self._limit))
+        wait = (extensions.get("timeout") or {}).get("pool")
+        with anyio.move_on_after(wait) as waiting:
+            await slot.acquire()
+        if waiting.cancelled_caught:
+            raise self._timeout_error(f"no free connection to {host} within {wait} s")
+        try:
+            yield
+        finally:
+            slot.release()
+
+
 class RetryIdempotentOnReset(httpx.AsyncBaseTransport):
     """Resend a GET or HEAD once when the connection was reset; anything else fails as it is."""
 
-    def __init__(self, pool: httpx.AsyncBaseTransport) -> None:
+    def __init__(self, pool: httpx.AsyncBaseTransport, slots: HostSlots | None = None) -> None:
         self._pool = pool
+        self._slots = slots or HostSlots(MAX_IN_FLIGHT_PER_HOST, httpx.PoolTimeout)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        try:
-            return await self._pool.handle_async_request(request)
-        except CONNECTION_RESET:
-            if request.method not in RETRIED_METHODS:
-                raise
-            return await self._pool.handle_async_request(request)
+        async with self._slots.held(request.url.host, request.extensions):
+            try:
+                return await self._pool.handle_async_request(request)
+            except CONNECTION_RESET:
+                if request.method not in RETRIED_METHODS:
+                    raise
+                return await self._pool.handle_async_request(request)
 
     async def aclose(self) -> None:
         await self._pool.aclose()
@@ -49,11 +82,13 @@ class LentPool(httpx2.AsyncBaseTransport):
     """The process's httpx2 pool as lent to one short-lived authlib client: the client closes its
     transport when it is done, which must not close the pool (`OutboundHttp.aclose` does)."""
 
-    def __init__(self, pool: httpx2.AsyncBaseTransport) -> None:
+    def __init__(self, pool: httpx2.AsyncBaseTransport, slots: HostSlots) -> None:
         self._pool = pool
+        self._slots = slots
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        return await self._pool.handle_async_request(request)
+        async with self._slots.held(request.url.host, request.extensions):
+            return await self._pool.handle_async_request(request)
 
     async def aclose(self) -> None:
         return None
@@ -87,11 +122,12 @@ class OutboundHttp:
             verify=self.tls,
             limits=httpx2.Limits(max_connections=MAX_CONNECTIONS, keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS),
         )
+        self._authlib_slots = HostSlots(MAX_IN_FLIGHT_PER_HOST, httpx2.PoolTimeout)
 
     def authlib_options(self) -> dict[str, Any]:
         """httpx2 options for an authlib client: the shared pool, timeout, no redirects."""
         return {
-            "transport": LentPool(self.authlib_pool),
+            "transport": LentPool(self.authlib_pool, self._authlib_slots),
             "timeout": self.timeout_seconds,
             "follow_redirects": False,
         }

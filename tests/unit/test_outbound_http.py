@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import ssl
 
+import anyio
 import httpx
 import httpx2
 import pytest
 from authlib.integrations.httpx_client import AsyncOAuth2Client
 
-from service.outbound_http import OutboundHttp
+from service.outbound_http import MAX_IN_FLIGHT_PER_HOST, OutboundHttp
 
 
 class ResettingPool(httpx.AsyncBaseTransport):
@@ -80,3 +81,38 @@ async def test_an_authlib_client_closing_does_not_close_the_shared_pool() -> Non
     assert pool.requests == 2 and not pool.closed
     await outbound.aclose()
     assert pool.closed
+
+
+class HangingHost(httpx.AsyncBaseTransport):
+    """idp.example never answers (until released); any other host answers at once. `full` is set
+    once `expected` requests wait there."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.release = anyio.Event()
+        self.full = anyio.Event()
+        self.waiting = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.host == "idp.example":
+            self.waiting += 1
+            if self.waiting == self.expected:
+                self.full.set()
+            await self.release.wait()
+        return httpx.Response(200)
+
+
+async def test_a_hanging_host_holds_only_its_share_of_the_pool() -> None:
+    pool = HangingHost(expected=MAX_IN_FLIGHT_PER_HOST)
+    outbound = OutboundHttp(5.0, pool=pool)
+    async with anyio.create_task_group() as tasks:
+        for _ in range(MAX_IN_FLIGHT_PER_HOST):
+            tasks.start_soon(outbound.client.get, "https://idp.example/token")
+        await pool.full.wait()
+        # Another provider is served at once; one more request to the hanging host waits for a
+        # slot only as long as the pool timeout, then fails (never an unbounded wait).
+        assert (await outbound.client.get("https://api.other.example/user")).status_code == 200
+        with anyio.fail_after(5), pytest.raises(httpx.PoolTimeout):
+            await outbound.client.get("https://idp.example/token", timeout=httpx.Timeout(5.0, pool=0.01))
+        assert pool.waiting == MAX_IN_FLIGHT_PER_HOST
+        pool.release.set()

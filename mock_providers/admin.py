@@ -33,7 +33,9 @@ from .mockslack import MockSlack
 
 ADMIN_PREFIX = "/_admin"
 LOOPBACK_NAMES = frozenset({"localhost"})
-PROXY_HEADERS = ("forwarded", "x-forwarded-for", "x-real-ip")
+# Any of these says a proxy relayed the request (its peer is then loopback whoever sent it). A
+# bare `proxy_pass` adds none of them, which is why the docs say: never put a proxy in front.
+PROXY_HEADERS = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-real-ip", "via")
 
 Parse = Callable[[object], object]
 

@@ -164,6 +164,8 @@ async def test_mockkeys_issue_and_revoke_through_the_endpoint(tmp_path: Path) ->
         ("127.0.0.1", "http://rebound.example:8001", {}),  # DNS rebinding: a page names its own host
         ("127.0.0.1", BASE, {"X-Forwarded-For": "198.51.100.7"}),  # through a local reverse proxy
         ("127.0.0.1", BASE, {"Forwarded": "for=198.51.100.7"}),
+        ("127.0.0.1", BASE, {"X-Forwarded-Proto": "https"}),
+        ("127.0.0.1", BASE, {"Via": "1.1 proxy"}),
     ],
 )
 async def test_anyone_but_a_direct_local_client_gets_404(

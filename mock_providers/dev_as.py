@@ -303,6 +303,8 @@ class DevAuthorizationServer(StarletteAuthorizationServer):
     def revoke_grant(self, grant_id: str) -> None:
         """Revoke the refresh tokens of one authorization (its access tokens are self-contained
         JWTs, which cannot be revoked before they expire)."""
+        if not grant_id:  # no grant named (the field's default): never "every token"
+            return
         for token in [t for t in self.refresh_tokens.values() if t.grant_id == grant_id]:
             del self.refresh_tokens[token.refresh_token]
 

@@ -10,7 +10,6 @@ screenshots docs/pages.md shows.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,23 +21,11 @@ import pytest
 from mock_providers.testing.client import legacy_elicitation, mcp_client
 from mock_providers.testing.replicas import LifecycleStack, elicitation_of, legacy_client
 from mock_providers.testing.servers import DemoServers
-from tests.needs import HOW_TO_GET, need_redis, skip_or_fail_in_ci
+from tests.needs import need_redis
+from tests.support.chromium import headless_chromium
 from tests.support.demo_store import connection_rows
 
 pytestmark = pytest.mark.e2e
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-# Flags for a closed network: no background calls home, no sandbox as root in CI.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
 
 # Colours of connect_routes/static/mcpuc.css: the page background, the primary buttons.
 PAGE_BACKGROUND, ACCENT = "rgb(244, 246, 249)", "rgb(36, 84, 199)"
@@ -73,23 +60,13 @@ class Tab:
 
 @pytest.fixture
 async def tab() -> AsyncIterator[Tab]:
-    try:
-        from playwright.async_api import async_playwright
-    except ImportError:
-        async_playwright = None
-    if CHROMIUM is None or async_playwright is None:
-        skip_or_fail_in_ci("headless Chromium and playwright", HOW_TO_GET["chromium"])
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
-        )
+    async with headless_chromium() as browser:
         context = await browser.new_context(viewport={"width": 900, "height": 640})
         opened = Tab(await context.new_page())
         opened.page.on(
             "console", lambda m: opened.console_errors.append(m.text) if m.type == "error" else None
         )
         yield opened
-        await browser.close()
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -27,7 +26,7 @@ import httpx
 
 from mock_providers.testing.servers import HOST, free_port
 from tests.integration.node_servers import NODE_DIR, NODE_MODULES, need_node
-from tests.needs import HOW_TO_GET, skip_or_fail_in_ci
+from tests.support.chromium import headless_chromium
 
 PACKAGE = "@modelcontextprotocol/inspector"
 LAUNCHER = NODE_MODULES / PACKAGE / "clients" / "launcher" / "build" / "index.js"
@@ -36,17 +35,6 @@ START_TIMEOUT = 60.0  # seconds; it starts in about 3 s on a 2-core machine
 SERVER_NAME = "mcp-url-connect"  # the entry in the config file, shown as the UI's title once connected
 TOKEN_PARAMETER = "MCP_INSPECTOR_API_TOKEN"  # the query parameter (and env variable) of its API token
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-# Flags for a closed network, as in tests/e2e/test_chromium.py: nothing calls home, no sandbox as root.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 VIEWPORT = {"width": 1280, "height": 800}
 
 
@@ -137,21 +125,9 @@ class Inspector:
 @asynccontextmanager
 async def chromium_page() -> AsyncIterator[Any]:
     """A page of a fresh headless Chromium (Debian's; Playwright downloads no browser)."""
-    try:
-        from playwright.async_api import async_playwright
-    except ImportError:
-        async_playwright = None
-    if CHROMIUM is None or async_playwright is None:
-        skip_or_fail_in_ci("headless Chromium and playwright", HOW_TO_GET["chromium"])
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
-        )
-        try:
-            context = await browser.new_context(viewport=VIEWPORT)
-            yield await context.new_page()
-        finally:
-            await browser.close()
+    async with headless_chromium() as browser:
+        context = await browser.new_context(viewport=VIEWPORT)
+        yield await context.new_page()
 
 
 CONNECT_URL = re.compile(r"https?://\S+/connect\?elicitationId=[\w-]+")

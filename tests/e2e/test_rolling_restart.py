@@ -43,6 +43,18 @@ def session_not_found(exc: BaseException) -> bool:
     return isinstance(exc, MCPError) and exc.error.code == -32600 and exc.error.message == "Session not found"
 
 
+def what_went_wrong(cluster: Cluster) -> str:
+    """For a failure message: nginx's answers other than 2xx and 404, and ERROR lines anywhere."""
+    lines = []
+    for name in ("nginx", *REPLICAS):
+        path = cluster.log(name)
+        for line in path.read_text(errors="replace").splitlines() if path.exists() else []:
+            status = line.split('" ', 1)[1][:3] if '" ' in line and "upstream=" in line else ""
+            if " ERROR " in line or (status[:1] in ("4", "5") and status != "404"):
+                lines.append(f"{name}: {line}")
+    return "\n".join(lines[-40:])
+
+
 async def test_rolling_restart_under_load_fails_no_call(cluster: Cluster) -> None:
     restarted = anyio.Event()
     calls = {"answered": 0, "session_gone": 0}
@@ -96,7 +108,7 @@ async def test_rolling_restart_under_load_fails_no_call(cluster: Cluster) -> Non
         await anyio.sleep(1.0)
         restarted.set()
 
-    assert failures == []
+    assert failures == [], what_went_wrong(cluster)
     assert sorted(idle_done) == list(range(CLIENTS))
     # Open GET streams did not hold a replica up until the grace period ran out.
     assert all(seconds < GRACE_SECONDS - 1 for seconds in stopping.values()), stopping

@@ -23,9 +23,9 @@ import httpx2
 # drop an idle connection before the peer does, instead of writing into one it just closed.
 KEEPALIVE_EXPIRY_SECONDS = 4.0
 MAX_CONNECTIONS = 100
-# Requests waiting on one host at a time, per pool: a provider that hangs (or is slow on purpose)
+# Requests waiting on one origin at a time, per pool: a provider that hangs (or is slow on purpose)
 # holds at most these connections, and the other providers and the sign-in keep the rest.
-MAX_IN_FLIGHT_PER_HOST = 20
+MAX_IN_FLIGHT_PER_ORIGIN = 20
 # Safe to send twice (RFC 9110 §9.2.2). A token-endpoint POST is never resent: a code or a
 # rotating refresh token is single-use, and a second try could burn it.
 RETRIED_METHODS = frozenset({"GET", "HEAD"})
@@ -33,25 +33,31 @@ RETRIED_METHODS = frozenset({"GET", "HEAD"})
 CONNECTION_RESET = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 
-class HostSlots:
-    """At most `limit` requests in flight to each host. httpx limits a pool as a whole, so one
-    peer that never answers would otherwise take every connection the process shares. A request
-    waits for a slot as long as the pool timeout allows, then fails with `timeout_error`. The slot
-    is held until the response's headers arrive (a body that hangs is the read timeout's job)."""
+def origin_of(url: httpx.URL | httpx2.URL) -> str:
+    """scheme://host:port: what a slot is counted by (two services on one host are two peers)."""
+    return f"{url.scheme}://{url.host}:{url.port or ''}"
+
+
+class OriginSlots:
+    """At most `limit` requests in flight to each origin (scheme, host, port). httpx limits a
+    pool as a whole, so one peer that never answers would otherwise take every connection the
+    process shares. A request waits for a slot as long as the pool timeout allows, then fails
+    with `timeout_error`. The slot is held until the response's headers arrive (a body that
+    hangs is the read timeout's job)."""
 
     def __init__(self, limit: int, timeout_error: type[Exception]) -> None:
         self._limit = limit
         self._timeout_error = timeout_error
-        self._slots: dict[str, anyio.Semaphore] = {}  # one per configured host: a small, fixed set
+        self._slots: dict[str, anyio.Semaphore] = {}  # one per configured origin: a small, fixed set
 
     @asynccontextmanager
-    async def held(self, host: str, extensions: dict[str, Any]) -> AsyncIterator[None]:
-        slot = self._slots.setdefault(host, anyio.Semaphore(self._limit))
+    async def held(self, origin: str, extensions: dict[str, Any]) -> AsyncIterator[None]:
+        slot = self._slots.setdefault(origin, anyio.Semaphore(self._limit))
         wait = (extensions.get("timeout") or {}).get("pool")
         with anyio.move_on_after(wait) as waiting:
             await slot.acquire()
         if waiting.cancelled_caught:
-            raise self._timeout_error(f"no free connection to {host} within {wait} s")
+            raise self._timeout_error(f"no free connection to {origin} within {wait} s")
         try:
             yield
         finally:
@@ -61,12 +67,12 @@ class HostSlots:
 class RetryIdempotentOnReset(httpx.AsyncBaseTransport):
     """Resend a GET or HEAD once when the connection was reset; anything else fails as it is."""
 
-    def __init__(self, pool: httpx.AsyncBaseTransport, slots: HostSlots | None = None) -> None:
+    def __init__(self, pool: httpx.AsyncBaseTransport, slots: OriginSlots | None = None) -> None:
         self._pool = pool
-        self._slots = slots or HostSlots(MAX_IN_FLIGHT_PER_HOST, httpx.PoolTimeout)
+        self._slots = slots or OriginSlots(MAX_IN_FLIGHT_PER_ORIGIN, httpx.PoolTimeout)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        async with self._slots.held(request.url.host, request.extensions):
+        async with self._slots.held(origin_of(request.url), request.extensions):
             try:
                 return await self._pool.handle_async_request(request)
             except CONNECTION_RESET:
@@ -82,12 +88,12 @@ class LentPool(httpx2.AsyncBaseTransport):
     """The process's httpx2 pool as lent to one short-lived authlib client: the client closes its
     transport when it is done, which must not close the pool (`OutboundHttp.aclose` does)."""
 
-    def __init__(self, pool: httpx2.AsyncBaseTransport, slots: HostSlots) -> None:
+    def __init__(self, pool: httpx2.AsyncBaseTransport, slots: OriginSlots) -> None:
         self._pool = pool
         self._slots = slots
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        async with self._slots.held(request.url.host, request.extensions):
+        async with self._slots.held(origin_of(request.url), request.extensions):
             return await self._pool.handle_async_request(request)
 
     async def aclose(self) -> None:
@@ -122,7 +128,7 @@ class OutboundHttp:
             verify=self.tls,
             limits=httpx2.Limits(max_connections=MAX_CONNECTIONS, keepalive_expiry=KEEPALIVE_EXPIRY_SECONDS),
         )
-        self._authlib_slots = HostSlots(MAX_IN_FLIGHT_PER_HOST, httpx2.PoolTimeout)
+        self._authlib_slots = OriginSlots(MAX_IN_FLIGHT_PER_ORIGIN, httpx2.PoolTimeout)
 
     def authlib_options(self) -> dict[str, Any]:
         """httpx2 options for an authlib client: the shared pool, timeout, no redirects."""

@@ -10,7 +10,7 @@ import httpx2
 import pytest
 from authlib.integrations.httpx_client import AsyncOAuth2Client
 
-from service.outbound_http import MAX_IN_FLIGHT_PER_HOST, OutboundHttp
+from service.outbound_http import MAX_IN_FLIGHT_PER_ORIGIN, OutboundHttp, origin_of
 
 
 class ResettingPool(httpx.AsyncBaseTransport):
@@ -103,10 +103,10 @@ class HangingHost(httpx.AsyncBaseTransport):
 
 
 async def test_a_hanging_host_holds_only_its_share_of_the_pool() -> None:
-    pool = HangingHost(expected=MAX_IN_FLIGHT_PER_HOST)
+    pool = HangingHost(expected=MAX_IN_FLIGHT_PER_ORIGIN)
     outbound = OutboundHttp(5.0, pool=pool)
     async with anyio.create_task_group() as tasks:
-        for _ in range(MAX_IN_FLIGHT_PER_HOST):
+        for _ in range(MAX_IN_FLIGHT_PER_ORIGIN):
             tasks.start_soon(outbound.client.get, "https://idp.example/token")
         await pool.full.wait()
         # Another provider is served at once; one more request to the hanging host waits for a
@@ -114,5 +114,15 @@ async def test_a_hanging_host_holds_only_its_share_of_the_pool() -> None:
         assert (await outbound.client.get("https://api.other.example/user")).status_code == 200
         with anyio.fail_after(5), pytest.raises(httpx.PoolTimeout):
             await outbound.client.get("https://idp.example/token", timeout=httpx.Timeout(5.0, pool=0.01))
-        assert pool.waiting == MAX_IN_FLIGHT_PER_HOST
+        assert pool.waiting == MAX_IN_FLIGHT_PER_ORIGIN
         pool.release.set()
+
+
+def test_slots_are_counted_per_origin_not_per_host_name() -> None:
+    # The dev stack serves every mock provider and the dev AS from one host: only the port (and
+    # scheme) tells two services apart.
+    assert origin_of(httpx.URL("http://127.0.0.1:8001/mockhub/token")) == "http://127.0.0.1:8001"
+    assert origin_of(httpx.URL("http://127.0.0.1:8002/token")) != origin_of(
+        httpx.URL("http://127.0.0.1:8001/x")
+    )
+    assert origin_of(httpx2.URL("https://idp.example/token")) == "https://idp.example:"

@@ -14,7 +14,11 @@ returned without completing response" once per stream. A :class:`Drain` orders t
 3. ``close_sessions()``: the 2025-11-25 sessions are terminated. Their GET streams end like a
    normal response, so uvicorn's connections close and its shutdown proceeds at once. A client
    that comes back with the session id gets 404 (from nginx, or from the replica that does not
-   hold it) and re-initializes, as the 2025-11-25 transport prescribes.
+   hold it) and re-initializes, as the 2025-11-25 transport prescribes. From the moment this
+   step starts, this replica answers that 404 itself to any request naming a session: a stream
+   that just ended frees a kept-alive connection, which the proxy may reuse at once for another
+   session's call here; the SDK would accept the call and then fail it with a 500 when its
+   session is terminated under it.
 """
 
 from __future__ import annotations
@@ -23,19 +27,28 @@ import logging
 from collections.abc import Callable, Mapping
 
 import anyio
-from mcp.server.streamable_http import StreamableHTTPServerTransport
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from starlette.datastructures import MutableHeaders
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 logger = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
+# What the SDK answers for a session it does not hold (and nginx for a replica that is gone).
+SESSION_GONE = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}}
 
 
 def is_event_stream(scope: Scope) -> bool:
     """The 2025-11-25 standalone stream (``GET /mcp``): open for the session's lifetime, so it is
     not a request to wait for."""
     return scope.get("method") == "GET" and scope.get("path") == MCP_PATH
+
+
+def names_a_session(scope: Scope) -> bool:
+    """A request to the MCP endpoint that carries an ``Mcp-Session-Id``."""
+    header = MCP_SESSION_ID_HEADER.lower().encode()
+    return scope.get("path") == MCP_PATH and any(name == header for name, _ in scope.get("headers", ()))
 
 
 class Drain:
@@ -51,6 +64,7 @@ class Drain:
         self._idle = anyio.Event()
         self._idle.set()
         self.draining = False
+        self.closing_sessions = False
 
     @property
     def in_flight(self) -> int:
@@ -72,6 +86,9 @@ class Drain:
                     MutableHeaders(scope=message)["connection"] = "close"  # uvicorn then closes
                 await send(message)
 
+            if self.closing_sessions and names_a_session(scope):
+                await JSONResponse(SESSION_GONE, status_code=404)(scope, receive, close_when_draining)
+                return
             if is_event_stream(scope):
                 self._streams += 1
                 try:
@@ -112,8 +129,12 @@ class Drain:
         logger.warning("draining: %d request(s) still in flight after %.0f s", self._in_flight, seconds)
         return False
 
-    async def close_sessions(self) -> int:
-        """Terminate every 2025-11-25 session held here (their GET streams end cleanly)."""
+    async def close_sessions(self, settle_seconds: float = 1.0) -> int:
+        """Terminate every 2025-11-25 session held here (their GET streams end cleanly). Requests
+        naming a session get 404 from now on; those already in flight get `settle_seconds` to end."""
+        self.closing_sessions = True
+        with anyio.move_on_after(settle_seconds):
+            await self._idle.wait()
         transports = list(self._sessions().values())
         for transport in transports:
             await transport.terminate()

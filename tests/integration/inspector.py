@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from mock_providers.testing.servers import HOST, free_port
-from tests.integration.node_servers import NODE_DIR, NODE_MODULES, need_node
+from tests.integration.node_servers import NODE_DIR, NODE_MODULES, end_process, need_node
 from tests.support.chromium import headless_chromium
 
 PACKAGE = "@modelcontextprotocol/inspector"
@@ -113,13 +113,7 @@ class Inspector:
         process, self._process = self._process, None
         if process is None:
             return
-        if process.poll() is None:
-            process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        end_process(process)
 
 
 @asynccontextmanager

@@ -126,14 +126,19 @@ class NodeServer:
         process, self._process = self._process, None
         if process is None:
             return
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        end_process(process)
         if self._reader is not None:
             self._reader.join(timeout=5)
         if process.stdout is not None:
             process.stdout.close()
+
+
+def end_process(process: subprocess.Popen[Any], seconds: float = 10) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within `seconds`; reaped either way."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -42,7 +42,7 @@ import httpx
 import mcp_types
 from redis.asyncio.connection import AbstractConnection
 
-from bench.processes import REDIS_URL, Stack, delete_prefix, redis_available
+from bench.processes import Stack, delete_prefix, redis_available
 from mock_providers.testing.browser import Browser, forms_in
 from mock_providers.testing.client import (
     Recorder,
@@ -52,6 +52,7 @@ from mock_providers.testing.client import (
     mcp_client,
     retry,
 )
+from mock_providers.testing.replicas import REDIS_URL
 from mock_providers.testing.servers import DemoServers
 from mock_providers.testing.tls import client_tls
 

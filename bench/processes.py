@@ -17,10 +17,10 @@ from pathlib import Path
 import redis
 
 from mock_providers.testing.cluster import wait_for
+from mock_providers.testing.replicas import REDIS_URL
 from mock_providers.testing.servers import HOST, free_port
 
 CLI = [sys.executable, "-m", "service.cli"]
-REDIS_URL = "redis://127.0.0.1:6379/0"
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 

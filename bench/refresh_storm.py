@@ -26,8 +26,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import redis
-
+from bench.processes import redis_available
 from mock_providers.testing.replicas import (
     REDIS_HOST,
     REDIS_PORT,
@@ -60,16 +59,6 @@ async def timed(op: Callable[[], Awaitable[Any]]) -> float:
     if getattr(result, "is_error", False):
         raise RuntimeError(f"tool call failed: {result}")
     return (time.perf_counter() - start) * 1000
-
-
-def redis_available() -> bool:
-    client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, socket_timeout=1, socket_connect_timeout=1)
-    try:
-        return bool(client.ping())
-    except (redis.RedisError, OSError):
-        return False
-    finally:
-        client.close()
 
 
 async def run(stack: LifecycleStack, calls: int, rounds: int, singles: int) -> list[str]:

@@ -265,7 +265,7 @@ class ConnectionBroker:
             matches = [
                 c
                 for c in await store.list_connections(caller.user, config.name)
-                if c.key.provider == config.name and c.account_label == account  # never trust one filter
+                if c.account_label == account
             ]
             found = max(matches, key=lambda c: c.updated_at, default=None)
         return found

@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.flow            # about two minutes
     .venv/bin/python -m bench.flow --quick    # a few seconds: every table, tiny samples
+    .venv/bin/python -m bench.flow --only whoami [--only store]   # some tables only
 
 Everything runs on this machine over loopback sockets; servers are separate processes
 (bench/processes.py) so their CPU time is read from /proc, apart from the client's:
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import statistics
 import tempfile
@@ -378,6 +380,9 @@ class _Target:
 # ---- main ------------------------------------------------------------------------------------
 
 
+TABLES = ("load", "hops", "store", "whoami")
+
+
 @dataclass(frozen=True)
 class Plan:
     levels: tuple[tuple[int, int], ...]  # (parallel users, flows)
@@ -385,6 +390,7 @@ class Plan:
     hop_flows: int
     store_flows: int
     calls: int
+    tables: frozenset[str] = frozenset(TABLES)  # which of TABLES to print
 
 
 FULL = Plan(levels=((1, 10), (10, 40), (50, 100)), full_load=True, hop_flows=10, store_flows=5, calls=1000)
@@ -392,42 +398,60 @@ QUICK = Plan(levels=((1, 1), (2, 2)), full_load=False, hop_flows=1, store_flows=
 
 
 async def run(plan: Plan, root: Path) -> None:
-    # --quick: one stack, bench/server.py (`serve` plus the whoami table's tools) for everything.
-    topologies = [
-        ("serve, SQLite", "serve", "sqlite") if plan.full_load else ("bench, SQLite", "bench", "sqlite")
-    ]
+    if plan.tables & {"load", "hops"}:
+        await load_and_hops(plan, root)
+    if "store" in plan.tables:
+        print("\n== store operations per connect flow ==")
+        print("\n".join(await store_operations(root / "store", plan.store_flows)), flush=True)
+    if "whoami" in plan.tables:
+        stack = Stack(root / "whoami", server="bench").start()
+        try:
+            whoami = await whoami_table(stack, plan.calls)
+        finally:
+            stack.stop()
+        print("\n== the token-backed call ==")
+        print("\n".join(whoami))
+
+
+async def load_and_hops(plan: Plan, root: Path) -> None:
+    # --quick: one stack (`serve` + SQLite) for everything.
+    topologies = [("serve, SQLite", "serve", "sqlite")]
     if plan.full_load:
         topologies.insert(0, ("demo", "demo", "sqlite"))
     if plan.full_load and redis_available():
         topologies.append(("serve, Redis", "serve", "redis"))
     elif plan.full_load:
         print("Redis at 127.0.0.1:6379 not available: the Redis rows are skipped")
+    if "load" not in plan.tables:  # the hop tables alone
+        topologies = [("serve, SQLite", "serve", "sqlite")]
     # The same stack again on 2026-07-28 (after the legacy rows of its topology).
     modes = {
         label: ["legacy", STATELESS] if store == "sqlite" and server != "demo" else ["legacy"]
         for label, server, store in topologies
     }
-    print("== connect flows: throughput and CPU per flow (ms of CPU time per flow) ==")
-    print(LOAD_HEADER, flush=True)
-    hops, stateless_hops, whoami = Hops(), Hops(), None
+    if "load" in plan.tables:
+        print("== connect flows: throughput and CPU per flow (ms of CPU time per flow) ==")
+        print(LOAD_HEADER, flush=True)
+    hops, stateless_hops = Hops(), Hops()
     for label, server, store in topologies:
         stack = Stack(root / f"{server}-{store}", server=server, store=store).start()
         try:
             await one_flow(stack, "warm-up", stack.port, Hops())  # JWKS, discovery, pools
-            for mode in modes[label]:
+            for mode in modes[label] if "load" in plan.tables else ():
                 row_label = label if mode == "legacy" else f"{label}, {STATELESS}"
                 for users, flows in plan.levels:
                     print((await load(stack, row_label, users, flows, mode)).line(), flush=True)
-            if store == "sqlite" and server != "demo":
+            if "hops" in plan.tables and store == "sqlite" and server != "demo":
                 for mode in modes[label]:
                     mode_hops = hops if mode == "legacy" else stateless_hops
                     for i in range(plan.hop_flows):
                         await one_flow(stack, f"hops-{mode}-{i}", stack.port, mode_hops, mode)
-            if server == "bench":
-                whoami = await whoami_table(stack, plan.calls)
         finally:
             stack.stop()
-    print(LOAD_NOTE)
+    if "load" in plan.tables:
+        print(LOAD_NOTE)
+    if "hops" not in plan.tables:
+        return
     for title, table in (("2025-11-25", hops), (STATELESS, stateless_hops)):
         print(f"\n== one flow on {title}, hop by hop (serve + SQLite, one user at a time, client-side ms) ==")
         print(f"{'hop':<62} {'n':>4} {'median':>8} {'p90':>8}")
@@ -435,16 +459,6 @@ async def run(plan: Plan, root: Path) -> None:
             ordered = sorted(samples)
             p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
             print(f"{name:<62} {len(samples):>4} {statistics.median(samples):>8.2f} {p90:>8.2f}")
-    print("\n== store operations per connect flow ==")
-    print("\n".join(await store_operations(root / "store", plan.store_flows)), flush=True)
-    if whoami is None:
-        stack = Stack(root / "whoami", server="bench").start()
-        try:
-            whoami = await whoami_table(stack, plan.calls)
-        finally:
-            stack.stop()
-    print("\n== the token-backed call ==")
-    print("\n".join(whoami))
 
 
 def main() -> None:
@@ -452,10 +466,14 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="tiny samples: checks that it runs")
+    parser.add_argument("--only", choices=TABLES, action="append", help="print only this table (repeatable)")
     args = parser.parse_args()
     logging.disable(logging.INFO)  # the in-process servers of the store table log every request
     with tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(run(QUICK if args.quick else FULL, Path(tmp)))
+        plan = QUICK if args.quick else FULL
+        if args.only:
+            plan = dataclasses.replace(plan, tables=frozenset(args.only))
+        asyncio.run(run(plan, Path(tmp)))
 
 
 if __name__ == "__main__":

@@ -333,16 +333,20 @@ async def whoami_table(stack: Stack, calls: int) -> list[str]:
     """`stack` runs bench/server.py (server="bench")."""
     user = "whoami-user"
     await one_flow(stack, user, stack.port, Hops())
-    sdk_target = _Target(stack.data_dir, stack.sdk_url)
     async with (
         mcp_client(stack, user, "legacy", on_url=accept) as (client, _),
-        mcp_client(sdk_target, user, "legacy") as (sdk, _),
+        mcp_client(_Target(stack.data_dir, stack.sdk_url), user, "legacy") as (sdk, _),
+        mcp_client(_Target(stack.data_dir, stack.sdk_resumable_url), user, "legacy") as (resumable, _),
     ):
         calls_of: dict[str, tuple[str, Callable[[], Awaitable[Any]]]] = {
             "whoami, token read from the store": ("server", lambda: client.call_tool("whoami", {})),
             "whoami_cached, connection in memory": ("server", lambda: client.call_tool("whoami_cached", {})),
             "bare tool, our server": ("server", lambda: client.call_tool("bare", {})),
             "bare tool, SDK server, same verifier": ("sdk", lambda: sdk.call_tool("bare", {})),
+            "bare tool, SDK server + SSE resumption": (
+                "sdk-resumable",
+                lambda: resumable.call_tool("bare", {}),
+            ),
         }
         samples: dict[str, list[float]] = {name: [] for name in calls_of}
         cpu: dict[str, float] = dict.fromkeys(calls_of, 0.0)
@@ -366,8 +370,12 @@ async def whoami_table(stack: Stack, calls: int) -> list[str]:
         lines.append(f"{name:<40} {len(latencies):>5} {median:>10.2f} {p99:>8.2f} {cpu_us:>14.0f}")
     stored = rows["whoami, token read from the store"][1] - rows["whoami_cached, connection in memory"][1]
     ours, bare = rows["bare tool, our server"][1], rows["bare tool, SDK server, same verifier"][1]
+    resumable_cpu = rows["bare tool, SDK server + SSE resumption"][1]
     lines.append(f"stored token minus in-memory, server CPU per call: {stored:.0f} µs")
     lines.append(f"bare tool, our server / SDK server, server CPU: {ours / bare:.2f}x")
+    lines.append(
+        f"bare tool, our server / SDK server with the same SSE resumption: {ours / resumable_cpu:.2f}x"
+    )
     return lines
 
 

@@ -54,7 +54,8 @@ class Stack:
     """An MCP server process and the mock providers (in the same process for `demo`).
 
     `server`: "demo", "serve" (the CLI commands) or "bench" (bench/server.py: `serve` plus the
-    benchmark's tools, and a bare SDK server with the same bearer verifier on `sdk_port`).
+    benchmark's tools, and bare SDK servers with the same bearer verifier on `sdk_port` and, with
+    our SSE resumption, on `sdk_resumable_port`).
     `store`: "sqlite" or "redis"."""
 
     root: Path
@@ -64,6 +65,7 @@ class Stack:
     port: int = field(default_factory=free_port)
     providers_port: int = field(default_factory=free_port)
     sdk_port: int = field(default_factory=free_port)
+    sdk_resumable_port: int = field(default_factory=free_port)
     prefix: str = field(default_factory=lambda: f"bench-{uuid.uuid4().hex[:12]}:")
     profile: Path | None = None  # cProfile output of the MCP server process, written when it stops
     pids: dict[str, int] = field(default_factory=dict)
@@ -80,6 +82,10 @@ class Stack:
     @property
     def sdk_url(self) -> str:
         return f"http://{HOST}:{self.sdk_port}/mcp"
+
+    @property
+    def sdk_resumable_url(self) -> str:
+        return f"http://{HOST}:{self.sdk_resumable_port}/mcp"
 
     def _spawn(
         self, name: str, args: list[str], env: dict[str, str] | None = None
@@ -143,10 +149,11 @@ class Stack:
         profiler = ["-m", "bench.cpu_profile", str(self.profile)] if self.profile else []
         command = [sys.executable, *profiler, *command]
         server = self._spawn("server", command, env)
-        if self.server == "bench":  # started side by side: both import the same modules
-            sdk_env = env | {"MCPUC_PORT": str(self.sdk_port)}
-            sdk = self._spawn("sdk", [sys.executable, "-m", "bench.server", "sdk"], sdk_env)
-            wait_for(f"http://{HOST}:{self.sdk_port}/healthz", sdk, self.root / "sdk.log")
+        if self.server == "bench":  # started side by side: they import the same modules
+            for kind, port in (("sdk", self.sdk_port), ("sdk-resumable", self.sdk_resumable_port)):
+                sdk_env = env | {"MCPUC_PORT": str(port)}
+                sdk = self._spawn(kind, [sys.executable, "-m", "bench.server", kind], sdk_env)
+                wait_for(f"http://{HOST}:{port}/healthz", sdk, self.root / f"{kind}.log")
         wait_for(f"http://{HOST}:{self.port}/readyz", server, self.root / "server.log")
         return self
 

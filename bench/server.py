@@ -2,11 +2,16 @@
 
     python -m bench.server ours   # `serve` plus two tools: whoami_cached and bare
     python -m bench.server sdk    # the SDK's MCPServer with our JwtTokenVerifier and one bare tool
+    python -m bench.server sdk-resumable   # the same, its SSE streams primed and resumable as ours
 
 - `whoami_cached`: `whoami` with the connection read from the store once per user, then kept in
   memory: the difference to `whoami` is what the stored token costs (store read, decrypt, lifecycle).
 - `bare`: a tool that returns a constant: what our server costs around a tool body (bearer check,
   session limits, metrics, tracing, logging) compared with the bare SDK server's `bare`.
+- `sdk-resumable`: the bare SDK server with our transport settings (service/app.py `mcp_http_app`:
+  a per-session event store, so every POST's SSE stream opens with a priming event and a `retry`
+  field, MCP 2025-11-25 transports). That costs the SDK an event and a socket write per call; the
+  plain `sdk` server skips it, so comparing with both separates our own overhead from it.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
 from bench.tool_call import add_in_memory_tool
-from service.app import create_app, transport_security
+from service.app import create_app, mcp_http_app, transport_security
 from service.bearer import JwksCache, JwtTokenVerifier
 from service.cli import build_server, resolve_providers, serve_until_stopped
 from service.logs import configure_logging
@@ -43,7 +48,7 @@ def ours(settings: Settings) -> Starlette:
     return app
 
 
-def sdk(settings: Settings) -> Starlette:
+def sdk(settings: Settings, resumable: bool = False) -> Starlette:
     http = OutboundHttp(settings.http_timeout).client
     verifier = JwtTokenVerifier(
         issuer=settings.auth_issuer,
@@ -66,9 +71,12 @@ def sdk(settings: Settings) -> Starlette:
     async def bare(ctx: Context[Any, Any]) -> str:
         return "ok"
 
-    mcp_app = server.streamable_http_app(
-        streamable_http_path="/mcp", transport_security=transport_security(settings)
-    )
+    if resumable:
+        mcp_app = mcp_http_app(server, transport_security(settings))
+    else:
+        mcp_app = server.streamable_http_app(
+            streamable_http_path="/mcp", transport_security=transport_security(settings)
+        )
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -83,7 +91,7 @@ def main() -> int:
     kind = sys.argv[1]
     settings = asyncio.run(resolve_providers(load_settings().validate()))
     configure_logging(settings.log_level, settings.log_format, settings.replica_id)
-    app = ours(settings) if kind == "ours" else sdk(settings)
+    app = ours(settings) if kind == "ours" else sdk(settings, resumable=kind == "sdk-resumable")
     return asyncio.run(serve_until_stopped({"mcp": build_server(app, settings.host, settings.port)}))
 
 

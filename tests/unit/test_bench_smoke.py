@@ -20,20 +20,33 @@ TABLES = (
 )
 
 
-@pytest.mark.e2e
-def test_bench_flow_quick_prints_its_tables() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def bench_flow(*args: str) -> subprocess.CompletedProcess[str]:
     run = subprocess.run(
-        [sys.executable, "-m", "bench.flow", "--quick"],
+        [sys.executable, "-m", "bench.flow", "--quick", *args],
         cwd=ROOT,
-        env=env,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert run.returncode == 0, run.stderr[-3000:]
+    return run
+
+
+@pytest.mark.e2e
+def test_bench_flow_quick_prints_its_tables() -> None:
+    run = bench_flow()
     for title in TABLES:
         assert title in run.stdout, f"missing {title!r} in:\n{run.stdout}"
-    for row in ("bench, SQLite", "MCP server GET /callback/mockhub", "SQLite", "bare tool, SDK server"):
+    for row in ("serve, SQLite", "MCP server GET /callback/mockhub", "SQLite", "SDK server + SSE resumption"):
         assert row in run.stdout
+
+
+@pytest.mark.e2e
+def test_bench_flow_only_prints_the_tables_asked_for() -> None:
+    run = bench_flow("--only", "store")
+    assert "== store operations per connect flow ==" in run.stdout
+    for title in TABLES:
+        if "store operations" not in title:
+            assert title not in run.stdout, f"{title!r} printed although not asked for"

@@ -379,6 +379,37 @@ async def whoami_table(stack: Stack, calls: int) -> list[str]:
     return lines
 
 
+async def session_rows(stack: Stack, sessions: int) -> list[str]:
+    """Server CPU of a whole MCP session (initialize, initialized, the GET stream, tools/list,
+    DELETE) on our server and on the two bare SDK servers: the part of a connect flow that is the
+    SDK's, whatever the server does."""
+    targets = {
+        "session, our server": ("server", _Target(stack.data_dir, stack.mcp_url)),
+        "session, SDK server": ("sdk", _Target(stack.data_dir, stack.sdk_url)),
+        "session, SDK server + SSE resumption": (
+            "sdk-resumable",
+            _Target(stack.data_dir, stack.sdk_resumable_url),
+        ),
+    }
+
+    async def session(target: _Target) -> None:
+        async with mcp_client(target, "session-user", "legacy") as (client, _):
+            await client.list_tools()
+
+    cpu: dict[str, float] = dict.fromkeys(targets, 0.0)
+    for _ in range(ROUNDS):
+        for name, (process, target) in targets.items():
+            cpu0 = stack.cpu(process)
+            for _ in range(max(1, sessions // ROUNDS)):
+                await session(target)
+            cpu[name] += stack.cpu(process) - cpu0
+    per_round = max(1, sessions // ROUNDS)
+    lines = [f"{'MCP session: open, tools/list, close':<40} {'n':>5} {'server CPU ms':>14}"]
+    for name, seconds in cpu.items():
+        lines.append(f"{name:<40} {per_round * ROUNDS:>5} {seconds / (per_round * ROUNDS) * 1000:>14.2f}")
+    return lines
+
+
 @dataclass(frozen=True)
 class _Target:
     data_dir: Path
@@ -398,11 +429,19 @@ class Plan:
     hop_flows: int
     store_flows: int
     calls: int
+    sessions: int
     tables: frozenset[str] = frozenset(TABLES)  # which of TABLES to print
 
 
-FULL = Plan(levels=((1, 10), (10, 40), (50, 100)), full_load=True, hop_flows=10, store_flows=5, calls=1000)
-QUICK = Plan(levels=((1, 1), (2, 2)), full_load=False, hop_flows=1, store_flows=1, calls=10)
+FULL = Plan(
+    levels=((1, 10), (10, 40), (50, 100)),
+    full_load=True,
+    hop_flows=10,
+    store_flows=5,
+    calls=1000,
+    sessions=200,
+)
+QUICK = Plan(levels=((1, 1), (2, 2)), full_load=False, hop_flows=1, store_flows=1, calls=10, sessions=5)
 
 
 async def run(plan: Plan, root: Path) -> None:
@@ -415,10 +454,13 @@ async def run(plan: Plan, root: Path) -> None:
         stack = Stack(root / "whoami", server="bench").start()
         try:
             whoami = await whoami_table(stack, plan.calls)
+            sessions = await session_rows(stack, plan.sessions)
         finally:
             stack.stop()
         print("\n== the token-backed call ==")
         print("\n".join(whoami))
+        print("\n== the MCP session alone ==")
+        print("\n".join(sessions))
 
 
 async def load_and_hops(plan: Plan, root: Path) -> None:

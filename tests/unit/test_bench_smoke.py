@@ -17,6 +17,7 @@ TABLES = (
     "== one flow on 2026-07-28, hop by hop",
     "== store operations per connect flow ==",
     "== the token-backed call ==",
+    "== the MCP session alone ==",
 )
 
 

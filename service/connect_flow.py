@@ -343,23 +343,29 @@ class ConnectFlow:
     ) -> Connection:
         """opened → complete: name the account from the profile, keep a refresh token the
         provider did not resend, store the connection under the elicitation's user, complete the
-        elicitation, publish the completion, audit."""
+        elicitation, publish the completion, audit.
+
+        The stored connection is read only when the token response has no refresh token. A
+        reconnect keeps its first `connected_at`: the store keeps it (`Store.complete_elicitation`),
+        so the connection returned here carries `connected_at` = now either way."""
         account = field_at(profile, provider.account_field)
         if account is None or isinstance(account, (dict, list)):
             raise AccountNotNamed(provider.display_name)
         key = ConnectionKey(elicitation.user, provider.name, str(account))
         store = self._store()
-        previous = await store.get_connection(key.user, key.provider, key.account)
-        if previous is not None and previous.status is ConnectionStatus.OK:
-            # A refresh token the provider did not resend stays valid (Google omits it on
-            # re-consent), unless the provider already refused it.
-            tokens = keep_refresh_token(tokens, previous.tokens.refresh_token)
+        if not tokens.refresh_token:
+            # Read only when needed: a response with a refresh token replaces the stored one anyway.
+            previous = await store.get_connection(key.user, key.provider, key.account)
+            if previous is not None and previous.status is ConnectionStatus.OK:
+                # A refresh token the provider did not resend stays valid (RFC 6749 §6; Google
+                # omits it on re-consent), unless the provider already refused it.
+                tokens = keep_refresh_token(tokens, previous.tokens.refresh_token)
         now = self._clock()
         connection = Connection(
             key=key,
             tokens=tokens,
             account_label=str(field_at(profile, provider.label_field) or account)[:128],
-            connected_at=previous.connected_at if previous else now,
+            connected_at=now,  # for a new connection; the store keeps a replaced one's own
             updated_at=now,
         )
         # The token set and the completion in one step (the token set is kept whatever the

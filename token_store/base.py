@@ -152,8 +152,14 @@ class Store(Protocol):
         self, connection: Connection, elicitation_id: str
     ) -> PendingElicitation | None:
         """Store the token set of a finished authorization and complete its elicitation, in one
-        atomic step: insert or replace `connection` exactly as `put_connection` would, then move
-        the elicitation `elicitation_id` from OPENED to COMPLETE.
+        atomic step: insert or replace `connection` as `put_connection` would, then move the
+        elicitation `elicitation_id` from OPENED to COMPLETE.
+
+        One difference from `put_connection`: when a connection with the same key (user,
+        provider, account) is already stored, the stored record's `connected_at` is kept (a
+        reconnect is not a new connection) and everything else is taken from `connection`; a new
+        connection gets `connection.connected_at`. So the callback need not read the previous
+        record for it.
 
         The connection is stored whatever the elicitation's status (the user did authorize; a
         connection is never lost to a concurrently failed or expired elicitation). Returns the

@@ -119,10 +119,25 @@ return {1, record}
 
 # KEYS[2]: connection hash, KEYS[3]: the user's provider index. ARGV[7]: account, ARGV[8]:
 # provider, ARGV[9]: connection value. The connection is stored whatever the elicitation's status.
+# A stored value for the account keeps its connected_at (`Store.complete_elicitation`): the old
+# number is copied into the new value as text, not through cjson, which writes numbers with 14
+# significant digits and would change the stored time. As in `_SET_CONNECTION_STATUS`, the text
+# is unambiguous: in JSON every '"' inside a string is escaped, so '"connected_at":' can only be
+# the member name. An old value without one (not a connection value) leaves the new one as is.
 _COMPLETE_ELICITATION = (
     _TRANSITION_FUNCTION
     + """
-redis.call('HSET', KEYS[2], ARGV[7], ARGV[9])
+local value = ARGV[9]
+local old = redis.call('HGET', KEYS[2], ARGV[7])
+if old then
+  local kept = string.match(old, '"connected_at"%s*:%s*([%-%d%.eE%+]+)')
+  if kept and tonumber(kept) then
+    value = string.gsub(value, '"connected_at":[%-%d%.eE%+]+', function()
+      return '"connected_at":' .. kept
+    end, 1)
+  end
+end
+redis.call('HSET', KEYS[2], ARGV[7], value)
 redis.call('SADD', KEYS[3], ARGV[8])
 return transition()
 """

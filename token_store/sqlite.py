@@ -380,7 +380,7 @@ class SQLiteStore:
         )
 
         def complete(conn: sqlite3.Connection) -> PendingElicitation | None:
-            _put_connection(conn, row)  # the token set first, whatever the elicitation's status
+            _upsert_connection(conn, row)  # the token set first, whatever the elicitation's status
             return transition(conn)
 
         return await self._run("complete_elicitation", complete, transaction=True)
@@ -755,6 +755,23 @@ def _put_connection(conn: sqlite3.Connection, row: dict[str, Any]) -> None:
         ":account_label, :blob, :connected_at, :updated_at, :status, :refreshed_at)",
         row,
     )
+
+
+# `_put_connection`, except that a stored row keeps its `connected_at` (the contract of
+# `Store.complete_elicitation`): every other column is overwritten. The conflict target is the
+# table's PRIMARY KEY; the row is updated in place, in the same one statement.
+_UPSERT_CONNECTION = (
+    "INSERT INTO connections (iss, sub, provider, account, account_label, blob, connected_at, "
+    "updated_at, status, refreshed_at) VALUES (:iss, :sub, :provider, :account, :account_label, "
+    ":blob, :connected_at, :updated_at, :status, :refreshed_at) "
+    "ON CONFLICT (iss, sub, provider, account) DO UPDATE SET account_label = excluded.account_label, "
+    "blob = excluded.blob, updated_at = excluded.updated_at, status = excluded.status, "
+    "refreshed_at = excluded.refreshed_at"
+)
+
+
+def _upsert_connection(conn: sqlite3.Connection, row: dict[str, Any]) -> None:
+    conn.execute(_UPSERT_CONNECTION, row)
 
 
 def _insert_state(conn: sqlite3.Connection, key: str, blob: bytes, expires_at: float) -> None:

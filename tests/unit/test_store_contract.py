@@ -672,6 +672,38 @@ async def test_complete_elicitation_stores_the_connection_even_when_not_opened(s
     assert await store.list_connections(ALICE) == [other, conn]
 
 
+async def opened_elicitation(store: Store) -> str:
+    e = make_elicitation()
+    await store.create_elicitation(e, max_live_per_user=5)
+    await store.transition_elicitation(e.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
+    return e.id
+
+
+async def test_complete_elicitation_over_a_stored_connection_keeps_its_connected_at(store: Store) -> None:
+    # A label holding the member's name in text: the Redis script edits the stored JSON as text.
+    first = replace(odd_times(make_connection()), account_label='a"connected_at":1,')
+    assert await store.complete_elicitation(first, await opened_elicitation(store)) is not None
+    stored = await store.get_connection(ALICE, "github", "1")
+    assert stored == first  # a new connection: its own connected_at
+    assert await store.set_connection_status(first.key, ConnectionStatus.NEEDS_REAUTHORIZATION)
+    reconnect = Connection(
+        first.key, make_tokens(), 'b"connected_at":2,', connected_at=T0 + 100, updated_at=T0 + 100 + 1 / 3
+    )
+    assert await store.complete_elicitation(reconnect, await opened_elicitation(store)) is not None
+    stored = await store.get_connection(ALICE, "github", "1")
+    # The stored connected_at to the bit (17 significant digits); everything else is the new one's.
+    assert stored is not None and stored.connected_at == first.connected_at
+    assert stored == replace(reconnect, connected_at=first.connected_at)
+    assert stored.status is ConnectionStatus.OK and stored.refreshed_at is None
+    # Another account at the same provider is a new connection.
+    other = replace(make_connection(account="2"), connected_at=T0 + 7)
+    assert await store.complete_elicitation(other, await opened_elicitation(store)) is not None
+    assert await store.get_connection(ALICE, "github", "2") == other
+    # put_connection is unchanged: it replaces connected_at too.
+    await store.put_connection(reconnect)
+    assert await store.get_connection(ALICE, "github", "1") == reconnect
+
+
 async def test_concurrent_completions_exactly_one_wins(store: Store) -> None:
     e = make_elicitation()
     await store.create_elicitation(e, max_live_per_user=5)

@@ -3,9 +3,11 @@
 A 2025-11-25 flow calls the store in this order: the tool call (no connection yet: create an
 elicitation), /connect (check it, store the OAuth state, open it, is a refresh token held?),
 /callback (take the state, the previous grant, store the connection, complete), the client's
-retry (the connection). Counted: SQLite statements (`sqlite3.Connection.set_trace_callback`,
-BEGIN and COMMIT included) and write transactions (each one an fsync); Redis round trips (socket
-writes; a MULTI/EXEC pipeline is one). `pytest -s` prints the table.
+retry (the connection). The batched flow reads no previous grant at /callback: the token response
+had a refresh token, and `complete_elicitation` keeps a replaced connection's `connected_at`.
+Counted: SQLite statements (`sqlite3.Connection.set_trace_callback`, BEGIN and COMMIT included)
+and write transactions (each one an fsync); Redis round trips (socket writes; a MULTI/EXEC
+pipeline is one). `pytest -s` prints the table.
 """
 
 from __future__ import annotations
@@ -52,15 +54,16 @@ async def separate_calls(store: Store) -> None:
 
 
 async def batched_calls(store: Store) -> None:
-    """The same flow with get_elicitation_with_connection, open_elicitation, complete_elicitation."""
+    """The same flow with get_elicitation_with_connection, open_elicitation, complete_elicitation,
+    and no read of the previous grant (the token set has a refresh token)."""
     e, conn = make_elicitation(), make_connection()
+    assert conn.tokens.refresh_token
     state = replace(make_state(), elicitation=e)
     assert await store.get_connection(ALICE, "github") is None
     await store.create_elicitation(e, max_live_per_user=5)
     assert await store.get_elicitation_with_connection(e.id) == (e, None)
     assert await store.open_elicitation(state) is not None
     assert await store.take_oauth_state(state.state) == state
-    assert await store.get_connection(ALICE, "github", "1") is None
     assert await store.complete_elicitation(conn, e.id) is not None
     assert await store.get_connection(ALICE, "github") == conn
     await store.delete_connection(conn.key)
@@ -107,8 +110,8 @@ async def test_sqlite_flow_costs(tmp_path: Path, keyring: KeyRing) -> None:
     print(f"\nSQLite per flow (no purge due): {counts}")
     # 5 reads, 6 single-statement writes, each its own transaction.
     assert counts["separate"] == SQLiteCount(statements=11, transactions=6)
-    # 5 reads, 4 writes: create (1 statement), open and complete (BEGIN, 2, COMMIT each), take (1).
-    assert counts["batched"] == SQLiteCount(statements=14, transactions=4)
+    # 4 reads, 4 writes: create (1 statement), open and complete (BEGIN, 2, COMMIT each), take (1).
+    assert counts["batched"] == SQLiteCount(statements=13, transactions=4)
 
 
 async def test_sqlite_purge_adds_its_statements_at_most_every_interval(
@@ -123,8 +126,8 @@ async def test_sqlite_purge_adds_its_statements_at_most_every_interval(
         not_due = await count_sqlite(store, batched_calls)
     finally:
         await store.close()
-    assert due == SQLiteCount(statements=14 + 2 + 4, transactions=4)  # BEGIN, COMMIT, 4 DELETEs
-    assert not_due == SQLiteCount(statements=14, transactions=4)
+    assert due == SQLiteCount(statements=13 + 2 + 4, transactions=4)  # BEGIN, COMMIT, 4 DELETEs
+    assert not_due == SQLiteCount(statements=13, transactions=4)
 
 
 @pytest.mark.parametrize("name", FLOWS)
@@ -141,7 +144,7 @@ async def test_redis_flow_round_trips(monkeypatch: pytest.MonkeyPatch, keyring: 
             harness.cleanup()
     trips = len(wire.writes) - 1  # the reset
     print(f"\nRedis per flow ({name}): {trips} round trips: {wire.commands()[:-1]}")
-    assert trips == {"separate": 11, "batched": 8}[name]
+    assert trips == {"separate": 11, "batched": 7}[name]
 
 
 @pytest.fixture

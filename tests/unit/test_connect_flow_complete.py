@@ -1,0 +1,151 @@
+"""`ConnectFlow.complete` against a real SQLite store: what it reads and what it keeps (issue 10).
+
+The stored connection is read only when the token response carries no refresh token (then a
+healthy grant's refresh token is kept, RFC 6749 §6); a reconnect keeps its first `connected_at`
+without that read, because `Store.complete_elicitation` keeps it. Store reads are counted with
+the SQLite statement trace (every read is a SELECT; the write transaction is BEGIN, the upsert,
+the transition, COMMIT).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from mock_providers.demo import build_demo
+from service.connect_flow import ConnectFlow
+from service.outbound_http import OutboundHttp
+from service.providers import ProviderConfig
+from tests.support.store_contract import T0, FakeClock, make_elicitation
+from token_store import (
+    Connection,
+    ConnectionKey,
+    ConnectionStatus,
+    ElicitationStatus,
+    KeyRing,
+    SQLiteStore,
+    TokenSet,
+    UserRef,
+)
+
+ACCOUNT = "42"
+PROFILE = {"id": 42, "login": "alice-at-mockhub"}
+
+
+@dataclass
+class World:
+    store: SQLiteStore
+    flow: ConnectFlow
+    provider: ProviderConfig
+    clock: FakeClock
+    user: UserRef
+
+    @property
+    def key(self) -> ConnectionKey:
+        return ConnectionKey(self.user, self.provider.name, ACCOUNT)
+
+    async def callback(self, tokens: TokenSet) -> list[str]:
+        """An opened elicitation completed by `ConnectFlow.complete`; the statements it ran."""
+        e = make_elicitation(self.user, ttl=3600, provider=self.provider.name)
+        await self.store.create_elicitation(e, max_live_per_user=5)
+        await self.store.transition_elicitation(e.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
+        opened = replace(e, status=ElicitationStatus.OPENED)
+        statements: list[str] = []
+        self.store.trace(statements.append)
+        try:
+            await self.flow.complete(opened, self.provider, tokens, PROFILE)
+        finally:
+            self.store.trace(None)
+        assert await self.store.get_elicitation(e.id) == replace(e, status=ElicitationStatus.COMPLETE)
+        return statements
+
+    async def stored(self) -> Connection:
+        found = await self.store.get_connection(self.user, self.provider.name, ACCOUNT)
+        assert found is not None
+        return found
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[World]:
+    settings = build_demo("127.0.0.1", 9500, 9501, tmp_path).settings
+    clock = FakeClock()
+    store = await SQLiteStore.open(
+        tmp_path / "store.sqlite3", KeyRing.parse(settings.encryption_keys), clock=clock
+    )
+    outbound = OutboundHttp(1.0)
+    try:
+        flow = ConnectFlow(settings, lambda: store, outbound, clock=clock)
+        user = UserRef(settings.auth_issuer, "alice")
+        yield World(store, flow, settings.providers["mockhub"], clock, user)
+    finally:
+        await store.close()
+        await outbound.client.aclose()
+
+
+def tokens(refresh_token: str | None) -> TokenSet:
+    return TokenSet(access_token="at-new", refresh_token=refresh_token, scopes=("read:user",))
+
+
+def reads(statements: list[str]) -> list[str]:
+    return [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+
+
+async def held(world: World, status: ConnectionStatus = ConnectionStatus.OK) -> Connection:
+    """A connection from an earlier flow, with a refresh token, connected at `T0 + 1/3`."""
+    earlier = Connection(
+        world.key,
+        TokenSet(access_token="at-old", refresh_token="rt-old", scopes=("read:user",)),
+        "old label",
+        connected_at=T0 + 1 / 3,
+        updated_at=T0 + 1 / 3,
+        status=status,
+    )
+    await world.store.put_connection(earlier)
+    world.clock.advance(100)
+    return earlier
+
+
+async def test_a_response_with_a_refresh_token_reads_no_previous_connection(world: World) -> None:
+    earlier = await held(world)
+    statements = await world.callback(tokens("rt-new"))
+    assert reads(statements) == []
+    assert [s.split(None, 1)[0].upper() for s in statements] == ["BEGIN", "INSERT", "UPDATE", "COMMIT"]
+    stored = await world.stored()
+    assert stored.tokens.refresh_token == "rt-new"
+    # The first connected_at is kept (by the store), the rest is the reconnect's.
+    assert stored.connected_at == earlier.connected_at
+    assert stored.updated_at == world.clock.now
+    assert stored.account_label == PROFILE["login"]
+
+
+async def test_a_response_without_a_refresh_token_keeps_the_healthy_one(world: World) -> None:
+    earlier = await held(world)
+    statements = await world.callback(tokens(None))
+    assert len(reads(statements)) == 1  # the previous connection, for its refresh token
+    stored = await world.stored()
+    assert (stored.tokens.access_token, stored.tokens.refresh_token) == ("at-new", "rt-old")
+    assert stored.connected_at == earlier.connected_at
+
+
+@pytest.mark.parametrize(
+    "status", [s for s in ConnectionStatus if s is not ConnectionStatus.OK], ids=lambda s: s.value
+)
+async def test_a_refresh_token_of_an_unhealthy_grant_is_not_carried_over(
+    world: World, status: ConnectionStatus
+) -> None:
+    await held(world, status)
+    await world.callback(tokens(None))
+    stored = await world.stored()
+    assert stored.tokens.refresh_token is None
+    assert stored.status is ConnectionStatus.OK
+
+
+async def test_a_first_connect_is_connected_now(world: World) -> None:
+    world.clock.advance(5)
+    await world.callback(tokens(None))
+    stored = await world.stored()
+    assert stored.tokens.refresh_token is None
+    assert stored.connected_at == stored.updated_at == world.clock.now

@@ -13,7 +13,8 @@ Everything runs on this machine over loopback sockets; servers are separate proc
    new MCP session, the tool call answered with -32042, the browser leg, the completion
    notification, the retry. "server CPU" is the MCP server process (for `demo`, the whole
    process); the client (this process: SDK client, scripted browsers) shares the two cores.
-2. the hops of one flow, timed at the client (median ms, one user at a time, `serve` + SQLite).
+2. the hops of one flow, timed at the client (median ms, one user at a time, `serve` + SQLite),
+   and the MCP server's CPU per request, measured in the server (bench/request_cpu.py).
 3. store operations per flow: SQLite statements (`set_trace_callback`, BEGIN/COMMIT included)
    and Redis round trips (socket writes; a pipeline is one), the servers in this process.
 4. `whoami` with the token read from the store vs already in memory, a bare tool on our server
@@ -45,6 +46,7 @@ import mcp_types
 from redis.asyncio.connection import AbstractConnection
 
 from bench.processes import Stack, delete_prefix, redis_available
+from bench.request_cpu import PATH as REQUEST_CPU_PATH
 from mock_providers.testing.browser import Browser, forms_in
 from mock_providers.testing.client import (
     Recorder,
@@ -55,7 +57,7 @@ from mock_providers.testing.client import (
     retry,
 )
 from mock_providers.testing.replicas import REDIS_URL
-from mock_providers.testing.servers import DemoServers
+from mock_providers.testing.servers import HOST, DemoServers
 from mock_providers.testing.tls import client_tls
 
 STATELESS = "2026-07-28"
@@ -364,9 +366,7 @@ async def whoami_table(stack: Stack, calls: int) -> list[str]:
         f"{'server CPU µs':>14}"
     ]
     for name, (latencies, cpu_us) in rows.items():
-        ordered = sorted(latencies)
-        p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-        median = statistics.median(latencies)
+        median, p99 = statistics.median(latencies), percentile(latencies, 0.99)
         lines.append(f"{name:<40} {len(latencies):>5} {median:>10.2f} {p99:>8.2f} {cpu_us:>14.0f}")
     stored = rows["whoami, token read from the store"][1] - rows["whoami_cached, connection in memory"][1]
     ours, bare = rows["bare tool, our server"][1], rows["bare tool, SDK server, same verifier"][1]
@@ -445,8 +445,10 @@ QUICK = Plan(levels=((1, 1), (2, 2)), full_load=False, hop_flows=1, store_flows=
 
 
 async def run(plan: Plan, root: Path) -> None:
-    if plan.tables & {"load", "hops"}:
-        await load_and_hops(plan, root)
+    if "load" in plan.tables:
+        await load_rows(plan, root)
+    if "hops" in plan.tables:
+        await hop_tables(plan, root)
     if "store" in plan.tables:
         print("\n== store operations per connect flow ==")
         print("\n".join(await store_operations(root / "store", plan.store_flows)), flush=True)
@@ -463,8 +465,8 @@ async def run(plan: Plan, root: Path) -> None:
         print("\n".join(sessions))
 
 
-async def load_and_hops(plan: Plan, root: Path) -> None:
-    # --quick: one stack (`serve` + SQLite) for everything.
+async def load_rows(plan: Plan, root: Path) -> None:
+    # --quick: one stack (`serve` + SQLite).
     topologies = [("serve, SQLite", "serve", "sqlite")]
     if plan.full_load:
         topologies.insert(0, ("demo", "demo", "sqlite"))
@@ -472,43 +474,59 @@ async def load_and_hops(plan: Plan, root: Path) -> None:
         topologies.append(("serve, Redis", "serve", "redis"))
     elif plan.full_load:
         print("Redis at 127.0.0.1:6379 not available: the Redis rows are skipped")
-    if "load" not in plan.tables:  # the hop tables alone
-        topologies = [("serve, SQLite", "serve", "sqlite")]
-    # The same stack again on 2026-07-28 (after the legacy rows of its topology).
-    modes = {
-        label: ["legacy", STATELESS] if store == "sqlite" and server != "demo" else ["legacy"]
-        for label, server, store in topologies
-    }
-    if "load" in plan.tables:
-        print("== connect flows: throughput and CPU per flow (ms of CPU time per flow) ==")
-        print(LOAD_HEADER, flush=True)
-    hops, stateless_hops = Hops(), Hops()
+    print("== connect flows: throughput and CPU per flow (ms of CPU time per flow) ==")
+    print(LOAD_HEADER, flush=True)
     for label, server, store in topologies:
+        # The same stack again on 2026-07-28 (after the legacy rows of its topology).
+        modes = ["legacy", STATELESS] if store == "sqlite" and server != "demo" else ["legacy"]
         stack = Stack(root / f"{server}-{store}", server=server, store=store).start()
         try:
             await one_flow(stack, "warm-up", stack.port, Hops())  # JWKS, discovery, pools
-            for mode in modes[label] if "load" in plan.tables else ():
+            for mode in modes:
                 row_label = label if mode == "legacy" else f"{label}, {STATELESS}"
                 for users, flows in plan.levels:
                     print((await load(stack, row_label, users, flows, mode)).line(), flush=True)
-            if "hops" in plan.tables and store == "sqlite" and server != "demo":
-                for mode in modes[label]:
-                    mode_hops = hops if mode == "legacy" else stateless_hops
-                    for i in range(plan.hop_flows):
-                        await one_flow(stack, f"hops-{mode}-{i}", stack.port, mode_hops, mode)
         finally:
             stack.stop()
-    if "load" in plan.tables:
-        print(LOAD_NOTE)
-    if "hops" not in plan.tables:
-        return
-    for title, table in (("2025-11-25", hops), (STATELESS, stateless_hops)):
-        print(f"\n== one flow on {title}, hop by hop (serve + SQLite, one user at a time, client-side ms) ==")
+    print(LOAD_NOTE)
+
+
+async def hop_tables(plan: Plan, root: Path) -> None:
+    """One flow at a time on bench/server.py (`serve` plus the benchmark's tools, and
+    bench/request_cpu.py measuring the server's CPU per request)."""
+    stack = Stack(root / "hops", server="bench").start()
+    tables: dict[str, tuple[Hops, dict[str, list[float]]]] = {}
+    try:
+        async with httpx.AsyncClient(base_url=f"http://{HOST}:{stack.port}") as http:
+            await one_flow(stack, "warm-up", stack.port, Hops())
+            await http.get(REQUEST_CPU_PATH)  # drop the warm-up's figures
+            for mode in ("legacy", STATELESS):
+                hops = Hops()
+                for i in range(plan.hop_flows):
+                    await one_flow(stack, f"hops-{mode}-{i}", stack.port, hops, mode)
+                tables[mode] = (hops, (await http.get(REQUEST_CPU_PATH)).json())
+    finally:
+        stack.stop()
+    for mode, (hops, cpu) in tables.items():
+        title = "2025-11-25" if mode == "legacy" else STATELESS
+        print(f"\n== one flow on {title}, hop by hop (one user at a time, client-side ms) ==")
         print(f"{'hop':<62} {'n':>4} {'median':>8} {'p90':>8}")
-        for name, samples in table.samples.items():
-            ordered = sorted(samples)
-            p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
-            print(f"{name:<62} {len(samples):>4} {statistics.median(samples):>8.2f} {p90:>8.2f}")
+        for name, samples in hops.samples.items():
+            median, p90 = statistics.median(samples), percentile(samples, 0.9)
+            print(f"{name:<62} {len(samples):>4} {median:>8.2f} {p90:>8.2f}")
+        print(f"\n== the MCP server's CPU per request on {title} (in the server, µs) ==")
+        print(f"{'request':<62} {'n':>4} {'median':>8} {'per flow':>9}")
+        total = 0.0
+        for name, seconds in sorted(cpu.items(), key=lambda item: -sum(item[1])):
+            per_flow = sum(seconds) / plan.hop_flows * 1e6
+            total += per_flow
+            print(f"{name:<62} {len(seconds):>4} {statistics.median(seconds) * 1e6:>8.0f} {per_flow:>9.0f}")
+        print(f"{'all requests of a flow (the GET /mcp stream excluded)':<62} {'':>4} {'':>8} {total:>9.0f}")
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 def main() -> None:

@@ -6,6 +6,7 @@
 
 - `whoami_cached`: `whoami` with the connection read from the store once per user, then kept in
   memory: the difference to `whoami` is what the stored token costs (store read, decrypt, lifecycle).
+- bench/request_cpu.py around the app: the server's CPU per request, at `GET /_bench/cpu`.
 - `bare`: a tool that returns a constant: what our server costs around a tool body (bearer check,
   session limits, metrics, tracing, logging) compared with the bare SDK server's `bare`.
 - `sdk-resumable`: the bare SDK server with our transport settings (service/app.py `mcp_http_app`:
@@ -27,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
+from bench.request_cpu import RequestCpu
 from bench.tool_call import add_in_memory_tool
 from service.app import create_app, mcp_http_app, transport_security
 from service.bearer import JwksCache, JwtTokenVerifier
@@ -38,6 +40,7 @@ from service.settings import Settings, load_settings
 
 def ours(settings: Settings) -> Starlette:
     app = create_app(settings)
+    app.add_middleware(RequestCpu)  # outermost: the whole request, our middleware included
     add_in_memory_tool(app)
     server = app.state.mcp_server
 

@@ -15,6 +15,8 @@ TABLES = (
     "== connect flows: throughput and CPU per flow",
     "== one flow on 2025-11-25, hop by hop",
     "== one flow on 2026-07-28, hop by hop",
+    "== the MCP server's CPU per request on 2025-11-25",
+    "== the MCP server's CPU per request on 2026-07-28",
     "== store operations per connect flow ==",
     "== the token-backed call ==",
     "== the MCP session alone ==",

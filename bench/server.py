@@ -32,7 +32,7 @@ from bench.request_cpu import RequestCpu
 from bench.tool_call import add_in_memory_tool
 from service.app import create_app, mcp_http_app, transport_security
 from service.bearer import JwksCache, JwtTokenVerifier
-from service.cli import build_server, resolve_providers, serve_until_stopped
+from service.cli import build_server, resolve_providers, run_until_stopped
 from service.logs import configure_logging
 from service.outbound_http import OutboundHttp
 from service.settings import Settings, load_settings
@@ -95,7 +95,10 @@ def main() -> int:
     settings = asyncio.run(resolve_providers(load_settings().validate()))
     configure_logging(settings.log_level, settings.log_format, settings.replica_id)
     app = ours(settings) if kind == "ours" else sdk(settings, resumable=kind == "sdk-resumable")
-    return asyncio.run(serve_until_stopped({"mcp": build_server(app, settings.host, settings.port)}))
+    # All three on the runtime `serve` uses (service/server_runtime.py): the comparison is of the
+    # code around a tool, not of event loops.
+    server = build_server(app, settings.host, settings.port)
+    return run_until_stopped({"mcp": server}, settings.event_loop)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from starlette.types import ASGIApp
 from service.drain import Drain
 from service.logs import configure_logging
 from service.providers import ProviderError, resolve_discovery
+from service.server_runtime import EventLoopChoice, event_loop_name, loop_factory
 from service.settings import DEFAULT_DATA_DIR, Settings, SettingsError, load_settings
 
 # Which server a log line comes from, when one process runs two (`demo`); set per server task.
@@ -153,6 +154,15 @@ async def serve_until_stopped(servers: dict[str, _Server]) -> int:
     return 0 if stopped_by_signal and all(results) else 1
 
 
+def run_until_stopped(servers: dict[str, _Server], event_loop: EventLoopChoice = "auto") -> int:
+    """`serve_until_stopped` on the chosen event loop (service/server_runtime.py), after one line
+    naming it and each server's HTTP parser."""
+    parsers = ", ".join(f"{label} {server.config.http}" for label, server in servers.items())
+    logging.getLogger(__name__).info("event loop: %s; HTTP parser: %s", event_loop_name(event_loop), parsers)
+    with asyncio.Runner(loop_factory=loop_factory(event_loop)) as runner:
+        return runner.run(serve_until_stopped(servers))
+
+
 def port_is_free(host: str, port: int) -> bool:
     """Whether `port` can be bound on `host` now (as uvicorn binds it: with SO_REUSEADDR)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -209,7 +219,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     except ValueError as exc:  # a malformed key or URL found while building the apps
         return _configuration_error(exc)
     print(banner(demo), flush=True)
-    return asyncio.run(serve_until_stopped(servers))
+    return run_until_stopped(servers)
 
 
 async def resolve_providers(settings: Settings) -> Settings:
@@ -237,7 +247,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         servers["metrics"] = build_server(
             metrics_app(app.state.runtime), settings.host, settings.metrics_port
         )
-    return asyncio.run(serve_until_stopped(servers))
+    return run_until_stopped(servers, settings.event_loop)
 
 
 #: `mock-providers` options that set a MockHub knob of the same name (docs/mock-providers.md).
@@ -285,7 +295,7 @@ def cmd_mock_providers(args: argparse.Namespace) -> int:
         + "".join(f"\n  mockhub {name} = {value!r}" for name, value in knobs.items()),
         flush=True,
     )
-    return asyncio.run(serve_until_stopped({"providers": build_server(app, args.host, args.port)}))
+    return run_until_stopped({"providers": build_server(app, args.host, args.port)})
 
 
 def cmd_keys_rotate(args: argparse.Namespace) -> int:

@@ -31,6 +31,7 @@ from pydantic_settings import (
 from pydantic_settings.sources.utils import parse_env_vars
 
 from service.providers import ProviderConfig, ProviderError, build_provider
+from service.server_runtime import EventLoopChoice, event_loop_name
 from service.urls import https_unless_loopback
 
 ENV_PREFIX = "MCPUC_"
@@ -91,6 +92,8 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"
     host: str = "127.0.0.1"
     port: int = 8000
+    # The servers' event loop (service/server_runtime.py): `auto` is uvloop where installed.
+    event_loop: EventLoopChoice = "auto"
     # Prometheus metrics: 0 serves GET /metrics on the main port; another port serves them there
     # only (bind it to an address your scraper reaches and the public does not).
     metrics_port: int = 0
@@ -198,6 +201,10 @@ class Settings(BaseSettings):
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
         if not 0 <= self.metrics_port <= 65535 or (self.metrics_port and self.metrics_port == self.port):
             raise SettingsError("MCPUC_METRICS_PORT: 0 (the main port) or another free port")
+        try:
+            event_loop_name(self.event_loop)
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from None
         return self
 
 

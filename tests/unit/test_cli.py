@@ -187,6 +187,8 @@ def test_demo_stops_both_servers_on_sigterm(tmp_path: Path) -> None:
             demo.wait()
     assert demo.returncode == 0
     assert ".venv/bin/mcp-url-connect dev-token alice" in output
+    # The default runtime (service/server_runtime.py), really in use, signals included.
+    assert "event loop: uvloop" in output
     # Two uvicorn servers in one process: each of their lines says which one it is.
     assert output.count("[mcp] Started server process") == 1
     assert output.count("[providers] Started server process") == 1

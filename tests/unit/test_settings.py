@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from service import server_runtime
 from service.providers import ProviderConfig
 from service.settings import Settings, SettingsError, load_settings
 
@@ -329,3 +330,19 @@ def test_the_server_reports_the_package_version(tmp_path: Path) -> None:
 
     app = create_app(valid_settings(data_dir=tmp_path))
     assert app.state.mcp_server.version == version("mcp-url-connect") != ""
+
+
+def test_an_event_loop_that_is_not_installed_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(server_runtime, "_installed", lambda module: False)
+    valid_settings().validate()  # `auto` falls back to asyncio's own loop
+    with pytest.raises(SettingsError, match="MCPUC_EVENT_LOOP is uvloop, but uvloop is not installed"):
+        valid_settings(event_loop="uvloop").validate()
+
+
+def test_an_unknown_event_loop_names_the_setting() -> None:
+    with pytest.raises(
+        SettingsError, match="MCPUC_EVENT_LOOP: Input should be 'auto', 'uvloop' or 'asyncio'"
+    ):
+        load_settings({"MCPUC_EVENT_LOOP": "trio"})

@@ -155,10 +155,9 @@ async def serve_until_stopped(servers: dict[str, _Server]) -> int:
 
 
 def run_until_stopped(servers: dict[str, _Server], event_loop: EventLoopChoice = "auto") -> int:
-    """`serve_until_stopped` on the chosen event loop (service/server_runtime.py), after one line
-    naming it and each server's HTTP parser."""
-    parsers = ", ".join(f"{label} {server.config.http}" for label, server in servers.items())
-    logging.getLogger(__name__).info("event loop: %s; HTTP parser: %s", event_loop_name(event_loop), parsers)
+    """`serve_until_stopped` on the chosen event loop (service/server_runtime.py), after a line
+    naming it."""
+    logging.getLogger(__name__).info("event loop: %s", event_loop_name(event_loop))
     with asyncio.Runner(loop_factory=loop_factory(event_loop)) as runner:
         return runner.run(serve_until_stopped(servers))
 

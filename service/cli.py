@@ -102,6 +102,9 @@ def build_server(
         host=host,
         port=port,
         log_config=None,
+        # h11 by name: "auto" would switch to httptools wherever something installs it, which
+        # accepts header fields of any size (service/server_runtime.py, docs/performance.md).
+        http="h11",
         lifespan="on",
         timeout_keep_alive=int(keep_alive),
         timeout_graceful_shutdown=int(grace),

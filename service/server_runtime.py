@@ -14,7 +14,7 @@ values, which RFC 9110 §5.5 says a recipient excludes (docs/performance.md, "Tr
 from __future__ import annotations
 
 import asyncio
-import importlib.util
+import importlib
 from collections.abc import Callable
 from typing import Literal
 
@@ -39,4 +39,9 @@ def loop_factory(choice: EventLoopChoice) -> Callable[[], asyncio.AbstractEventL
 
 
 def _installed(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
+    """Whether `module` imports (present but broken counts as absent, as for uvicorn's `auto`)."""
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True

@@ -123,16 +123,19 @@ return {1, record}
 # number is copied into the new value as text, not through cjson, which writes numbers with 14
 # significant digits and would change the stored time. As in `_SET_CONNECTION_STATUS`, the text
 # is unambiguous: in JSON every '"' inside a string is escaped, so '"connected_at":' can only be
-# the member name. An old value without one (not a connection value) leaves the new one as is.
+# the member name. Only a number as Python's json writes a float ("1795526001.68166", or with an
+# exponent) is copied: an old value without one (edited underneath the store) leaves the new one
+# as is, so a reconnect repairs it rather than carrying a number Python would refuse.
 _COMPLETE_ELICITATION = (
     _TRANSITION_FUNCTION
     + """
 local value = ARGV[9]
 local old = redis.call('HGET', KEYS[2], ARGV[7])
 if old then
-  local kept = string.match(old, '"connected_at"%s*:%s*([%-%d%.eE%+]+)')
+  local kept = string.match(old, '"connected_at":(%-?%d+%.%d+[eE]?[%+%-]?%d*)[,}]')
+    or string.match(old, '"connected_at":(%-?%d[eE][%+%-]%d+)[,}]')
   if kept and tonumber(kept) then
-    value = string.gsub(value, '"connected_at":[%-%d%.eE%+]+', function()
+    value = string.gsub(value, '"connected_at":[^,}]*', function()
       return '"connected_at":' .. kept
     end, 1)
   end

@@ -8,8 +8,10 @@ import asyncio
 
 import pytest
 import uvloop
+from starlette.applications import Starlette
 
 from service import server_runtime
+from service.cli import build_server
 from service.server_runtime import EventLoopChoice, event_loop_name, loop_factory
 from service.settings import load_settings
 
@@ -18,6 +20,11 @@ def test_auto_takes_uvloop_when_installed() -> None:
     assert event_loop_name("auto") == "uvloop"
     assert loop_factory("auto") is uvloop.new_event_loop
     assert load_settings({}).event_loop == "auto"
+
+
+def test_the_http_parser_is_h11_whatever_is_installed() -> None:
+    # httptools accepts header fields of any size and keeps trailing whitespace in field values.
+    assert build_server(Starlette(), "127.0.0.1", 0).config.http == "h11"
 
 
 def test_asyncio_on_request() -> None:

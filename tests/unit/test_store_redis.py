@@ -662,3 +662,25 @@ async def test_minimal_acl_user_can_use_status_replace_and_locks(tmp_path: Path)
             assert await store.release_lock("refresh:x", owner)
         finally:
             await store.close()
+
+
+@pytest.mark.parametrize("written", ["5.", ".5", "+5.0", "1.5-3", '"1795526001.5"', "null"])
+async def test_complete_keeps_only_a_well_formed_connected_at(
+    store: RedisStore, harness: RedisHarness, written: str
+) -> None:
+    """The complete script copies the stored connected_at as text (no cjson rounding); a value
+    edited underneath the store with a number Python's json would not write is not carried into
+    the new value, so the reconnect repairs the record instead of keeping it unreadable."""
+    conn = make_connection()
+    await store.put_connection(conn)
+    stored = json.loads(harness.raw.hget(harness.conn_key(conn.key), "1") or b"")
+    edited = json.dumps(stored, separators=(",", ":")).replace(
+        f'"connected_at":{json.dumps(stored["connected_at"])}', f'"connected_at":{written}'
+    )
+    harness.write_value(conn.key, edited.encode())
+    e = make_elicitation()
+    await store.create_elicitation(e, max_live_per_user=1)
+    await store.open_elicitation(replace(make_state(), elicitation=e))
+    reconnect = replace(conn, tokens=make_tokens(), connected_at=T0 + 50, updated_at=T0 + 51)
+    assert await store.complete_elicitation(reconnect, e.id) is not None
+    assert await store.get_connection(ALICE, "github", "1") == reconnect

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import sqlite3
 import stat
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ from tests.support.store_contract import (
     make_tokens,
 )
 from token_store import Connection, ConnectionStatus, KeyRing, StoreUnavailable
-from token_store.sqlite import SQLiteStore
+from token_store.sqlite import _UPSERT_CONNECTION, SQLiteStore
 
 # The schema as version 1 of the store created it (user_version 1), verbatim.
 V1_SCHEMA = """
@@ -420,3 +421,22 @@ async def test_sqlite_reads_see_what_was_just_committed(tmp_path: Path, keyring:
         assert await store.get_connection(ALICE, first.key.provider) is None
     finally:
         await store.close()
+
+
+async def test_the_completing_upsert_updates_every_column_but_the_key_and_connected_at(
+    tmp_path: Path, keyring: KeyRing
+) -> None:
+    """`complete_elicitation`'s UPSERT lists its columns apart from `_put_connection`'s: a column a
+    later schema adds must be updated on reconnect too (only connected_at is kept)."""
+    path = tmp_path / "store.sqlite3"
+    await (await SQLiteStore.open(path, keyring)).close()
+    raw = sqlite3.connect(path)
+    try:
+        info = list(raw.execute("PRAGMA table_info(connections)"))
+    finally:
+        raw.close()
+    key = {row[1] for row in info if row[5]}  # pk position > 0
+    assert key == {"iss", "sub", "provider", "account"}
+    updated = set(re.findall(r"(\w+) = excluded\.\1", _UPSERT_CONNECTION))
+    assert updated == {row[1] for row in info} - key - {"connected_at"}
+    assert f"ON CONFLICT ({', '.join(row[1] for row in info if row[5])})" in _UPSERT_CONNECTION

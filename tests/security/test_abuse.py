@@ -179,3 +179,17 @@ async def test_unknown_kid_flood_refetches_jwks_at_most_once(servers: Servers, m
                 a.status(answer, 401)
             fetched = sum(1 for x in servers.exchanges("providers", since=mark) if x.path == "/jwks.json")
             a.check(fetched == 1, f"{fetched} JWKS fetches for 30 unknown kids, expected exactly one")
+
+
+async def test_an_oversized_request_head_is_refused_by_the_http_parser(servers: Servers) -> None:
+    """A 1 MB header field on a route that reads no header: refused by uvicorn's h11 before any app
+    code runs (h11 stops buffering an incomplete head at 16 KiB; httptools, kept out for this,
+    accepts any size: service/server_runtime.py). The server answers the next request as usual."""
+    async with httpx.AsyncClient() as http:
+        try:
+            answer = await http.get(f"{servers.public_url}/healthz", headers={"X-Huge": "h" * 1_000_000})
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+            pass  # the connection closed without an answer: refused too
+        else:
+            assert 400 <= answer.status_code < 500, answer.status_code
+        assert (await http.get(f"{servers.public_url}/healthz")).status_code == 200

@@ -33,6 +33,10 @@ START_SECONDS = 20.0
 # nginx skips a refusing replica for `fail_timeout=2s` (deploy/nginx/nginx.conf): a rolling
 # restart waits that long, and a little more, after a replica is ready before stopping the next.
 SETTLE_SECONDS = 3.0
+# Then requests through nginx, each on a new connection so that every worker gets some: a worker
+# forgets a replica's failure only once a request to it has completed (docs/deploy.md, "Rolling
+# restart", step 3).
+WARM_UP_REQUESTS = 16
 
 
 def wait_for(url: str, process: subprocess.Popen[bytes], log: Path, seconds: float = START_SECONDS) -> None:
@@ -158,7 +162,13 @@ class Cluster:
             stopping[name] = time.monotonic() - started
             self.start_replica(name)
             time.sleep(settle_seconds)
+            self.warm_up_through_nginx()
         return stopping
+
+    def warm_up_through_nginx(self, requests: int = WARM_UP_REQUESTS) -> None:
+        """`GET /healthz` through nginx `requests` times, a new connection each (docs/deploy.md)."""
+        for _ in range(requests):
+            httpx.get(f"http://{HOST}:{self.nginx_port}/healthz", timeout=5).raise_for_status()
 
     def keys_rotate(self) -> str:
         """`mcp-url-connect keys rotate` with the replicas' settings; what it printed."""

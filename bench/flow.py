@@ -397,13 +397,13 @@ async def session_rows(stack: Stack, sessions: int) -> list[str]:
             await client.list_tools()
 
     cpu: dict[str, float] = dict.fromkeys(targets, 0.0)
+    per_round = max(1, sessions // ROUNDS)
     for _ in range(ROUNDS):
         for name, (process, target) in targets.items():
             cpu0 = stack.cpu(process)
-            for _ in range(max(1, sessions // ROUNDS)):
+            for _ in range(per_round):
                 await session(target)
             cpu[name] += stack.cpu(process) - cpu0
-    per_round = max(1, sessions // ROUNDS)
     lines = [f"{'MCP session: open, tools/list, close':<40} {'n':>5} {'server CPU ms':>14}"]
     for name, seconds in cpu.items():
         lines.append(f"{name:<40} {per_round * ROUNDS:>5} {seconds / (per_round * ROUNDS) * 1000:>14.2f}")

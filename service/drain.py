@@ -35,6 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 logger = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
+_SESSION_HEADER = MCP_SESSION_ID_HEADER.lower().encode()  # as ASGI names headers
 # What the SDK answers for a session it does not hold (and nginx for a replica that is gone).
 SESSION_GONE = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}}
 
@@ -47,8 +48,8 @@ def is_event_stream(scope: Scope) -> bool:
 
 def names_a_session(scope: Scope) -> bool:
     """A request to the MCP endpoint that carries an ``Mcp-Session-Id``."""
-    header = MCP_SESSION_ID_HEADER.lower().encode()
-    return scope.get("path") == MCP_PATH and any(name == header for name, _ in scope.get("headers", ()))
+    headers = scope.get("headers", ())
+    return scope.get("path") == MCP_PATH and any(name == _SESSION_HEADER for name, _ in headers)
 
 
 class Drain:

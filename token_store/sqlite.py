@@ -231,8 +231,7 @@ class SQLiteStore:
             "SELECT account FROM default_accounts WHERE iss = ? AND sub = ? AND provider = ?",
             (user.iss, user.sub, provider),
         )
-        row = rows[0] if rows else None
-        return None if row is None else str(row[0])
+        return str(rows[0][0]) if rows else None
 
     async def set_default_account(self, user: UserRef, provider: str, account: str | None) -> None:
         if account is None:
@@ -322,8 +321,7 @@ class SQLiteStore:
             "SELECT record FROM elicitations WHERE id = ? AND expires_at > ?",
             (elicitation_id, now),
         )
-        row = rows[0] if rows else None
-        return None if row is None else PendingElicitation.from_json(row[0])
+        return PendingElicitation.from_json(rows[0][0]) if rows else None
 
     async def get_elicitation_with_connection(
         self, elicitation_id: str
@@ -748,26 +746,22 @@ def _changes(sql: str, args: Sequence[object] | Mapping[str, object], conn: sqli
     return conn.execute(sql, args).rowcount
 
 
-def _put_connection(conn: sqlite3.Connection, row: dict[str, Any]) -> None:
-    conn.execute(
-        "INSERT OR REPLACE INTO connections (iss, sub, provider, account, account_label, blob, "
-        "connected_at, updated_at, status, refreshed_at) VALUES (:iss, :sub, :provider, :account, "
-        ":account_label, :blob, :connected_at, :updated_at, :status, :refreshed_at)",
-        row,
-    )
-
-
-# `_put_connection`, except that a stored row keeps its `connected_at` (the contract of
-# `Store.complete_elicitation`): every other column is overwritten. The conflict target is the
-# table's PRIMARY KEY; the row is updated in place, in the same one statement.
-_UPSERT_CONNECTION = (
-    "INSERT INTO connections (iss, sub, provider, account, account_label, blob, connected_at, "
-    "updated_at, status, refreshed_at) VALUES (:iss, :sub, :provider, :account, :account_label, "
-    ":blob, :connected_at, :updated_at, :status, :refreshed_at) "
-    "ON CONFLICT (iss, sub, provider, account) DO UPDATE SET account_label = excluded.account_label, "
-    "blob = excluded.blob, updated_at = excluded.updated_at, status = excluded.status, "
-    "refreshed_at = excluded.refreshed_at"
+# One connection row, named as in `SQLiteStore._connection_row`; the key is the PRIMARY KEY.
+_ROW_KEY = ("iss", "sub", "provider", "account")
+_ROW_COLUMNS = (*_ROW_KEY, "account_label", "blob", "connected_at", "updated_at", "status", "refreshed_at")
+_INSERT_ROW = (
+    f"INTO connections ({', '.join(_ROW_COLUMNS)}) VALUES ({', '.join(':' + c for c in _ROW_COLUMNS)})"
 )
+_PUT_CONNECTION = f"INSERT OR REPLACE {_INSERT_ROW}"
+# `_PUT_CONNECTION`, except that a stored row keeps its `connected_at` (the contract of
+# `Store.complete_elicitation`): every other column is overwritten, in place, in one statement.
+_UPSERT_CONNECTION = f"INSERT {_INSERT_ROW} ON CONFLICT ({', '.join(_ROW_KEY)}) DO UPDATE SET " + ", ".join(
+    f"{c} = excluded.{c}" for c in _ROW_COLUMNS if c not in (*_ROW_KEY, "connected_at")
+)
+
+
+def _put_connection(conn: sqlite3.Connection, row: dict[str, Any]) -> None:
+    conn.execute(_PUT_CONNECTION, row)
 
 
 def _upsert_connection(conn: sqlite3.Connection, row: dict[str, Any]) -> None:

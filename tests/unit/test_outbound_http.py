@@ -1,8 +1,10 @@
-"""Outbound HTTP: one TLS context, a GET resent once on a reset connection, a POST never."""
+"""Outbound HTTP: one TLS context, a GET resent once on a reset connection, a POST never, every
+answer read within a byte limit and the whole call within one deadline."""
 
 from __future__ import annotations
 
 import ssl
+from collections.abc import AsyncIterator
 
 import anyio
 import httpx
@@ -10,7 +12,13 @@ import httpx2
 import pytest
 from authlib.integrations.httpx_client import AsyncOAuth2Client
 
-from service.outbound_http import MAX_IN_FLIGHT_PER_ORIGIN, OutboundHttp, origin_of
+from service.outbound_http import (
+    MAX_IN_FLIGHT_PER_ORIGIN,
+    AuthlibResponseTooLarge,
+    OutboundHttp,
+    ResponseTooLarge,
+    origin_of,
+)
 
 
 class ResettingPool(httpx.AsyncBaseTransport):
@@ -126,3 +134,81 @@ def test_slots_are_counted_per_origin_not_per_host_name() -> None:
         httpx.URL("http://127.0.0.1:8001/x")
     )
     assert origin_of(httpx2.URL("https://idp.example/token")) == "https://idp.example:"
+
+
+class Endless(httpx.AsyncByteStream, httpx2.AsyncByteStream):
+    """A body of `chunk`-sized pieces that never ends (`pause` seconds between them); counts
+    the bytes it handed out."""
+
+    def __init__(self, chunk: int, pause: float = 0.0) -> None:
+        self.chunk, self.pause, self.sent = chunk, pause, 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while True:
+            if self.pause:
+                await anyio.sleep(self.pause)
+            self.sent += self.chunk
+            yield b"x" * self.chunk
+
+    async def aclose(self) -> None:
+        return None
+
+
+class EndlessPool(httpx.AsyncBaseTransport):
+    def __init__(self, body: Endless, headers: dict[str, str] | None = None) -> None:
+        self.body, self.headers = body, headers or {}
+        self.accept_encoding: str | None = None
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.accept_encoding = request.headers.get("accept-encoding")
+        return httpx.Response(200, headers=self.headers, stream=self.body)
+
+
+class EndlessAuthlibPool(httpx2.AsyncBaseTransport):
+    def __init__(self, body: Endless) -> None:
+        self.body = body
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, stream=self.body)
+
+
+async def test_an_answer_over_the_byte_limit_is_refused_without_being_read_whole() -> None:
+    body = Endless(64 * 1024)
+    outbound = OutboundHttp(5.0, pool=EndlessPool(body), max_response_bytes=1024 * 1024)
+    with anyio.fail_after(10), pytest.raises(ResponseTooLarge):
+        await outbound.client.get("https://api.example/user")
+    assert body.sent <= 1024 * 1024 + 64 * 1024  # read up to the limit, then no further
+
+
+async def test_a_token_answer_over_its_byte_limit_is_refused_at_authlib() -> None:
+    body = Endless(16 * 1024)
+    outbound = OutboundHttp(5.0, authlib_pool=EndlessAuthlibPool(body), max_token_response_bytes=64 * 1024)
+    async with AsyncOAuth2Client(client_id="c", **outbound.authlib_options()) as client:
+        with anyio.fail_after(10), pytest.raises(AuthlibResponseTooLarge):
+            await client.fetch_token("https://idp.example/token", grant_type="client_credentials")
+    assert body.sent <= 64 * 1024 + 16 * 1024
+
+
+async def test_a_dripping_answer_ends_at_the_whole_call_deadline() -> None:
+    # Each piece comes well within the timeout; only a deadline for the whole call ends it.
+    body = Endless(1, pause=0.02)
+    outbound = OutboundHttp(0.3, pool=EndlessPool(body))
+    with anyio.fail_after(10), pytest.raises(httpx.ReadTimeout):
+        await outbound.client.get("https://api.example/user")
+
+
+async def test_a_dripping_token_answer_ends_at_the_whole_call_deadline() -> None:
+    body = Endless(1, pause=0.02)
+    outbound = OutboundHttp(0.3, authlib_pool=EndlessAuthlibPool(body))
+    async with AsyncOAuth2Client(client_id="c", **outbound.authlib_options()) as client:
+        with anyio.fail_after(10), pytest.raises(httpx2.ReadTimeout):
+            await client.fetch_token("https://idp.example/token", grant_type="client_credentials")
+
+
+async def test_an_encoded_answer_is_refused_since_only_identity_is_asked_for() -> None:
+    # A small gzip body could unpack into far more than the byte limit counts.
+    pool = EndlessPool(Endless(16), headers={"Content-Encoding": "gzip"})
+    outbound = OutboundHttp(5.0, pool=pool)
+    with pytest.raises(ResponseTooLarge):
+        await outbound.client.get("https://api.example/user")
+    assert pool.accept_encoding == "identity"

@@ -3,8 +3,9 @@ PKCE S256, the code exchange, refresh (RFC 6749 §6) and revocation (RFC 7009)."
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -12,11 +13,14 @@ from authlib.integrations.httpx_client import AsyncOAuth2Client
 from authlib.oauth2.client import OAuth2Client
 
 from service.outbound_http import OutboundHttp
-from service.providers import ProviderConfig
+from service.providers import BEARER, ProviderConfig
 from token_store import TokenSet
 
+# Every string we keep from a token response; the stored record (and each `list_connections`
+# answer, which shows the scopes) stays small whatever a provider sends.
 MAX_TOKEN_RESPONSE_FIELD = 8192
-
+KEPT_FIELDS = ("access_token", "refresh_token", "token_type", "scope")
+VSCHAR = re.compile(r"[\x20-\x7e]+")  # RFC 6749 Appendix A: printable ASCII, used with fullmatch
 
 MAX_LIFETIME = 10 * 365 * 24 * 3600  # an `expires_in` beyond this is junk, not a lifetime
 
@@ -102,7 +106,7 @@ async def exchange_code(
             )
         except Exception as exc:  # authlib raises OAuthError, httpx errors, or JSON errors on junk
             raise _exchange_error("the token endpoint refused the code", exc) from None
-    return token_set(token, scopes, provider.token_path)
+    return token_set(token, scopes, provider.token_path, provider.token_types)
 
 
 async def refresh(
@@ -121,7 +125,8 @@ async def refresh(
             )
         except Exception as exc:
             raise _exchange_error("the token endpoint refused the refresh", exc) from None
-    return keep_refresh_token(token_set(token, tokens.scopes, provider.token_path), tokens.refresh_token)
+    renewed = token_set(token, tokens.scopes, provider.token_path, provider.token_types)
+    return keep_refresh_token(renewed, tokens.refresh_token)
 
 
 def keep_refresh_token(new: TokenSet, previous: str | None) -> TokenSet:
@@ -162,21 +167,65 @@ def _exchange_error(what: str, exc: Exception) -> TokenExchangeError:
     return TokenExchangeError(f"{what} ({label})", error=str(error) if error else None)
 
 
-def token_set(token: dict[str, Any], requested: Sequence[str], token_path: str = "") -> TokenSet:
+def require_bounded_token_fields(token: Mapping[str, Any]) -> None:
+    """Each field we keep from a token response is at most MAX_TOKEN_RESPONSE_FIELD characters
+    (the response as a whole is bounded by `OutboundHttp`). RFC 6749 §5.1: "The authorization
+    server SHOULD document the size of any value it issues"; RFC 9110 §2.3: parse defensively,
+    expecting values to "fit within a reasonably sized buffer"."""
+    for name in KEPT_FIELDS:
+        value = token.get(name)
+        if (
+            value is not None
+            and len(value if isinstance(value, str) else repr(value)) > MAX_TOKEN_RESPONSE_FIELD
+        ):
+            raise TokenExchangeError(
+                f"the token response's {name} is over {MAX_TOKEN_RESPONSE_FIELD} characters"
+            )
+
+
+def require_vschar_tokens(access_token: str, refresh_token: str | None) -> None:
+    """RFC 6749 Appendix A.12 and A.17: `access_token` and `refresh_token` are 1*VSCHAR
+    (%x20-7E). Anything else cannot be sent in an `Authorization` header: refused here as the
+    provider's error instead of failing later, inside the HTTP client."""
+    for name, value in (("access_token", access_token), ("refresh_token", refresh_token)):
+        if value is not None and not VSCHAR.fullmatch(value):
+            raise TokenExchangeError(f"the token response's {name} has characters a token cannot have")
+
+
+def require_understood_token_type(token_type: str, accepted: Collection[str]) -> None:
+    """RFC 6749 §7.1: "The client MUST NOT use an access token if it does not understand the
+    token type"; we present tokens as bearer tokens (RFC 6750), so a type the provider's
+    configuration does not list (`token_types`, Bearer by default) is refused. §5.1: the value is
+    case insensitive."""
+    if token_type.lower() not in {t.lower() for t in accepted}:
+        raise TokenExchangeError(f"the token response's token_type is not one of {', '.join(accepted)}")
+
+
+def token_set(
+    token: dict[str, Any],
+    requested: Sequence[str],
+    token_path: str = "",
+    token_types: Collection[str] = (BEARER,),
+) -> TokenSet:
     """Our TokenSet from a token response; `token_path` picks a nested token (Slack: authed_user)."""
     if token_path:
         nested = token.get(token_path)
         if not isinstance(nested, dict):
             raise TokenExchangeError(f"the token response has no {token_path!r} object")
         token = nested
+    require_bounded_token_fields(token)
     access_token = token.get("access_token")
-    if not isinstance(access_token, str) or not access_token or len(access_token) > MAX_TOKEN_RESPONSE_FIELD:
+    if not isinstance(access_token, str) or not access_token:
         raise TokenExchangeError("the token response has no usable access_token")
     refresh_token = token.get("refresh_token")
-    if refresh_token is not None and (
-        not isinstance(refresh_token, str) or len(refresh_token) > MAX_TOKEN_RESPONSE_FIELD
-    ):
+    if refresh_token is not None and not isinstance(refresh_token, str):
         raise TokenExchangeError("the token response has a malformed refresh_token")
+    require_vschar_tokens(access_token, refresh_token)
+    # RFC 6749 §5.1 makes token_type REQUIRED; one left out is read as Bearer, as providers mean it.
+    token_type = token.get("token_type") or BEARER
+    if not isinstance(token_type, str):
+        raise TokenExchangeError("the token response has a malformed token_type")
+    require_understood_token_type(token_type, token_types)
     expires_in = token.get("expires_in")
     if isinstance(expires_in, str) and expires_in.isdigit():
         expires_in = int(expires_in)
@@ -188,7 +237,7 @@ def token_set(token: dict[str, Any], requested: Sequence[str], token_path: str =
     scopes = tuple(sorted(str(scope).replace(",", " ").split())) if scope else tuple(sorted(requested))
     return TokenSet(
         access_token=access_token,
-        token_type=str(token.get("token_type") or "Bearer"),
+        token_type=token_type,
         refresh_token=refresh_token,
         expires_at=expires_at,
         scopes=scopes,

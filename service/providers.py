@@ -25,6 +25,7 @@ ProviderKind = Literal["oauth2", "api_key"]
 TokenAuthMethod = Literal["client_secret_post", "client_secret_basic", "none"]
 KINDS: tuple[str, ...] = get_args(ProviderKind)
 AUTH_METHODS: tuple[str, ...] = get_args(TokenAuthMethod)
+BEARER = "Bearer"  # RFC 6750: the token type we know how to present
 
 
 class ProviderError(ValueError):
@@ -53,6 +54,8 @@ class ProviderConfig:
     authorize_params: Mapping[str, str] = field(default_factory=dict)  # e.g. access_type=offline
     consent_prompt_for_refresh: bool = False  # Google: prompt=consent when we hold no refresh token
     token_path: str = ""  # where the user's token sits in the token response (Slack: authed_user)
+    # RFC 6749 §7.1: the `token_type` values accepted, each then presented as a bearer token
+    token_types: tuple[str, ...] = (BEARER,)
     issuer: str | None = None  # RFC 9207: when set, the authorization response must carry this `iss`
     account_field: str = "id"  # userinfo field naming the account (the provider's subject); dotted
     label_field: str = "login"  # userinfo field shown to the user; dotted
@@ -112,6 +115,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "scopes": ("users:read",),
         "scope_param": "user_scope",
         "token_path": "authed_user",
+        "token_types": ("user",),  # Slack's user token, sent as `Authorization: Bearer`
         "token_auth_method": "client_secret_post",
         "account_field": "user_id",
         "label_field": "user",
@@ -147,7 +151,7 @@ def build_provider(name: str, spec: Mapping[str, Any], environ: Mapping[str, str
             f"providers.{name}.preset: unknown preset {preset!r} (known: {', '.join(PRESETS)})"
         )
     values: dict[str, Any] = {**PRESETS.get(preset, {}), **spec}
-    for key in ("scopes",):
+    for key in ("scopes", "token_types"):
         if key in values:
             if not isinstance(values[key], (list, tuple)) or not all(isinstance(s, str) for s in values[key]):
                 raise ProviderError(f"providers.{name}.{key}: must be a list of strings")
@@ -186,6 +190,8 @@ def validate_provider(provider: ProviderConfig) -> None:
             raise ProviderError(f"{where}.{key}: must be an https URL (plain http only on loopback)")
     if not provider.account_field:
         raise ProviderError(f"{where}.account_field: required")
+    if not provider.token_types:
+        raise ProviderError(f"{where}.token_types: at least one token type")
     if provider.kind == "api_key":
         if "{key}" not in provider.api_key_format:
             raise ProviderError(f"{where}.api_key_format: must contain {{key}}")

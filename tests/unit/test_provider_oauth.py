@@ -99,3 +99,32 @@ def test_the_previous_refresh_token_is_kept_when_none_comes_back() -> None:
     )
     assert keep_refresh_token(rotated, "old").refresh_token == "r2"
     assert keep_refresh_token(new, None).refresh_token is None
+
+
+def test_a_token_response_field_over_the_limit_is_refused() -> None:
+    # A 2 MB `scope` would be stored and sent back with every list_connections.
+    with pytest.raises(TokenExchangeError, match="scope is over"):
+        token_set({"access_token": "at", "scope": "s " * 1_000_000}, [])
+    with pytest.raises(TokenExchangeError, match="token_type is over"):
+        token_set({"access_token": "at", "token_type": "B" * 9000}, [])
+    assert len(token_set({"access_token": "at", "scope": "a " * 4000}, []).scopes) == 4000
+
+
+@pytest.mark.parametrize(
+    "fields", [{"access_token": "mhat_\u00e9t\u00e9"}, {"access_token": "at", "refresh_token": "rt\n1"}]
+)
+def test_a_token_with_characters_outside_vschar_is_refused(fields: dict[str, Any]) -> None:
+    with pytest.raises(TokenExchangeError, match="characters a token cannot have"):
+        token_set(fields, [])
+
+
+def test_a_token_type_the_provider_does_not_list_is_refused() -> None:
+    with pytest.raises(TokenExchangeError, match="token_type is not one of Bearer"):
+        token_set({"access_token": "at", "token_type": "MAC"}, [])
+    assert token_set({"access_token": "at", "token_type": "bearer"}, []).token_type == "bearer"
+    assert token_set({"access_token": "at"}, []).token_type == "Bearer"
+    slack = provider(preset="slack")
+    user_token = {"authed_user": {"access_token": "xoxp", "token_type": "user"}}
+    assert token_set(user_token, [], slack.token_path, slack.token_types).access_token == "xoxp"
+    mac = provider(token_types=["MAC"])
+    assert token_set({"access_token": "at", "token_type": "mac"}, [], "", mac.token_types).token_type == "mac"

@@ -24,7 +24,6 @@ import httpx
 
 from service.audit import audit
 from service.errors import (
-    AccountNotNamed,
     DomainError,
     FlowFailed,
     LinkUnknown,
@@ -48,6 +47,7 @@ from service.providers import ProviderConfig
 from service.security_checks import (
     check_rfc9207_issuer,
     mint_opaque_id,
+    require_account_id_of_provider,
     require_first_open,
     require_pending,
     require_redirect_uri_of_provider,
@@ -348,10 +348,10 @@ class ConnectFlow:
         The stored connection is read only when the token response has no refresh token. A
         reconnect keeps its first `connected_at`: the store keeps it (`Store.complete_elicitation`),
         so the connection returned here carries `connected_at` = now either way."""
-        account = field_at(profile, provider.account_field)
-        if account is None or isinstance(account, (dict, list)):
-            raise AccountNotNamed(provider.display_name)
-        key = ConnectionKey(elicitation.user, provider.name, str(account))
+        account = require_account_id_of_provider(
+            field_at(profile, provider.account_field), provider.display_name
+        )
+        key = ConnectionKey(elicitation.user, provider.name, account)
         store = self._store()
         if not tokens.refresh_token:
             # Read only when needed: a response with a refresh token replaces the stored one anyway.

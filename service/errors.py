@@ -228,6 +228,13 @@ class AccountNotNamed(BrowserRefusal):
         super().__init__(f"{provider} did not name the account.")
 
 
+class AccountIdTooLong(BrowserRefusal):
+    title, status_code = "Connection failed", 502
+
+    def __init__(self, provider: str, limit: int) -> None:
+        super().__init__(f"{provider} named the account with an id longer than {limit} characters.")
+
+
 class FlowFailed(BrowserRefusal):
     """Anything unexpected after the OAuth state was consumed: the flow failed closed."""
 

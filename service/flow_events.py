@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 
 from service.audit import audit_flow
 from service.errors import (
+    AccountIdTooLong,
     AccountNotNamed,
     IssuerMismatch,
     MissingCode,
@@ -66,6 +67,8 @@ def outcome_of(exc: BaseException) -> tuple[FlowOutcome, str, str]:
         return FlowOutcome.PROVIDER_ERROR, exc.step, str(exc)[:200]
     if isinstance(exc, AccountNotNamed):
         return FlowOutcome.PROVIDER_ERROR, "userinfo", "no account field"
+    if isinstance(exc, AccountIdTooLong):
+        return FlowOutcome.PROVIDER_ERROR, "userinfo", "account id too long"
     if isinstance(exc, (WrongBrowser, NotYourLink)):
         return FlowOutcome.REFUSED_OTHER_USER, "callback", type(exc).__name__
     if isinstance(exc, (MixUp, IssuerMismatch, MissingCode)):

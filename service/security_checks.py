@@ -16,6 +16,8 @@ from collections.abc import Collection, MutableMapping
 from typing import Any, Protocol, TypeVar
 
 from service.errors import (
+    AccountIdTooLong,
+    AccountNotNamed,
     BrowserRefusal,
     InvalidAccountChoice,
     InvalidRequestState,
@@ -201,6 +203,30 @@ def require_login_issuer(iss: object, sub: object, expected_issuer: str) -> User
     return UserRef(iss=expected_issuer, sub=sub)
 
 
+# ---- accounts -------------------------------------------------------------------------------------
+
+# The longest account id stored, and so the longest a tool argument or the connections page's
+# disconnect form may name: a connection must stay reachable by every way of naming it.
+MAX_ACCOUNT_ID = 256
+
+
+def require_account_id_of_provider(account: object, provider: str) -> str:
+    """The account id a provider's user endpoint names becomes part of the connection's key: a
+    string (or number) of 1 to MAX_ACCOUNT_ID characters of valid text, else the flow fails before
+    anything is stored (docs/threat-model.md, "9. ... bounded inputs"; RFC 9110 §2.3: parse
+    defensively)."""
+    if account is None or isinstance(account, (dict, list)) or account == "":
+        raise AccountNotNamed(provider)
+    named = str(account)
+    try:
+        named.encode()
+    except UnicodeEncodeError:
+        raise AccountNotNamed(provider) from None
+    if len(named) > MAX_ACCOUNT_ID:
+        raise AccountIdTooLong(provider, MAX_ACCOUNT_ID)
+    return named
+
+
 # ---- the broker (MCP leg) -------------------------------------------------------------------------
 
 
@@ -213,8 +239,8 @@ def require_account_argument(account: str | None) -> None:
         account.encode()
     except UnicodeEncodeError:
         raise InvalidToolArgument("account is not valid text") from None
-    if not account or len(account) > 256:
-        raise InvalidToolArgument("account must be 1 to 256 characters")
+    if not account or len(account) > MAX_ACCOUNT_ID:
+        raise InvalidToolArgument(f"account must be 1 to {MAX_ACCOUNT_ID} characters")
 
 
 def require_request_state_for_provider(state_provider: str, provider: str) -> None:

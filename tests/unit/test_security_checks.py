@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from service.errors import (
+    AccountIdTooLong,
+    AccountNotNamed,
     InvalidRequestState,
     InvalidToolArgument,
     IssuerMismatch,
@@ -24,10 +26,12 @@ from service.errors import (
 )
 from service.providers import ProviderConfig
 from service.security_checks import (
+    MAX_ACCOUNT_ID,
     OPAQUE_ID,
     check_rfc9207_issuer,
     mint_opaque_id,
     require_account_argument,
+    require_account_id_of_provider,
     require_csrf_token,
     require_first_open,
     require_login_issuer,
@@ -256,6 +260,17 @@ def test_require_account_argument() -> None:
     for bad, message in (("", "1 to 256"), ("a" * 257, "1 to 256"), ("\udcff", "not valid text")):
         with pytest.raises(InvalidToolArgument, match=message):
             require_account_argument(bad)
+
+
+def test_require_account_id_of_provider() -> None:
+    assert require_account_id_of_provider(42, "Hub") == "42"
+    assert require_account_id_of_provider("a" * MAX_ACCOUNT_ID, "Hub") == "a" * MAX_ACCOUNT_ID
+    # One character more could be stored but never named again by a tool or the disconnect form.
+    with pytest.raises(AccountIdTooLong):
+        require_account_id_of_provider("a" * (MAX_ACCOUNT_ID + 1), "Hub")
+    for unnamed in (None, "", {"id": 1}, [1], "\ud800"):
+        with pytest.raises(AccountNotNamed):
+            require_account_id_of_provider(unnamed, "Hub")
 
 
 def test_require_request_state_for_provider() -> None:

@@ -24,18 +24,29 @@ from service.outbound_http import OutboundHttp
 from service.provider_api import ProviderApiError
 from service.provider_oauth import TokenExchangeError, refresh, revoke
 from service.providers import ProviderConfig
-from token_store import Connection, ConnectionKey, ConnectionStatus, Store
+from token_store import Connection, ConnectionKey, ConnectionStatus, Store, TokenSet
 
 WAIT_INTERVAL = 0.1  # how often a waiter re-reads the record while another replica refreshes
 # After a failed refresh, callers fail fast this long instead of calling the provider again: long
 # enough for every waiter (polling every WAIT_INTERVAL) to share the failure, short enough that
 # the user's next attempt goes through.
 FAILURE_COOLDOWN = 1.0
+# How long the single-flight lock outlives the provider call's deadline: the holder still reads
+# and writes the store after the answer (each store call bounded by the store's own timeout).
+LOCK_MARGIN = 5.0
 
 
 def refresh_lock_name(key: ConnectionKey) -> str:
     """The single-flight lock of one connection's refresh, shared by every replica."""
     return f"refresh:{key.associated_data().decode()}"
+
+
+def refresh_lock_ttl(timeout_seconds: float) -> float:
+    """The single-flight lock lives longer than its holder's refresh can take (its deadline,
+    `refresh_within_deadline`, plus LOCK_MARGIN): no second caller takes the lock and sends the
+    same refresh token while the first one is still in flight. RFC 9700 §4.14.2: a rotated
+    refresh token presented twice tells the provider "of the breach", and it may revoke the grant."""
+    return timeout_seconds + LOCK_MARGIN
 
 
 class NeedsReauthorization(Exception):
@@ -58,7 +69,7 @@ class TokenLifecycle:
         self._timeout = timeout_seconds
         self._clock = clock
         # Longer than one token-endpoint call: a holder that dies frees the lock after this.
-        self.lock_ttl = timeout_seconds + 5
+        self.lock_ttl = refresh_lock_ttl(timeout_seconds)
         # Lock name -> set when this process's refresh under that lock is over (either way).
         self._refreshing: dict[str, anyio.Event] = {}
 
@@ -150,9 +161,7 @@ class TokenLifecycle:
         assert current.tokens.refresh_token is not None
         started = time.perf_counter()
         try:
-            tokens = await refresh(
-                provider, current.tokens, timeout_seconds=self._timeout, outbound=self._outbound
-            )
+            tokens = await self.refresh_within_deadline(provider, current.tokens)
         except TokenExchangeError as exc:
             if exc.error == "invalid_grant":
                 # RFC 6749 §5.2: the grant is dead; asking again is the only way forward.
@@ -179,6 +188,14 @@ class TokenLifecycle:
         self._count(provider, "ok", started)
         audit("refresh", renewed.key, expires_at=tokens.expires_at)
         return renewed
+
+    async def refresh_within_deadline(self, provider: ProviderConfig, tokens: TokenSet) -> TokenSet:
+        """One refresh at the provider, abandoned `timeout_seconds` after it started whatever
+        the HTTP client does, so it always ends before its lock can expire (`refresh_lock_ttl`;
+        RFC 9700 §4.14.2: the refresh token is sent once)."""
+        with anyio.move_on_after(self._timeout):
+            return await refresh(provider, tokens, timeout_seconds=self._timeout, outbound=self._outbound)
+        raise TokenExchangeError("the token endpoint did not answer within the timeout")
 
     async def _failed_recently(self, name: str) -> bool:
         """Is the failure marker set? (A lock with a TTL doubles as a flag shared by replicas.)"""

@@ -1,5 +1,6 @@
-"""Single-flight refresh in one process: one provider refresh for a storm of callers, and the
-waiters are woken when it lands rather than at their next poll of the store."""
+"""Single-flight refresh in one process: one provider refresh for a storm of callers, the
+waiters woken when it lands rather than at their next poll of the store, and the refresh token
+sent once however slow the provider is (the lock outlives the holder's deadline)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,19 @@ import pytest
 import service.lifecycle
 from service.lifecycle import TokenLifecycle
 from service.outbound_http import OutboundHttp
+from service.provider_api import ProviderApiError
 from service.providers import ProviderConfig, build_provider
-from token_store import Connection, ConnectionKey, KeyRing, Store, TokenSet, UserRef, open_store
+from tests.support.store_contract import T0, FakeClock
+from token_store import (
+    Connection,
+    ConnectionKey,
+    KeyRing,
+    SQLiteStore,
+    Store,
+    TokenSet,
+    UserRef,
+    open_store,
+)
 
 CALLERS = 20
 
@@ -25,9 +37,11 @@ def provider() -> ProviderConfig:
     )
 
 
+TEST_KEYS = "k1:" + base64.urlsafe_b64encode(KeyRing.generate_key()).rstrip(b"=").decode()
+
+
 async def open_test_store(tmp_path: Path) -> Store:
-    key = base64.urlsafe_b64encode(KeyRing.generate_key()).rstrip(b"=").decode()
-    return await open_store(f"sqlite:///{tmp_path / 'store.sqlite3'}", KeyRing.parse(f"k1:{key}"))
+    return await open_store(f"sqlite:///{tmp_path / 'store.sqlite3'}", KeyRing.parse(TEST_KEYS))
 
 
 def stale_connection() -> Connection:
@@ -134,3 +148,91 @@ async def test_a_refresh_taking_the_lock_while_the_last_one_releases_it_ends_cle
         await store.close()
     assert refreshes == ["old-access", "access-1"]
     assert sorted(r.tokens.access_token for r in results) == ["access-1", "access-2"]
+
+
+async def test_the_lock_outlives_the_holders_deadline_so_the_refresh_token_is_sent_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second caller arriving when the holder's call reaches its deadline (the store's clock
+    advanced by `timeout_seconds`) finds the lock still held and waits for the holder's result;
+    it never sends the refresh token the holder is sending."""
+    clock = FakeClock(T0)
+    store = await SQLiteStore.open(tmp_path / "store.sqlite3", KeyRing.parse(TEST_KEYS), clock=clock)
+    stale = stale_connection()
+    await store.put_connection(stale)
+    calls: list[str] = []
+    in_flight, answer, second_tried = anyio.Event(), anyio.Event(), anyio.Event()
+    acquire_lock = store.acquire_lock
+
+    async def watched_acquire_lock(name: str, ttl: float) -> str | None:
+        owner = await acquire_lock(name, ttl)
+        if in_flight.is_set() and not name.endswith(":failed"):
+            second_tried.set()
+        return owner
+
+    store.acquire_lock = watched_acquire_lock  # type: ignore[method-assign]
+
+    async def refresh(provider: ProviderConfig, tokens: TokenSet, **_: object) -> TokenSet:
+        calls.append(tokens.refresh_token or "")
+        in_flight.set()
+        await answer.wait()
+        return TokenSet("new-access", refresh_token="new-refresh", expires_at=9e9)
+
+    monkeypatch.setattr(service.lifecycle, "refresh", refresh)
+    monkeypatch.setattr(service.lifecycle, "WAIT_INTERVAL", 0.01)
+    # A timeout far beyond the test's own: only the store's (injected) clock moves.
+    lifecycle = TokenLifecycle(lambda: store, OutboundHttp(1.0), timeout_seconds=60, clock=clock)
+    results: list[Connection] = []
+
+    async def caller() -> None:
+        results.append(await lifecycle.fresh(stale, provider()))
+
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(caller)
+                await in_flight.wait()
+                clock.advance(60)  # the holder's call is at its deadline
+                tasks.start_soon(caller)
+                await second_tried.wait()
+                await anyio.sleep(0.05)  # a few of the waiter's polls
+                answer.set()
+    finally:
+        await store.close()
+    assert calls == ["old-refresh"]
+    assert [r.tokens.access_token for r in results] == ["new-access", "new-access"]
+
+
+async def test_a_refresh_the_provider_never_answers_is_abandoned_at_its_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """However the HTTP client behaves, the holder gives up at its deadline (well before its lock
+    expires); the waiter shares the failure instead of sending the refresh token again."""
+    store = await open_test_store(tmp_path)
+    stale = stale_connection()
+    await store.put_connection(stale)
+    calls: list[str] = []
+
+    async def refresh(provider: ProviderConfig, tokens: TokenSet, **_: object) -> TokenSet:
+        calls.append(tokens.refresh_token or "")
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr(service.lifecycle, "refresh", refresh)
+    lifecycle = TokenLifecycle(lambda: store, OutboundHttp(1.0), timeout_seconds=0.2)
+    failures: list[str] = []
+
+    async def caller() -> None:
+        with pytest.raises(ProviderApiError) as failed:
+            await lifecycle.fresh(stale, provider())
+        failures.append(str(failed.value))
+
+    try:
+        with anyio.fail_after(4):  # the lock (5.2 s) would outlast this: only the deadline ends it
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(caller)
+                tasks.start_soon(caller)
+    finally:
+        await store.close()
+    assert calls == ["old-refresh"]
+    assert len(failures) == 2

@@ -3,7 +3,8 @@
 `configure_logging` installs one stderr handler on the root logger with two filters, in order:
 `RedactingFilter` (service/redaction.py: no secret survives) and `LogContextFilter` (adds the
 fields below from the current context). `MCPUC_LOG_FORMAT=json` writes one JSON object a line;
-`text` (the default, for the demo) appends the same fields to a readable line.
+`text` (the default, for the demo) appends the same fields to a readable line, with every
+control character escaped (`escape_log_line`), so a record is exactly one line.
 
 The flow id and the user key are keyed hashes (`Pseudonyms`): a reader of the logs can join every
 line of Alice's flow, from the tool call that created it to the callback that failed, without the
@@ -116,16 +117,46 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False)
 
 
+# C0 controls, DEL, C1 controls and the Unicode line and paragraph separators: whatever a
+# terminal or a log viewer may take as the end of a line or as a command.
+_CONTROLS = {
+    c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+    for c in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)
+} | {ord("\r"): "\\r", ord("\n"): "\\n", ord("\t"): "\\t"}
+
+
+def escape_log_line(text: str) -> str:
+    """`text` with CR, LF and every other control character written as a visible escape: an
+    OAuth `error` from a callback or a token endpoint, an account id or any other value from
+    outside cannot end the line and forge records of other users after it (CWE-117; OWASP Logging
+    Cheat Sheet, "Event collection": sanitise CR, LF and delimiter characters)."""
+    return text.translate(_CONTROLS)
+
+
 class TextFormatter(logging.Formatter):
+    """One line a record: the message and the context fields escaped (`escape_log_line`); a
+    traceback follows on lines of its own, each indented, so none can pass for a record."""
+
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
+        line = logging.makeLogRecord(record.__dict__)  # the record itself goes on to other handlers
+        line.msg, line.args = escape_log_line(record.getMessage()), None
+        trace = record.exc_text or (self.formatException(record.exc_info) if record.exc_info else "")
+        if record.stack_info:
+            trace = f"{trace}\n{record.stack_info}" if trace else record.stack_info
+        line.exc_info, line.exc_text, line.stack_info = None, None, None
+        text = super().format(line)
         fields = " ".join(
-            f"{name}={value}" for name in CONTEXT_FIELDS if (value := getattr(record, name, None)) is not None
+            f"{name}={escape_log_line(str(value))}"
+            for name in CONTEXT_FIELDS
+            if (value := getattr(record, name, None)) is not None
         )
-        return f"{text} [{fields}]" if fields else text
+        text = f"{text} [{fields}]" if fields else text
+        if trace:
+            text += "".join(f"\n    {escape_log_line(part)}" for part in trace.split("\n"))
+        return text
 
 
 def configure_logging(level: str = "INFO", fmt: str = "text", replica: str = "") -> None:

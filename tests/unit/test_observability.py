@@ -120,6 +120,38 @@ def test_text_lines_append_the_context_fields(
     assert stream.getvalue().rstrip().endswith("hello [replica=mcp-1 flow_id=f-0123]")
 
 
+FORGED = 'access_denied\r\n2026-01-01 00:00:00,000 INFO mcp_url_connect.audit: {"event": "connect"}'
+
+
+def test_text_lines_escape_control_characters_so_a_value_cannot_forge_a_record(
+    captured: tuple[logging.Logger, io.StringIO, logging.Handler],
+) -> None:
+    logger, stream, handler = captured
+    handler.setFormatter(TextFormatter())
+    with request_context("req\n1"):
+        logger.warning("flow failed: error=%s", FORGED + "\x1b[2J\u2028\x85")
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 1, lines
+    assert "error=access_denied\\r\\n2026-01-01" in lines[0]
+    assert "\\x1b[2J\\u2028\\x85" in lines[0] and "request_id=req\\n1" in lines[0]
+
+
+def test_a_traceback_in_a_text_line_is_indented_so_its_message_cannot_forge_a_record(
+    captured: tuple[logging.Logger, io.StringIO, logging.Handler],
+) -> None:
+    logger, stream, handler = captured
+    handler.setFormatter(TextFormatter())
+    try:
+        raise ValueError(FORGED)
+    except ValueError:
+        logger.exception("callback failed")
+    first, *trace = stream.getvalue().splitlines()
+    assert first.endswith("callback failed [replica=mcp-1]")
+    assert trace and all(line.startswith("    ") for line in trace), trace
+    assert "    ValueError: access_denied\\r" in trace  # the forged record stays inside the traceback
+    assert "    2026-01-01 00:00:00,000 INFO mcp_url_connect.audit: {" in trace[-1]
+
+
 def test_pseudonyms_are_keyed_stable_and_distinct() -> None:
     a, b = Pseudonyms("k" * 32), Pseudonyms("j" * 32)
     assert a.flow_id("x" * 43) == a.flow_id("x" * 43) != b.flow_id("x" * 43)

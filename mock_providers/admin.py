@@ -61,8 +61,14 @@ def _iss_mode(value: object) -> object:
 
 def _seconds(value: object) -> object:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 86400:
-        raise ValueError("hang_seconds is a number of seconds from 0 to 86400")
+        raise ValueError("a duration is a number of seconds from 0 to 86400")
     return float(value)
+
+
+def _bytes(value: object) -> object:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1024**3:
+        raise ValueError("huge_body_bytes is a whole number of bytes from 0 to 1 GiB")
+    return value
 
 
 def _ttl(value: object) -> object:
@@ -96,7 +102,13 @@ def _login(body: Mapping[str, object]) -> str:
 
 # -- per provider ------------------------------------------------------------------------------
 
-_FAULTS: dict[str, Parse] = {"token_endpoint_mode": _mode, "api_mode": _mode, "hang_seconds": _seconds}
+_FAULTS: dict[str, Parse] = {
+    "token_endpoint_mode": _mode,
+    "api_mode": _mode,
+    "hang_seconds": _seconds,
+    "huge_body_bytes": _bytes,
+    "drip_seconds": _seconds,
+}
 _ISSUING: dict[str, Parse] = {**_FAULTS, "iss_mode": _iss_mode, "access_token_ttl": _ttl}
 
 

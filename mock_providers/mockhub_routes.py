@@ -18,6 +18,7 @@ from starlette.routing import Route
 from .consent import ConsentFlow, ConsentSettings
 from .cors import allow_cors
 from .dev_as_routes import session_user
+from .faults import mangle
 from .mockhub import LOGIN_RULE, MockHub, MockHubAccount
 from .pages import Pages
 from .provider_routes import ProviderRoutes
@@ -92,7 +93,8 @@ class MockHubRoutes(ProviderRoutes):
             return token
         account = MockHubAccount.for_login(token.login)
         scopes = scope_to_list(token.scope) or []
-        return JSONResponse(
+        response = JSONResponse(
             {"id": account.id, "login": account.login, "name": account.name, "scopes": scopes},
             headers={"X-OAuth-Scopes": ", ".join(scopes), "Cache-Control": "no-store"},
         )
+        return mangle(self.hub.api_mode, response, drip_seconds=self.hub.drip_seconds)

@@ -26,7 +26,7 @@ from authlib.oidc.core import OpenIDCode
 from joserfc.jwk import KeySet
 
 from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
-from .faults import DEFAULT_HANG_SECONDS, EndpointMode
+from .faults import DEFAULT_DRIP_SECONDS, DEFAULT_HANG_SECONDS, DEFAULT_HUGE_BODY_BYTES, EndpointMode
 from .issuer_parameter import StarletteIssuerParameter
 from .mock_store import MockStore
 from .records import TokenRequestRecord
@@ -40,7 +40,8 @@ class MockProvider:
     """State, knobs and counters every third-party mock has (docs/mock-providers.md).
 
     Knobs: ``token_endpoint_mode`` / ``api_mode`` (:mod:`mock_providers.faults`),
-    ``hang_seconds``, ``clock`` (the time source for expiry; replace to fast-forward).
+    ``hang_seconds``, ``huge_body_bytes``, ``drip_seconds``, ``clock`` (the time source for
+    expiry; replace to fast-forward).
     Counters: ``token_requests``, ``issued_access_tokens``, ``revoked_tokens``.
     """
 
@@ -55,6 +56,8 @@ class MockProvider:
         self.token_endpoint_mode: EndpointMode = "ok"
         self.api_mode: EndpointMode = "ok"
         self.hang_seconds = DEFAULT_HANG_SECONDS
+        self.huge_body_bytes = DEFAULT_HUGE_BODY_BYTES
+        self.drip_seconds = DEFAULT_DRIP_SECONDS
         self.clock: Callable[[], float] = time.time
         self.token_requests: list[TokenRequestRecord] = []
         self.issued_access_tokens: set[str] = set()

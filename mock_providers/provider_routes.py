@@ -9,7 +9,7 @@ from authlib.oauth2.rfc6749 import ResourceProtector
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .faults import check_mode, fault_label, fault_response
+from .faults import MANGLING_MODES, check_mode, fault_label, fault_response, mangle
 from .oauth_provider import MockProvider
 from .pages import Pages
 from .records import record_fault, record_token_request
@@ -35,15 +35,20 @@ class ProviderRoutes:
         if isinstance(oauth_request, Response):
             return oauth_request
         mode = check_mode(self.provider.token_endpoint_mode)
-        if mode != "ok":
+        if mode != "ok" and mode not in MANGLING_MODES:
             # Recorded first: a hanging request is usually cancelled and never returns.
             self.provider.token_requests.append(record_fault(oauth_request, fault_label(mode)))
-            faulty = await fault_response(mode, request, hang_seconds=self.provider.hang_seconds)
+            faulty = await fault_response(
+                mode,
+                request,
+                hang_seconds=self.provider.hang_seconds,
+                huge_body_bytes=self.provider.huge_body_bytes,
+            )
             if faulty is not None:
                 return faulty
         response: Response = self.provider.server.create_token_response(oauth_request)
         self.provider.token_requests.append(record_token_request(oauth_request, response))
-        return response
+        return mangle(mode, response, drip_seconds=self.provider.drip_seconds)
 
     async def revoke(self, request: Request) -> Response:
         oauth_request = await self._read(request)
@@ -64,7 +69,12 @@ class ProviderRoutes:
         """The access token record of an API request, or the :class:`Response` to send instead:
         the fault ``api_mode`` asks for, or the RFC 6750 error for a missing or bad token."""
         provider = self.provider
-        faulty = await fault_response(provider.api_mode, request, hang_seconds=provider.hang_seconds)
+        faulty = await fault_response(
+            provider.api_mode,
+            request,
+            hang_seconds=provider.hang_seconds,
+            huge_body_bytes=provider.huge_body_bytes,
+        )
         if faulty is not None:
             return faulty
         try:

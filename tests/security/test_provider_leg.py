@@ -1,22 +1,35 @@
 """The provider leg: code injection, PKCE, mix-up, redirect-URI integrity, reflected provider
-errors, and a misbehaving token endpoint (DESIGN invariants 4 and 8; RFC 9700 §4.4, §4.5, §4.1;
-RFC 7636; RFC 9207; 2026-07-28 authorization-security-considerations.mdx "Mix-Up Attacks")."""
+errors, a misbehaving token endpoint, and a malicious one: oversized, dripping or malformed
+answers, a slow refresh, forged log lines (DESIGN invariants 4 and 8; RFC 9700 §4.4, §4.5, §4.1,
+§4.14.2; RFC 7636; RFC 9207; RFC 6749 §7.1; 2026-07-28 authorization-security-considerations.mdx
+"Mix-Up Attacks")."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
+import io
+import logging
+import re
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 import httpx
 import markupsafe
 import pytest
-from starlette.responses import RedirectResponse
+from mcp import MCPError
+from starlette.responses import JSONResponse, RedirectResponse
 
+from mock_providers.faults import DEFAULT_DRIP_SECONDS, DEFAULT_HUGE_BODY_BYTES
 from mock_providers.testing.browser import Browser
-from mock_providers.testing.client import MODES
-from tests.security.attack import Listener, Servers, attack, elicitation_status, running, unique
+from mock_providers.testing.client import MODES, mcp_client
+from service.logs import LogContextFilter, TextFormatter
+from service.redaction import RedactingFilter
+from tests.security.attack import Attack, Listener, Servers, attack, elicitation_status, running, unique
 from tests.security.flows import (
     ask,
     bearer,
@@ -48,10 +61,59 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
 @pytest.fixture(autouse=True)
 def honest_mockhub(servers: Servers) -> Iterator[None]:
     """Every test may turn one of mockhub's knobs; each test starts from an honest provider."""
+    ttl = servers.mockhub.access_token_ttl
     yield
     hub = servers.mockhub
     hub.iss_mode, hub.token_endpoint_mode, hub.api_mode = "correct", "ok", "ok"
+    hub.huge_body_bytes, hub.drip_seconds, hub.access_token_ttl = (
+        DEFAULT_HUGE_BODY_BYTES,
+        DEFAULT_DRIP_SECONDS,
+        ttl,
+    )
     servers.recording["providers"].replace.clear()
+
+
+@dataclass(frozen=True)
+class Bystander:
+    """Another user with a healthy mockhub connection: every attack on the provider leg must leave
+    it working."""
+
+    user: str
+    login: str
+
+
+@pytest.fixture(scope="module")
+def bob(servers: Servers) -> Bystander:
+    async def connect() -> Bystander:
+        user, login = unique("bob"), "bob-at-mockhub"
+        browser = Browser()
+        try:
+            async with elicit(servers, user, "legacy") as e:
+                await connect_fully(browser, servers, e.url, user, login=login)
+        finally:
+            await browser.aclose()
+        return Bystander(user, login)
+
+    return asyncio.run(connect())
+
+
+async def whoami(servers: Servers, user: str, mode: str) -> Any:
+    """`user`'s whoami on a fresh MCP session: the profile, or the JSON-RPC error it raised."""
+    async with mcp_client(servers, user, mode) as (client, _):
+        try:
+            result = await client.session.call_tool("whoami", {})
+            return result.structured_content or result
+        except MCPError as error:
+            return error
+
+
+async def still_served(a: Attack, servers: Servers, bystander: Bystander, mode: str) -> None:
+    profile = await whoami(servers, bystander.user, mode)
+    a.observe(profile if isinstance(profile, dict) else str(profile))
+    a.check(
+        isinstance(profile, dict) and profile.get("login") == bystander.login,
+        f"another user served: {profile}",
+    )
 
 
 # ---- code injection --------------------------------------------------------------------------
@@ -373,3 +435,143 @@ async def test_honest_provider_control(servers: Servers, browser: Browser, mode:
         ) as a,
     ):
         a.status(await connect_fully(browser, servers, e.url, alice), 200)
+
+
+# ---- a malicious provider: sizes, time, types ------------------------------------------------
+
+OVERSIZED_HUB_BYTES = 4 * 1024 * 1024  # past both byte limits (64 kB token, 1 MB userinfo)
+MALICIOUS_ANSWERS = {
+    "token: huge body": ("token_endpoint_mode", "huge_body", 0),
+    "token: 2 MB scope": ("token_endpoint_mode", "huge_scope", 1),
+    "token: MAC token_type": ("token_endpoint_mode", "token_type_mac", 1),
+    "token: non-ASCII token": ("token_endpoint_mode", "non_ascii_token", 1),
+    "userinfo: huge body": ("api_mode", "huge_body", 1),
+    "userinfo: 300-character account id": ("api_mode", "long_account", 1),
+}
+
+
+@pytest.mark.parametrize("case", MALICIOUS_ANSWERS)
+@pytest.mark.parametrize("mode", MODES)
+async def test_malicious_provider_answer_is_a_clean_502_and_stores_nothing(
+    servers: Servers, browser: Browser, bob: Bystander, mode: str, case: str
+) -> None:
+    """Oversized body, 2 MB scope, a token_type we do not speak, a non-ASCII token, an account id
+    no form can name again: 502, nothing stored, no traceback (RFC 9110 §2.3; RFC 6749 §7.1,
+    Appendix A.12)."""
+    knob, fault, redeemed = MALICIOUS_ANSWERS[case]
+    alice = unique("alice")
+    async with elicit(servers, alice, mode) as e:
+        callback = await until_callback(browser, servers, e.url, alice)
+        servers.mockhub.huge_body_bytes = OVERSIZED_HUB_BYTES
+        setattr(servers.mockhub, knob, fault)
+        async with attack(
+            servers, browsers=[browser], recorders=[e.recorder], token_requests=1, exchanges_ok=redeemed
+        ) as a:
+            page = a.status(await browser.get(callback), 502)
+            a.check("Connection failed" in page.text, "a clear failure page")
+            a.check(elicitation_status(servers, e.elicitation_id) == "failed", "the flow failed closed")
+            setattr(servers.mockhub, knob, "ok")
+            await still_served(a, servers, bob, mode)
+
+
+@pytest.mark.parametrize("knob", ["token_endpoint_mode", "api_mode"])
+@pytest.mark.parametrize("mode", MODES)
+async def test_dripping_provider_fails_the_callback_at_the_deadline(
+    servers: Servers, browser: Browser, bob: Bystander, mode: str, knob: str
+) -> None:
+    """The token or account answer dripped a byte at a time, each well within the read timeout:
+    the whole call ends at http_timeout, 502, nothing stored (RFC 9112 §9.5)."""
+    alice = unique("alice")
+    async with elicit(servers, alice, mode) as e:
+        callback = await until_callback(browser, servers, e.url, alice)
+        # About ten times HTTP_TIMEOUT for the whole answer, HTTP_TIMEOUT / 20 per byte.
+        servers.mockhub.drip_seconds = HTTP_TIMEOUT / 20
+        setattr(servers.mockhub, knob, "drip")
+        async with attack(
+            servers, browsers=[browser], recorders=[e.recorder], token_requests=1, exchanges_ok=1
+        ) as a:
+            a.status(await browser.get(callback), 502)
+            a.check(elicitation_status(servers, e.elicitation_id) == "failed", "the flow failed closed")
+            setattr(servers.mockhub, knob, "ok")
+            await still_served(a, servers, bob, mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_slow_refresh_sends_the_refresh_token_once(
+    servers: Servers, browser: Browser, bob: Bystander, mode: str
+) -> None:
+    """Two callers need a refresh while the token endpoint drips its answer past the lock's
+    lifetime: the refresh token is sent once, never twice (RFC 9700 §4.14.2: a second use is
+    taken for theft and the grant revoked); other users are not affected."""
+    carol = unique("carol")
+    hub = servers.mockhub
+    hub.access_token_ttl = 1  # expiring at once (refresh_skew_seconds is 60)
+    async with elicit(servers, carol, mode) as e:
+        await connect_fully(browser, servers, e.url, carol, login="carol-at-mockhub")
+    # The whole answer takes longer than the lock lives (http_timeout + 5 s).
+    hub.drip_seconds, hub.token_endpoint_mode = (HTTP_TIMEOUT + 10) / 200, "drip"
+    reuse_before, requests_before = hub.reuse_detections, len(hub.token_requests)
+    async with attack(servers, token_requests=1, exchanges_ok=1) as a:
+        answers: list[Any] = []
+
+        async def caller() -> None:
+            answers.append(await whoami(servers, carol, mode))
+
+        async with anyio.create_task_group() as callers:
+            callers.start_soon(caller)
+            callers.start_soon(caller)
+        sent = len(hub.token_requests) - requests_before
+        a.check(sent == 1, f"the refresh token was sent {sent} times")
+        a.check(
+            all(isinstance(answer, MCPError) for answer in answers), f"both callers failed cleanly: {answers}"
+        )
+        a.observe(*(str(answer) for answer in answers))
+        a.check(hub.reuse_detections == reuse_before, "no refresh token was presented twice")
+        hub.token_endpoint_mode = "ok"
+        await still_served(a, servers, bob, mode)
+
+
+FORGED_RECORD = '2026-01-01 00:00:00,000 INFO mcp_url_connect.audit: {"event": "connect", "sub": "mallory"}'
+RECORD_START = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ ")
+
+
+@pytest.mark.parametrize("source", ["callback error", "token endpoint error"])
+@pytest.mark.parametrize("mode", MODES)
+async def test_provider_error_with_line_breaks_cannot_forge_text_log_records(
+    servers: Servers, browser: Browser, bob: Bystander, mode: str, source: str
+) -> None:
+    """An OAuth `error` carrying CR LF and a whole fake audit record, from the callback or from the
+    token endpoint: each line of the default text log is one record, the fake one stays inside it
+    escaped (CWE-117)."""
+    alice = unique("alice")
+    issuer = servers.demo.settings.providers["mockhub"].issuer
+    error = "access_denied\r\n" + FORGED_RECORD
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)  # the default text handler, as configure_logging builds it
+    handler.setFormatter(TextFormatter())
+    handler.addFilter(RedactingFilter())
+    handler.addFilter(LogContextFilter("mcp-1"))
+    async with elicit(servers, alice, mode) as e:
+        if source == "callback error":
+            authorize = await continue_to_provider(browser, servers, await open_link(browser, e.url, alice))
+            params = {"state": query_of(authorize)["state"], "iss": issuer, "error": error}
+            callback, status = str(httpx.URL(f"{servers.public_url}/callback/mockhub", params=params)), 400
+        else:
+            callback, status = await until_callback(browser, servers, e.url, alice), 502
+            refusal = JSONResponse({"error": error}, status_code=400)
+            servers.recording["providers"].replace["/mockhub/token"] = refusal
+        logging.getLogger().addHandler(handler)
+        try:
+            async with attack(servers, browsers=[browser], recorders=[e.recorder], token_requests=0) as a:
+                a.status(await browser.get(callback), status)
+                a.check(elicitation_status(servers, e.elicitation_id) == "failed", "the flow failed closed")
+                servers.recording["providers"].replace.clear()
+                await still_served(a, servers, bob, mode)
+        finally:
+            logging.getLogger().removeHandler(handler)
+    lines = stream.getvalue().splitlines()
+    escaped = [line for line in lines if "access_denied\\r\\n2026-01-01" in line]
+    assert escaped, "the provider's error is logged, escaped:\n" + "\n".join(lines)[:2000]
+    for line in lines:
+        assert RECORD_START.match(line) or line.startswith("    "), f"a line that is no record: {line!r}"
+        assert not line.startswith(FORGED_RECORD[:19]), f"a forged record: {line!r}"

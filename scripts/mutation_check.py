@@ -725,6 +725,93 @@ MUTATIONS: tuple[Mutation, ...] = (
         ["tests/unit/test_deploy_kit.py::test_nginx_passes_one_request_id_and_keeps_metrics_private"],
         "the public proxy does not expose /metrics",
     ),
+    # ---- a malicious provider: outbound_http.py, provider_oauth.py, lifecycle.py, logs.py -------
+    m(
+        "outbound_http.enforce_response_byte_limit",
+        "service/outbound_http.py",
+        "    if received > limit:\n",
+        "    if False:\n",
+        [
+            "tests/unit/test_outbound_http.py::test_an_answer_over_the_byte_limit_is_refused_without_being_read_whole",
+            "tests/unit/test_outbound_http.py::test_a_token_answer_over_its_byte_limit_is_refused_at_authlib",
+        ],
+        "a provider's answer read streamed up to a byte limit",
+    ),
+    m(
+        "outbound_http.enforce_call_deadline",
+        "service/outbound_http.py",
+        "    with anyio.move_on_at(deadline):\n        return await step\n",
+        "    return await step\n",
+        [
+            "tests/unit/test_outbound_http.py::test_a_dripping_answer_ends_at_the_whole_call_deadline",
+            "tests/unit/test_outbound_http.py::test_a_dripping_token_answer_ends_at_the_whole_call_deadline",
+        ],
+        "one deadline for a whole provider call, not per read",
+    ),
+    m(
+        "provider_oauth.require_bounded_token_fields",
+        "service/provider_oauth.py",
+        "        if len(text) > MAX_TOKEN_RESPONSE_FIELD:\n",
+        "        if False:\n",
+        ["tests/unit/test_provider_oauth.py::test_a_token_response_field_over_the_limit_is_refused"],
+        "each kept token response field at most 8192 characters (a 2 MB scope)",
+    ),
+    m(
+        "provider_oauth.require_vschar_tokens",
+        "service/provider_oauth.py",
+        "        if value is not None and not VSCHAR.fullmatch(value):\n",
+        "        if False:\n",
+        ["tests/unit/test_provider_oauth.py::test_a_token_with_characters_outside_vschar_is_refused"],
+        "access and refresh tokens of VSCHAR only (RFC 6749 Appendix A)",
+    ),
+    m(
+        "provider_oauth.require_understood_token_type",
+        "service/provider_oauth.py",
+        "    if token_type.lower() not in {t.lower() for t in accepted}:\n",
+        "    if False:\n",
+        ["tests/unit/test_provider_oauth.py::test_a_token_type_the_provider_does_not_list_is_refused"],
+        "token_type one of the provider's token_types (RFC 6749 §7.1)",
+    ),
+    m(
+        "require_account_id_of_provider",
+        "service/security_checks.py",
+        "    if len(named) > MAX_ACCOUNT_ID:\n",
+        "    if False:\n",
+        [f"{UNIT_CHECKS}::test_require_account_id_of_provider"],
+        "the account id a provider names is at most 256 characters",
+    ),
+    m(
+        "lifecycle.refresh_lock_ttl",
+        "service/lifecycle.py",
+        "    return timeout_seconds + LOCK_MARGIN\n",
+        "    return timeout_seconds\n",
+        [
+            "tests/unit/test_lifecycle_single_flight.py"
+            "::test_the_lock_outlives_the_holders_deadline_so_the_refresh_token_is_sent_once"
+        ],
+        "the refresh lock outlives the holder's deadline",
+    ),
+    m(
+        "lifecycle.refresh_within_deadline",
+        "service/lifecycle.py",
+        "        with anyio.move_on_after(self._timeout):\n            return await refresh(",
+        "        if True:\n            return await refresh(",
+        [
+            "tests/unit/test_lifecycle_single_flight.py"
+            "::test_a_refresh_the_provider_never_answers_is_abandoned_at_its_deadline"
+        ],
+        "the refresher abandons its provider call at the deadline",
+    ),
+    m(
+        "logs.escape_log_line",
+        "service/logs.py",
+        "    return text.translate(_CONTROLS)\n",
+        "    return text\n",
+        [
+            "tests/unit/test_observability.py::test_text_lines_escape_control_characters_so_a_value_cannot_forge_a_record"
+        ],
+        "control characters escaped in text log lines (CWE-117)",
+    ),
 )
 # --------------------------------------------------------------------------------------------------
 # Machinery

@@ -174,10 +174,8 @@ def require_bounded_token_fields(token: Mapping[str, Any]) -> None:
     expecting values to "fit within a reasonably sized buffer"."""
     for name in KEPT_FIELDS:
         value = token.get(name)
-        if (
-            value is not None
-            and len(value if isinstance(value, str) else repr(value)) > MAX_TOKEN_RESPONSE_FIELD
-        ):
+        text = value if isinstance(value, str) else repr(value)
+        if len(text) > MAX_TOKEN_RESPONSE_FIELD:
             raise TokenExchangeError(
                 f"the token response's {name} is over {MAX_TOKEN_RESPONSE_FIELD} characters"
             )

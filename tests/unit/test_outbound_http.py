@@ -137,14 +137,15 @@ def test_slots_are_counted_per_origin_not_per_host_name() -> None:
 
 
 class Endless(httpx.AsyncByteStream, httpx2.AsyncByteStream):
-    """A body of `chunk`-sized pieces that never ends (`pause` seconds between them); counts
-    the bytes it handed out."""
+    """A body of `chunk`-sized pieces (`pause` seconds between them), far longer than any limit
+    but finite (a client without the limit reads it all and the test fails, not the machine);
+    counts the bytes it handed out."""
 
-    def __init__(self, chunk: int, pause: float = 0.0) -> None:
-        self.chunk, self.pause, self.sent = chunk, pause, 0
+    def __init__(self, chunk: int, pause: float = 0.0, total: int = 8 * 1024 * 1024) -> None:
+        self.chunk, self.pause, self.sent, self.total = chunk, pause, 0, total
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        while True:
+        while self.sent < self.total:
             if self.pause:
                 await anyio.sleep(self.pause)
             self.sent += self.chunk
@@ -193,7 +194,7 @@ async def test_a_dripping_answer_ends_at_the_whole_call_deadline() -> None:
     # Each piece comes well within the timeout; only a deadline for the whole call ends it.
     body = Endless(1, pause=0.02)
     outbound = OutboundHttp(0.3, pool=EndlessPool(body))
-    with anyio.fail_after(10), pytest.raises(httpx.ReadTimeout):
+    with anyio.fail_after(3), pytest.raises(httpx.ReadTimeout):
         await outbound.client.get("https://api.example/user")
 
 
@@ -201,7 +202,7 @@ async def test_a_dripping_token_answer_ends_at_the_whole_call_deadline() -> None
     body = Endless(1, pause=0.02)
     outbound = OutboundHttp(0.3, authlib_pool=EndlessAuthlibPool(body))
     async with AsyncOAuth2Client(client_id="c", **outbound.authlib_options()) as client:
-        with anyio.fail_after(10), pytest.raises(httpx2.ReadTimeout):
+        with anyio.fail_after(3), pytest.raises(httpx2.ReadTimeout):
             await client.fetch_token("https://idp.example/token", grant_type="client_credentials")
 
 

@@ -45,7 +45,8 @@ T = TypeVar("T")
 
 
 class ResponseTooLarge(httpx.TransportError):
-    """A provider's answer went past the byte limit; no more of it is read."""
+    """A provider's answer went past the byte limit (no more of it is read), or came compressed,
+    so that its size could not be bounded."""
 
 
 class AuthlibResponseTooLarge(httpx2.TransportError):
@@ -127,7 +128,8 @@ async def bounded(request: _Exchange, send: Awaitable[_R], limit: int, errors: _
     """`send` (the pool's answer to `request`) within the call's deadline, its body streamed
     within the deadline and `limit`. Sent with `Accept-Encoding: identity` and refused when
     encoded anyway: the limit counts the bytes the caller gets, so a small compressed body
-    cannot unpack into a large one."""
+    cannot unpack into a large one. Done here by hand because neither httpx nor httpx2 has a
+    whole-call timeout or a body size limit; at the transport, it covers every caller once."""
     deadline = call_deadline(request.extensions)
     response = await enforce_call_deadline(deadline, send, errors)
     if response.headers.get("content-encoding", "identity").lower() != "identity":
@@ -147,7 +149,7 @@ class OriginSlots:
     pool as a whole, so one peer that never answers would otherwise take every connection the
     process shares. A request waits for a slot as long as the pool timeout allows, then fails
     with `timeout_error`. The slot is held until the response's headers arrive (a body that
-    hangs is the read timeout's job)."""
+    hangs is the call deadline's job)."""
 
     def __init__(self, limit: int, timeout_error: type[Exception]) -> None:
         self._limit = limit

@@ -386,6 +386,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a requestState names a question this server asks (connect or account)",
     ),
     m(
+        "build_mcp_server.request_state_ttl",
+        "service/app.py",
+        "            keys=settings.request_state_key_list(), ttl=settings.elicitation_ttl\n",
+        "            keys=settings.request_state_key_list()\n",
+        ["tests/security/test_request_state.py::test_request_state_lives_as_long_as_the_flow_it_resumes"],
+        "requestState sealed for elicitation_ttl (not the SDK's 600 s)",
+    ),
+    m(
         "as_mcp_error.store_unavailable",
         "service/mcp_errors.py",
         "    if isinstance(error, StoreUnavailable):\n"

@@ -192,6 +192,7 @@ class Settings(BaseSettings):
         if self.replica_id and not REPLICA_ID.fullmatch(self.replica_id):
             raise SettingsError("MCPUC_REPLICA_ID: lower-case letters, digits and - only (max 63)")
         for name in (
+            "elicitation_ttl",
             "max_pending_per_user",
             "max_sessions_per_user",
             "max_sessions_per_replica",

@@ -206,6 +206,7 @@ INVALID: dict[str, tuple[dict[str, Any], str]] = {
     "none allowed": ({"auth_algorithms": ("RS256", "none")}, "none"),
     "None allowed": ({"auth_algorithms": ("None",)}, "None"),
     "no pending elicitations": ({"max_pending_per_user": 0}, "MCPUC_MAX_PENDING_PER_USER"),
+    "elicitations that never live": ({"elicitation_ttl": 0}, "MCPUC_ELICITATION_TTL"),
 }
 
 

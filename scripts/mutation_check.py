@@ -685,10 +685,26 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "CompletionHub.take_failure_once",
         "service/completion.py",
-        "        return self._failures.pop((mcp_session_id, provider), None)\n",
-        "        return self._failures.get((mcp_session_id, provider))\n",
+        "        return self._failures.pop(_failure_key(user, mcp_session_id, provider), None)\n",
+        "        return self._failures.get(_failure_key(user, mcp_session_id, provider))\n",
         ["tests/unit/test_completion.py::test_a_failed_flow_is_notified_and_its_reason_is_reported_once"],
         "a failed flow's reason is reported once; the next call asks again",
+    ),
+    m(
+        "CompletionHub.failure_per_user",
+        "service/completion.py",
+        "    return (user, mcp_session_id, provider)\n",
+        '    return (UserRef("", ""), mcp_session_id, provider)\n',
+        ["tests/unit/test_completion.py::test_a_failure_is_reported_only_to_the_user_whose_flow_it_was"],
+        "a failure notice is keyed by its user too, not by a session id alone",
+    ),
+    m(
+        "session_id_checked_by_sdk",
+        "service/security_checks.py",
+        "    if stateless:\n        return None\n    return header\n",
+        "    return header\n",
+        [f"{UNIT_CHECKS}::test_session_id_checked_by_sdk"],
+        "a 2026-07-28 request's Mcp-Session-Id names no session",
     ),
     m(
         "ConnectionsPage.set_default_own_account",

@@ -198,7 +198,7 @@ class ConnectionBroker:
             connection = await self._usable(stored, config, needed)
             if connection is not None:
                 return connection, notice
-            failure = self._hub.take_failure(caller.mcp_session_id, config.name)
+            failure = self._hub.take_failure(caller.user, caller.mcp_session_id, config.name)
             if failure is not None:
                 # This session's last flow ended without a connection: say what happened once;
                 # the next call asks again.

@@ -386,6 +386,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a requestState names a question this server asks (connect or account)",
     ),
     m(
+        "one_open_account_question",
+        "service/broker.py",
+        'state = _RequestState("", await self._new_nonce(slot), config.name, ACCOUNT_KIND)',
+        'state = _RequestState("", await self._new_nonce(None), config.name, ACCOUNT_KIND)',
+        [
+            f"{UNIT_ACCOUNTS}::test_modern_asking_again_replaces_the_open_questions_nonce",
+            "tests/security/test_abuse.py::test_flood_of_account_questions_holds_one_nonce_per_user",
+        ],
+        "one live nonce per user's open 'which account?' at a provider",
+    ),
+    m(
         "build_mcp_server.request_state_ttl",
         "service/app.py",
         "            keys=settings.request_state_key_list(), ttl=settings.elicitation_ttl\n",
@@ -548,6 +559,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "requestState nonce taken once",
     ),
     m(
+        "sqlite.nonce_slot",
+        "token_store/sqlite.py",
+        '_ADDED_INDEXES = ("CREATE UNIQUE INDEX IF NOT EXISTS nonces_slot ON nonces (slot)",)',
+        '_ADDED_INDEXES = ("CREATE INDEX IF NOT EXISTS nonces_slot ON nonces (slot)",)',
+        [f"{CONTRACT}::test_a_nonce_slot_holds_one_live_nonce[sqlite]"],
+        "a nonce slot holds one live nonce (unique index, INSERT OR REPLACE)",
+    ),
+    m(
         "sqlite.pending_limit",
         "token_store/sqlite.py",
         '"AND status IN (SELECT value FROM json_each(:live)) AND expires_at > :now) < :max_live",',
@@ -598,6 +617,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "expires_at = await client.get(self._keys.nonce(codec.lookup_key(nonce)))",
         [f"{CONTRACT}::test_nonce_single_use_and_expiry[redis]"],
         "requestState nonce taken once (GETDEL)",
+    ),
+    m(
+        "redis.nonce_slot",
+        "token_store/redis_store.py",
+        "if old and old ~= ARGV[4] then redis.call('DEL', ARGV[3] .. old) end\n",
+        "",
+        [f"{CONTRACT}::test_a_nonce_slot_holds_one_live_nonce[redis]"],
+        "a nonce slot holds one live nonce (the slot's last nonce deleted in the script)",
     ),
     m(
         "redis.pending_limit",

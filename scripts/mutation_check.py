@@ -477,6 +477,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "public_url https unless loopback",
     ),
     m(
+        "require_tls_to_redis_unless_loopback",
+        "service/settings.py",
+        '    if url.scheme == "redis" and not local and not settings.allow_plaintext_redis:\n',
+        "    if False:\n",
+        [
+            "tests/unit/test_settings.py::test_plain_redis_is_refused_outside_loopback",
+            "tests/security/test_leakage.py::test_serve_refuses_plain_redis_to_another_host",
+        ],
+        "plain redis:// only to loopback unless MCPUC_ALLOW_PLAINTEXT_REDIS",
+    ),
+    m(
         "settings.no_hs_or_none",
         "service/settings.py",
         'if algorithm.lower() == "none" or algorithm.upper().startswith("HS"):',

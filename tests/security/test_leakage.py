@@ -16,6 +16,8 @@ import pytest
 
 from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import MODES
+from service.cli import main
+from service.settings import load_settings
 from tests.needs import delete_prefix, need_redis
 from tests.security.attack import (
     Attack,
@@ -138,3 +140,34 @@ async def test_full_flow_on_redis_leaks_nothing(redis_servers: Servers, browser:
         await full_flow(a, redis_servers, browser, mode, unique("alice"))
     names = [name for name, _ in raw_store(redis_servers)]
     assert any(name.startswith("DUMP") and ":conn:" in name for name in names), names
+
+
+PLAIN_REDIS_ELSEWHERE = "redis://:hunter2-redis-password@10.20.30.40:6379/0"
+
+
+def test_serve_refuses_plain_redis_to_another_host(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`serve` with a plain `redis://` store on another host exits 2 before anything starts, naming
+    the setting that allows it and never the URL (its password); `rediss://` is accepted
+    (RFC 6819 §5.1.1; as plain http outside loopback, `require_tls_to_redis_unless_loopback`)."""
+    key = base64.urlsafe_b64encode(b"K" * 32).decode().rstrip("=")
+    environ = {
+        "MCPUC_PUBLIC_URL": "https://mcp.example.com",
+        "MCPUC_AUTH_ISSUER": "https://as.example.com",
+        "MCPUC_LOGIN_CLIENT_ID": "mcp-login",
+        "MCPUC_SESSION_SECRET": "s" * 40,
+        "MCPUC_ENCRYPTION_KEYS": f"k1:{key}",
+        "MCPUC_REQUEST_STATE_KEYS": key,
+        "MCPUC_STORE_URL": PLAIN_REDIS_ELSEWHERE,
+    }
+    monkeypatch.delenv("MCPUC_CONFIG_FILE", raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert "MCPUC_ALLOW_PLAINTEXT_REDIS" in err and "rediss://" in err, err
+    assert "hunter2" not in err and "10.20.30.40" not in err
+    # Accepted: TLS to the same host, or the operator's explicit word for a network they trust.
+    assert load_settings({**environ, "MCPUC_STORE_URL": "rediss://10.20.30.40:6380/0"}).validate()
+    assert load_settings({**environ, "MCPUC_ALLOW_PLAINTEXT_REDIS": "true"}).validate()

@@ -169,6 +169,7 @@ def test_compose_replicas_share_one_configuration_and_differ_only_in_replica_id(
         env = service["environment"]
         assert env["MCPUC_REPLICA_ID"] == name
         assert env["MCPUC_STORE_URL"] == "redis://redis:6379/0"
+        assert env["MCPUC_ALLOW_PLAINTEXT_REDIS"] == "true"  # the evaluation Redis, on its own network
         assert env["MCPUC_HOST"] == "0.0.0.0"  # noqa: S104  # inside the container
         assert str(env["MCPUC_PORT"]) == "8000"
         assert service["depends_on"]["redis"]["condition"] == "service_healthy"
@@ -236,6 +237,7 @@ def test_mcp_env_example_is_complete_and_fails_closed_until_filled() -> None:
     compose_env = {  # what compose.yaml adds (checked above)
         "MCPUC_CONFIG_FILE": str(config),
         "MCPUC_STORE_URL": "redis://redis:6379/0",
+        "MCPUC_ALLOW_PLAINTEXT_REDIS": "true",
         "MCPUC_HOST": "0.0.0.0",  # noqa: S104
         "MCPUC_PORT": "8000",
     }
@@ -270,7 +272,8 @@ def test_compose_config_and_env_match_what_mock_providers_writes(tmp_path: Path)
     assert ours == theirs
     # And the replicas' full configuration, as compose assembles it, is valid.
     environ = {**serve_env, "MCPUC_CONFIG_FILE": str(DEPLOY / "compose.config.toml")}
-    settings = load_settings({**environ, "MCPUC_STORE_URL": "redis://redis:6379/0"}).validate()
+    compose_env = {"MCPUC_STORE_URL": "redis://redis:6379/0", "MCPUC_ALLOW_PLAINTEXT_REDIS": "true"}
+    settings = load_settings({**environ, **compose_env}).validate()
     assert settings.providers["mockhub"].client_secret == setup.settings.providers["mockhub"].client_secret
 
 

@@ -290,6 +290,38 @@ def test_plain_http_is_refused_outside_loopback() -> None:
     assert valid_settings(public_url="https://mcp.example.com").validate()
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://redis:6379/0",
+        "redis://:secret-password@10.0.0.7:6379/0",
+        "redis://user:secret-password@redis.example.internal/0",
+        "redis://127.0.0.1.example.com:6379/0",
+    ],
+)
+def test_plain_redis_is_refused_outside_loopback(url: str) -> None:
+    with pytest.raises(SettingsError, match="MCPUC_ALLOW_PLAINTEXT_REDIS") as refused:
+        valid_settings(store_url=url).validate()
+    assert "secret-password" not in str(refused.value)
+    assert valid_settings(store_url=url, allow_plaintext_redis=True).validate()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "rediss://redis.example.internal:6380/0",
+        "rediss://:pw@10.0.0.7:6380/0",
+        "redis://127.0.0.1:6379/0",
+        "redis://localhost/0",
+        "redis://[::1]:6379/0",
+        "redis:///0",
+        "sqlite:///tmp/store.sqlite3",
+    ],
+)
+def test_tls_or_loopback_redis_is_accepted(url: str) -> None:
+    assert valid_settings(store_url=url).validate()
+
+
 def test_plain_http_issuer_is_refused_outside_loopback() -> None:
     with pytest.raises(SettingsError, match="MCPUC_AUTH_ISSUER must use https"):
         valid_settings(auth_issuer="http://as.example.com").validate()

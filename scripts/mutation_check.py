@@ -780,6 +780,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a session whose replica is gone gets 404, so the client starts a new one",
     ),
     m(
+        "create_app.metrics_off_the_public_port",
+        "service/app.py",
+        "if settings.metrics_port == 0 else []),",
+        "if True else []),",
+        ["tests/security/test_leakage.py::test_the_public_port_does_not_serve_metrics_by_default"],
+        "GET /metrics only on the metrics port when one is set",
+    ),
+    m(
+        "settings.metrics_port_default",
+        "service/settings.py",
+        "    metrics_port: int = DEFAULT_METRICS_PORT\n",
+        "    metrics_port: int = 0\n",
+        ["tests/security/test_leakage.py::test_the_public_port_does_not_serve_metrics_by_default"],
+        "metrics on their own port by default, not on the public one",
+    ),
+    m(
         "nginx.metrics_private",
         "deploy/nginx/nginx.conf",
         "        location = /metrics {\n            return 404;\n        }\n",

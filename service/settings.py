@@ -41,6 +41,7 @@ REPLICA_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 # The one definition of these defaults (the CLI imports them).
 DEFAULT_DATA_DIR = Path(".mcp-url-connect")
 DEFAULT_REDIS_PREFIX = "mcpuc:"
+DEFAULT_METRICS_PORT = 9464  # the port Prometheus exporters commonly take (OpenTelemetry's too)
 
 
 class SettingsError(ValueError):
@@ -98,9 +99,9 @@ class Settings(BaseSettings):
     port: int = 8000
     # The servers' event loop (service/server_runtime.py): `auto` is uvloop where installed.
     event_loop: EventLoopChoice = "auto"
-    # Prometheus metrics: 0 serves GET /metrics on the main port; another port serves them there
-    # only (bind it to an address your scraper reaches and the public does not).
-    metrics_port: int = 0
+    # Prometheus metrics: GET /metrics on this port only, on `host` (reach it from your scraper,
+    # never publish it). 0 serves them on the main port instead, to whoever reaches that port.
+    metrics_port: int = DEFAULT_METRICS_PORT
     # Per-user and per-replica caps (HTTP 429 past them): 2025-11-25 sessions held open, and
     # requests in progress (each may hold an SSE stream).
     max_sessions_per_user: int = 20

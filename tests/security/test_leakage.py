@@ -9,15 +9,21 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import quote
 
+import httpx
 import mcp_types
 import pytest
+from starlette.testclient import TestClient
 
+from mock_providers.demo import build_demo
 from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import MODES
+from mock_providers.testing.servers import HOST
+from service.app import create_app
 from service.cli import main
-from service.settings import load_settings
+from service.settings import DEFAULT_METRICS_PORT, load_settings
 from tests.needs import delete_prefix, need_redis
 from tests.security.attack import (
     Attack,
@@ -171,3 +177,18 @@ def test_serve_refuses_plain_redis_to_another_host(
     # Accepted: TLS to the same host, or the operator's explicit word for a network they trust.
     assert load_settings({**environ, "MCPUC_STORE_URL": "rediss://10.20.30.40:6380/0"}).validate()
     assert load_settings({**environ, "MCPUC_ALLOW_PLAINTEXT_REDIS": "true"}).validate()
+
+
+async def test_the_public_port_does_not_serve_metrics_by_default(servers: Servers, tmp_path: Path) -> None:
+    """GET /metrics on the public port: 404, by default (its own port, MCPUC_METRICS_PORT); the
+    metrics port answers. Metrics name tools, outcomes and volumes: operators' data, not the
+    public's."""
+    default = build_demo(HOST, 8000, 8001, tmp_path).settings  # metrics_port as shipped
+    assert default.metrics_port == DEFAULT_METRICS_PORT != default.port
+    with TestClient(create_app(default), base_url=default.public_url) as public:
+        assert public.get("/metrics").status_code == 404
+        assert public.get("/healthz").status_code == 200  # the port itself serves
+    async with httpx.AsyncClient() as http, attack(servers) as a:
+        a.status(await http.get(f"{servers.public_url}/metrics"), 404)
+        scraped = a.status(await http.get(servers.metrics_url), 200)
+        a.check("mcpuc_" in scraped.text, "the metrics port serves the metrics")

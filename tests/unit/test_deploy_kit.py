@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from service.settings import SettingsError, load_settings
+from service.settings import DEFAULT_METRICS_PORT, SettingsError, load_settings
 from tests.needs import need_binary
 from token_store import KeyRing
 
@@ -172,6 +172,7 @@ def test_compose_replicas_share_one_configuration_and_differ_only_in_replica_id(
         assert env["MCPUC_ALLOW_PLAINTEXT_REDIS"] == "true"  # the evaluation Redis, on its own network
         assert env["MCPUC_HOST"] == "0.0.0.0"  # noqa: S104  # inside the container
         assert str(env["MCPUC_PORT"]) == "8000"
+        assert str(env["MCPUC_METRICS_PORT"]) == str(DEFAULT_METRICS_PORT)
         assert service["depends_on"]["redis"]["condition"] == "service_healthy"
         assert "ports" not in service  # reached through nginx only
         [config_mount] = service["volumes"]
@@ -329,6 +330,9 @@ def test_k8s_statefulset_probes_identity_and_hardening(yaml: ModuleType) -> None
     for probe in ("livenessProbe", "readinessProbe"):
         port = container[probe]["httpGet"]["port"]
         assert named_ports.get(port, port) == 8000
+    # Prometheus scrapes the pods' own metrics port (the settings' default), which no Service has.
+    annotations = spec["template"]["metadata"]["annotations"]
+    assert named_ports["metrics"] == int(annotations["prometheus.io/port"]) == DEFAULT_METRICS_PORT
     assert str(objects[("ConfigMap", "mcp-env")]["data"]["MCPUC_PORT"]) == "8000"
     replica_id = next(e for e in container["env"] if e["name"] == "MCPUC_REPLICA_ID")
     assert replica_id["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"

@@ -108,6 +108,7 @@ class Stack:
                     "demo",
                     *("--host", HOST, "--port", str(self.port)),
                     *("--providers-port", str(self.providers_port)),
+                    *("--metrics-port", str(free_port())),
                     *("--data-dir", str(self.data_dir), "--log-level", self.log_level),
                 ],
             )
@@ -140,6 +141,7 @@ class Stack:
             **env,
             "MCPUC_HOST": HOST,
             "MCPUC_PORT": str(self.port),
+            "MCPUC_METRICS_PORT": str(free_port()),  # not 9464: runs may overlap on one machine
             "MCPUC_DATA_DIR": str(self.root / "server-data"),
             "MCPUC_LOG_LEVEL": self.log_level,
         }

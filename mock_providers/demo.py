@@ -14,6 +14,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from service.providers import ProviderConfig
 from service.settings import Settings
@@ -156,6 +157,12 @@ def _write_private(path: Path, text: str) -> None:
         f.write(text)
 
 
+def demo_metrics_url(settings: Settings) -> str:
+    """Where the demo's `GET /metrics` answers: its own port (`metrics_port`), on the demo's host."""
+    host = urlsplit(settings.public_url).hostname or settings.host
+    return f"http://{f'[{host}]' if ':' in host else host}:{settings.metrics_port}/metrics"
+
+
 def banner(demo: Demo) -> str:
     s = demo.settings
     client = (
@@ -169,6 +176,7 @@ mcp-url-connect demo (development only: dev authorization server, mock provider,
   Dev authorization server       {s.auth_issuer}   (login page asks only for a username)
   Mock provider "mockhub"        {demo.providers_url}/mockhub
   Your connections page          {s.public_url}/connections
+  Metrics (Prometheus)           {demo_metrics_url(s)}   (its own port, as in production)
   Data (store, keys)             {s.data_dir}
 
 Next:
@@ -181,5 +189,5 @@ Next:
   3. Any MCP client: point it at {s.resource_url} with
        Authorization: Bearer <the dev token>
      or let it discover the dev authorization server (RFC 9728 -> RFC 8414, dynamic registration).
-Commands are relative to the repository root. Ctrl-C stops both servers.
+Commands are relative to the repository root. Ctrl-C stops the servers.
 """

@@ -386,6 +386,25 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a requestState names a question this server asks (connect or account)",
     ),
     m(
+        "one_open_account_question",
+        "service/broker.py",
+        'state = _RequestState("", await self._new_nonce(slot), config.name, ACCOUNT_KIND)',
+        'state = _RequestState("", await self._new_nonce(None), config.name, ACCOUNT_KIND)',
+        [
+            f"{UNIT_ACCOUNTS}::test_modern_asking_again_replaces_the_open_questions_nonce",
+            "tests/security/test_abuse.py::test_flood_of_account_questions_holds_one_nonce_per_user",
+        ],
+        "one live nonce per user's open 'which account?' at a provider",
+    ),
+    m(
+        "build_mcp_server.request_state_ttl",
+        "service/app.py",
+        "            keys=settings.request_state_key_list(), ttl=settings.elicitation_ttl\n",
+        "            keys=settings.request_state_key_list()\n",
+        ["tests/security/test_request_state.py::test_request_state_lives_as_long_as_the_flow_it_resumes"],
+        "requestState sealed for elicitation_ttl (not the SDK's 600 s)",
+    ),
+    m(
         "as_mcp_error.store_unavailable",
         "service/mcp_errors.py",
         "    if isinstance(error, StoreUnavailable):\n"
@@ -456,6 +475,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if False:\n",
         ["tests/unit/test_settings.py::test_plain_http_is_refused_outside_loopback"],
         "public_url https unless loopback",
+    ),
+    m(
+        "require_tls_to_redis_unless_loopback",
+        "service/settings.py",
+        '    if url.scheme == "redis" and not local and not settings.allow_plaintext_redis:\n',
+        "    if False:\n",
+        [
+            "tests/unit/test_settings.py::test_plain_redis_is_refused_outside_loopback",
+            "tests/security/test_leakage.py::test_serve_refuses_plain_redis_to_another_host",
+        ],
+        "plain redis:// only to loopback unless MCPUC_ALLOW_PLAINTEXT_REDIS",
     ),
     m(
         "settings.no_hs_or_none",
@@ -540,6 +570,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "requestState nonce taken once",
     ),
     m(
+        "sqlite.nonce_slot",
+        "token_store/sqlite.py",
+        '_ADDED_INDEXES = ("CREATE UNIQUE INDEX IF NOT EXISTS nonces_slot ON nonces (slot)",)',
+        '_ADDED_INDEXES = ("CREATE INDEX IF NOT EXISTS nonces_slot ON nonces (slot)",)',
+        [f"{CONTRACT}::test_a_nonce_slot_holds_one_live_nonce[sqlite]"],
+        "a nonce slot holds one live nonce (unique index, INSERT OR REPLACE)",
+    ),
+    m(
         "sqlite.pending_limit",
         "token_store/sqlite.py",
         '"AND status IN (SELECT value FROM json_each(:live)) AND expires_at > :now) < :max_live",',
@@ -590,6 +628,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "expires_at = await client.get(self._keys.nonce(codec.lookup_key(nonce)))",
         [f"{CONTRACT}::test_nonce_single_use_and_expiry[redis]"],
         "requestState nonce taken once (GETDEL)",
+    ),
+    m(
+        "redis.nonce_slot",
+        "token_store/redis_store.py",
+        "if old and old ~= ARGV[4] then redis.call('DEL', ARGV[3] .. old) end\n",
+        "",
+        [f"{CONTRACT}::test_a_nonce_slot_holds_one_live_nonce[redis]"],
+        "a nonce slot holds one live nonce (the slot's last nonce deleted in the script)",
     ),
     m(
         "redis.pending_limit",
@@ -677,10 +723,26 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "CompletionHub.take_failure_once",
         "service/completion.py",
-        "        return self._failures.pop((mcp_session_id, provider), None)\n",
-        "        return self._failures.get((mcp_session_id, provider))\n",
+        "        return self._failures.pop(_failure_key(user, mcp_session_id, provider), None)\n",
+        "        return self._failures.get(_failure_key(user, mcp_session_id, provider))\n",
         ["tests/unit/test_completion.py::test_a_failed_flow_is_notified_and_its_reason_is_reported_once"],
         "a failed flow's reason is reported once; the next call asks again",
+    ),
+    m(
+        "CompletionHub.failure_per_user",
+        "service/completion.py",
+        "    return (user, mcp_session_id, provider)\n",
+        '    return (UserRef("", ""), mcp_session_id, provider)\n',
+        ["tests/unit/test_completion.py::test_a_failure_is_reported_only_to_the_user_whose_flow_it_was"],
+        "a failure notice is keyed by its user too, not by a session id alone",
+    ),
+    m(
+        "session_id_checked_by_sdk",
+        "service/security_checks.py",
+        "    if stateless:\n        return None\n    return header\n",
+        "    return header\n",
+        [f"{UNIT_CHECKS}::test_session_id_checked_by_sdk"],
+        "a 2026-07-28 request's Mcp-Session-Id names no session",
     ),
     m(
         "ConnectionsPage.set_default_own_account",
@@ -716,6 +778,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         "",
         ["tests/unit/test_deploy_kit.py::test_nginx_answers_404_for_a_session_whose_replica_is_gone"],
         "a session whose replica is gone gets 404, so the client starts a new one",
+    ),
+    m(
+        "create_app.metrics_off_the_public_port",
+        "service/app.py",
+        "if settings.metrics_port == 0 else []),",
+        "if True else []),",
+        ["tests/security/test_leakage.py::test_the_public_port_does_not_serve_metrics_by_default"],
+        "GET /metrics only on the metrics port when one is set",
+    ),
+    m(
+        "settings.metrics_port_default",
+        "service/settings.py",
+        "    metrics_port: int = DEFAULT_METRICS_PORT\n",
+        "    metrics_port: int = 0\n",
+        ["tests/security/test_leakage.py::test_the_public_port_does_not_serve_metrics_by_default"],
+        "metrics on their own port by default, not on the public one",
     ),
     m(
         "nginx.metrics_private",

@@ -72,8 +72,11 @@ def build_mcp_server(settings: Settings, runtime: Runtime) -> tuple[MCPServer[An
             resource_server_url=settings.resource_url,  # type: ignore[arg-type]
             validate_token_resource=True,
         ),
-        # Keys from configuration so every replica can open every requestState.
-        request_state_security=RequestStateSecurity(keys=settings.request_state_key_list()),
+        # Keys from configuration so every replica can open every requestState; a state lives as
+        # long as the flow it resumes (one lifetime, `elicitation_ttl`).
+        request_state_security=RequestStateSecurity(
+            keys=settings.request_state_key_list(), ttl=settings.elicitation_ttl
+        ),
     )
     broker = ConnectionBroker(
         settings, lambda: runtime.store, runtime.hub, runtime.lifecycle, runtime.flow, runtime.http

@@ -64,7 +64,7 @@ from service.security_checks import (
     require_single_use_request_state,
 )
 from service.settings import Settings
-from token_store import Connection, ElicitationStatus, PendingElicitation, Store
+from token_store import Connection, ElicitationStatus, PendingElicitation, Store, UserRef
 
 logger = logging.getLogger(__name__)
 
@@ -198,7 +198,7 @@ class ConnectionBroker:
             connection = await self._usable(stored, config, needed)
             if connection is not None:
                 return connection, notice
-            failure = self._hub.take_failure(caller.mcp_session_id, config.name)
+            failure = self._hub.take_failure(caller.user, caller.mcp_session_id, config.name)
             if failure is not None:
                 # This session's last flow ended without a connection: say what happened once;
                 # the next call asks again.
@@ -225,7 +225,8 @@ class ConnectionBroker:
             newest = max(choice.accounts, key=lambda c: c.updated_at)
             return newest, used_account_notice(newest, config)
         if is_stateless_revision(ctx):
-            state = _RequestState("", await self._new_nonce(), config.name, ACCOUNT_KIND)
+            slot = one_open_account_question(caller.user, config.name)
+            state = _RequestState("", await self._new_nonce(slot), config.name, ACCOUNT_KIND)
             raise ConnectionNeeded(
                 InputRequiredResult(
                     input_requests={ACCOUNT_INPUT_KEY: ElicitRequest(params=choice.request())},
@@ -331,10 +332,10 @@ class ConnectionBroker:
     async def _new_request_state(self, elicitation: PendingElicitation) -> str:
         return _RequestState(elicitation.id, await self._new_nonce(), elicitation.provider).dumps()
 
-    async def _new_nonce(self) -> str:
+    async def _new_nonce(self, slot: str | None = None) -> str:
         # patterns-mrtr: state that must be consumed at most once is enforced server-side.
         nonce = mint_opaque_id()
-        await self._store().put_nonce(nonce, self._settings.elicitation_ttl)
+        await self._store().put_nonce(nonce, self._settings.elicitation_ttl, slot)
         return nonce
 
     async def _take_request_state(self, ctx: Context[Any, Any], config: ProviderConfig) -> _RequestState:
@@ -398,6 +399,16 @@ class ConnectionBroker:
                 InputRequiredResult(request_state=await self._new_request_state(elicitation))
             )
         raise ConnectionNeeded(await self._ask(ctx, caller, config, needed))
+
+
+def one_open_account_question(user: UserRef, provider: str) -> str:
+    """The store slot of a user's "which account?" at one provider. Asking again replaces the
+    question's nonce (an older state is then refused as used), so a user holds one such nonce per
+    provider however often they call, as `max_pending_per_user` bounds their connect flows.
+
+    2026-07-28/patterns-mrtr.mdx "Server Requirements (Basic Workflow)": "Servers MUST NOT assume
+    that clients will fulfill the `inputRequests` or retry the original request"."""
+    return json.dumps(["account-question", user.iss, user.sub, provider], separators=(",", ":"))
 
 
 def _tool_error(text: str) -> CallToolResult:

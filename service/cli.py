@@ -197,26 +197,32 @@ def _configuration_error(exc: Exception) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from mock_providers import create_mock_providers_app
     from mock_providers.demo import banner, build_demo
-    from service.app import create_app
+    from service.app import create_app, metrics_app
 
     configure_logging(args.log_level)
     providers_port = args.providers_port or args.port + 1
+    metrics_port = args.metrics_port or args.port + 2
     if providers_port == args.port:
         return _configuration_error(ValueError(f"--port and --providers-port are both {args.port}"))
+    if metrics_port in (args.port, providers_port):
+        return _configuration_error(ValueError(f"--metrics-port {metrics_port} is taken by another server"))
     try:
-        demo = build_demo(args.host, args.port, providers_port, args.data_dir)
+        demo = build_demo(args.host, args.port, providers_port, args.data_dir, metrics_port=metrics_port)
     except SettingsError as exc:
         return _configuration_error(SettingsError(f"{exc} (the demo runs on a loopback host only)"))
     options = {
         args.port: "--port N (or `make demo PORT=N`)",
         providers_port: "--providers-port N (or `make demo PROVIDERS_PORT=N`)",
+        metrics_port: "--metrics-port N",
     }
     if busy := _busy_port(args.host, options):
         return busy
     try:
+        app = create_app(demo.settings)
         servers = {
             "providers": build_server(create_mock_providers_app(demo.providers), args.host, providers_port),
-            "mcp": build_server(create_app(demo.settings), args.host, args.port),
+            "mcp": build_server(app, args.host, args.port),
+            "metrics": build_server(metrics_app(app.state.runtime), args.host, metrics_port),
         }
     except ValueError as exc:  # a malformed key or URL found while building the apps
         return _configuration_error(exc)
@@ -343,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--host", default="127.0.0.1")
     demo.add_argument("--port", type=int, default=8000)
     demo.add_argument("--providers-port", type=int, default=0, help="dev AS + mockhub port (default PORT+1)")
+    demo.add_argument("--metrics-port", type=int, default=0, help="GET /metrics port (default PORT+2)")
     demo.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     demo.add_argument("--log-level", default="INFO")
     demo.set_defaults(func=cmd_demo)

@@ -27,7 +27,7 @@ from typing import Any
 import anyio
 
 from service.metrics import FlowOutcome, Metrics, NotificationOutcome
-from token_store import ElicitationStatus, PendingElicitation, StoreUnavailable
+from token_store import ElicitationStatus, PendingElicitation, StoreUnavailable, UserRef
 
 logger = logging.getLogger(__name__)
 MAX_REASONS = 10_000
@@ -52,8 +52,8 @@ class Failure:
 class CompletionHub:
     def __init__(self, clock: Callable[[], float] = time.time, metrics: Metrics | None = None) -> None:
         self._entries: dict[str, _Entry] = {}
-        # (mcp session id, provider) -> the failure its next call reports (once).
-        self._failures: dict[tuple[str, str], Failure] = {}
+        # (user, mcp session id, provider) -> the failure that user's next call in it reports (once).
+        self._failures: dict[tuple[UserRef, str, str], Failure] = {}
         self._expiry: list[tuple[float, str]] = []  # (expires_at, elicitation id), a heap
         self._expired: list[_Entry] = []  # expired with a session waiting: told by expire_due
         # elicitation id -> failure reason, for stateless retries; bounded like _failures.
@@ -91,12 +91,13 @@ class CompletionHub:
             self._remember_failure(entry.elicitation, elicitation.failure)
         return await self._notify(entry)
 
-    def take_failure(self, mcp_session_id: str | None, provider: str) -> Failure | None:
-        """The failure of this session's last flow at `provider`, once (then it asks again)."""
+    def take_failure(self, user: UserRef, mcp_session_id: str | None, provider: str) -> Failure | None:
+        """The failure of `user`'s last flow at `provider` in this session, once (then it asks
+        again). Keyed by the user too: a session id alone is no proof of whose it is."""
         self._purge()
         if mcp_session_id is None:
             return None
-        return self._failures.pop((mcp_session_id, provider), None)
+        return self._failures.pop(_failure_key(user, mcp_session_id, provider), None)
 
     def failure_of(self, elicitation_id: str) -> str | None:
         """The reason a flow failed, when its failure passed through this hub (2026-07-28
@@ -163,7 +164,7 @@ class CompletionHub:
             return
         # Kept as long as the link would have lived, so the map never outgrows the live flows.
         expires_at = max(elicitation.expires_at, self._clock() + 60)
-        key = (elicitation.mcp_session_id, elicitation.provider)
+        key = _failure_key(elicitation.user, elicitation.mcp_session_id, elicitation.provider)
         self._failures[key] = Failure(elicitation.id, outcome, expires_at)
 
     def _purge(self) -> None:
@@ -179,3 +180,7 @@ class CompletionHub:
             entry.event.set()
             if entry.session is not None:
                 self._expired.append(entry)
+
+
+def _failure_key(user: UserRef, mcp_session_id: str, provider: str) -> tuple[UserRef, str, str]:
+    return (user, mcp_session_id, provider)

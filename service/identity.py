@@ -10,6 +10,8 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context
 
 from service.errors import NotAuthenticated
+from service.revision import is_stateless_revision
+from service.security_checks import session_id_checked_by_sdk
 from token_store import UserRef
 
 
@@ -17,7 +19,7 @@ from token_store import UserRef
 class Caller:
     user: UserRef
     client_id: str
-    mcp_session_id: str | None  # set on 2025-11-25 streamable HTTP sessions
+    mcp_session_id: str | None  # a 2025-11-25 session the SDK checked is this caller's; else None
 
 
 def current_caller(ctx: Context[Any, Any]) -> Caller:
@@ -27,12 +29,10 @@ def current_caller(ctx: Context[Any, Any]) -> Caller:
     if token is None or not token.subject or not isinstance(issuer, str):
         raise NotAuthenticated()
     headers = ctx.headers or {}
-    # The session id only routes the completion notification; the SDK has already checked that
-    # this session belongs to this token's principal.
+    # The session id only routes the completion notification and its failure notice.
+    session_id = session_id_checked_by_sdk(headers.get("mcp-session-id"), is_stateless_revision(ctx))
     return Caller(
-        user=UserRef(iss=issuer, sub=token.subject),
-        client_id=token.client_id,
-        mcp_session_id=headers.get("mcp-session-id"),
+        user=UserRef(iss=issuer, sub=token.subject), client_id=token.client_id, mcp_session_id=session_id
     )
 
 

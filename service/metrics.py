@@ -107,5 +107,6 @@ def metrics_endpoint(metrics: Metrics) -> Response:
 
 
 async def serve_metrics(request: Request) -> Response:
-    """`GET /metrics` on the main port: the Runtime's registry, in the text exposition format."""
+    """`GET /metrics`: the Runtime's registry, in the text exposition format (on the metrics port,
+    or on the main one when `metrics_port` is 0)."""
     return metrics_endpoint(request.app.state.runtime.metrics)

@@ -243,6 +243,17 @@ def require_account_argument(account: str | None) -> None:
         raise InvalidToolArgument(f"account must be 1 to {MAX_ACCOUNT_ID} characters")
 
 
+def session_id_checked_by_sdk(header: str | None, stateless: bool) -> str | None:
+    """The request's `Mcp-Session-Id`, only where the SDK checked that the session is this
+    caller's: a 2025-11-25 session answers 404 to any other principal. A 2026-07-28 request has no
+    session, so the header is the client's own text and names none
+    (2026-07-28/transports-streamable-http.mdx "Earlier Streamable HTTP Revisions": "An
+    `Mcp-Session-Id` header on a request: ignore it")."""
+    if stateless:
+        return None
+    return header
+
+
 def require_request_state_for_provider(state_provider: str, provider: str) -> None:
     """A requestState resumes only the `require` of the provider it was made for
     (2026-07-28/patterns-mrtr.mdx "Security Considerations": bind the state to its request)."""

@@ -32,7 +32,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 
 from service.providers import ProviderConfig, ProviderError, build_provider
 from service.server_runtime import EventLoopChoice, event_loop_name
-from service.urls import https_unless_loopback
+from service.urls import LOOPBACK_HOSTS, https_unless_loopback
 
 ENV_PREFIX = "MCPUC_"
 CONFIG_FILE_ENV = f"{ENV_PREFIX}CONFIG_FILE"
@@ -41,6 +41,7 @@ REPLICA_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 # The one definition of these defaults (the CLI imports them).
 DEFAULT_DATA_DIR = Path(".mcp-url-connect")
 DEFAULT_REDIS_PREFIX = "mcpuc:"
+DEFAULT_METRICS_PORT = 9464  # the port Prometheus exporters commonly take (OpenTelemetry's too)
 
 
 class SettingsError(ValueError):
@@ -76,6 +77,10 @@ class Settings(BaseSettings):
     store_url: str = Field(default="", repr=False)
     data_dir: Path = DEFAULT_DATA_DIR
     redis_prefix: str = DEFAULT_REDIS_PREFIX  # namespace of every Redis key and channel (docs/redis.md)
+    # Accept a plain-text `redis://` store on another host: its traffic (the Redis password, sealed
+    # token sets, elicitation records) can be read and changed on the network. Only for a network
+    # you trust (the compose and k8s evaluation Redis); otherwise `rediss://`.
+    allow_plaintext_redis: bool = False
     # Flow limits.
     elicitation_ttl: int = 600
     state_ttl: int = 600
@@ -94,9 +99,9 @@ class Settings(BaseSettings):
     port: int = 8000
     # The servers' event loop (service/server_runtime.py): `auto` is uvloop where installed.
     event_loop: EventLoopChoice = "auto"
-    # Prometheus metrics: 0 serves GET /metrics on the main port; another port serves them there
-    # only (bind it to an address your scraper reaches and the public does not).
-    metrics_port: int = 0
+    # Prometheus metrics: GET /metrics on this port only, on `host` (reach it from your scraper,
+    # never publish it). 0 serves them on the main port instead, to whoever reaches that port.
+    metrics_port: int = DEFAULT_METRICS_PORT
     # Per-user and per-replica caps (HTTP 429 past them): 2025-11-25 sessions held open, and
     # requests in progress (each may hold an SSE stream).
     max_sessions_per_user: int = 20
@@ -180,6 +185,7 @@ class Settings(BaseSettings):
         """Raise SettingsError naming the first invalid setting; return self for chaining."""
         require_public_url_is_an_origin(self.public_url)
         require_https_unless_loopback(self)
+        require_tls_to_redis_unless_loopback(self)
         for name in ("auth_issuer", "login_client_id", "session_secret", "encryption_keys"):
             if not getattr(self, name):
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} is required")
@@ -192,6 +198,7 @@ class Settings(BaseSettings):
         if self.replica_id and not REPLICA_ID.fullmatch(self.replica_id):
             raise SettingsError("MCPUC_REPLICA_ID: lower-case letters, digits and - only (max 63)")
         for name in (
+            "elicitation_ttl",
             "max_pending_per_user",
             "max_sessions_per_user",
             "max_sessions_per_replica",
@@ -237,6 +244,24 @@ def require_https_unless_loopback(settings: Settings) -> None:
     development = urlsplit(settings.public_url).scheme == "http"  # loopback, checked just above
     if issuer and not https_unless_loopback(issuer) and not (development and issuer.startswith("http://")):
         raise SettingsError("MCPUC_AUTH_ISSUER must use https (plain http only on loopback)")
+
+
+def require_tls_to_redis_unless_loopback(settings: Settings) -> None:
+    """A Redis store on another host is reached over TLS (`rediss://`) unless the operator set
+    MCPUC_ALLOW_PLAINTEXT_REDIS, as plain http is refused outside loopback.
+
+    The store's traffic carries the Redis password, the sealed token sets and every flow's record;
+    in plain text anyone on the path reads it and can rewrite the replies (RFC 6819 §5.1.1,
+    confidentiality of requests: TLS against eavesdroppers). `redis://` to loopback (or with no
+    host, which redis-py reads as localhost) never leaves the machine.
+    """
+    url = urlsplit(settings.effective_store_url)
+    local = url.hostname is None or url.hostname in LOOPBACK_HOSTS
+    if url.scheme == "redis" and not local and not settings.allow_plaintext_redis:
+        raise SettingsError(
+            "MCPUC_STORE_URL: plain redis:// only to loopback; use rediss:// (TLS), or set "
+            "MCPUC_ALLOW_PLAINTEXT_REDIS=true for a network you trust"
+        )
 
 
 def require_asymmetric_algorithms(algorithms: tuple[str, ...]) -> None:

@@ -180,8 +180,13 @@ class Store(Protocol):
         """Atomically fetch and delete. None when unknown, expired, already taken, or it fails to decrypt."""
         ...
 
-    async def put_nonce(self, nonce: str, ttl_seconds: float) -> None:
-        """Record a single-use nonce (for example the one inside a 2026-07-28 requestState)."""
+    async def put_nonce(self, nonce: str, ttl_seconds: float, slot: str | None = None) -> None:
+        """Record a single-use nonce (for example the one inside a 2026-07-28 requestState).
+
+        With `slot` (for example one user's open question at one provider), the nonce replaces,
+        in the same atomic step, the one last put under that slot, which no longer takes: a slot
+        holds at most one live nonce, however often it is asked again. The slot is stored only
+        as a hash."""
         ...
 
     async def take_nonce(self, nonce: str) -> bool:

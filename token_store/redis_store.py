@@ -10,6 +10,7 @@ Key layout (docs/redis.md has the full table); `u` is `user_tag(user)`, a hash o
 - `{prefix}elic:{id}`: hash (status, record, user, expires_at), TTL until the elicitation expires.
 - `{prefix}elic-user:{u}`: zset of the user's live elicitation ids scored by expires_at, TTL.
 - `{prefix}state:{sha256(state)}`: sealed OAuth state, TTL. `{prefix}nonce:{sha256(nonce)}`: TTL.
+- `{prefix}nonce-slot:{sha256(slot)}`: string, the sha256 of the slot's live nonce, TTL.
 - `{prefix}lock:{sha256(name)}`: string, the owner token of a held lock, TTL = the lock's TTL.
 
 Multi-key steps are atomic: a Lua script or MULTI/EXEC. Redis TTLs only bound how long records
@@ -225,6 +226,17 @@ return 1
 """
 )
 
+# KEYS: nonce key, slot key. ARGV: expires_at, px, nonce key prefix, the nonce's digest.
+# The nonce the slot held is deleted (a key named by the slot's value, not declared: not for
+# Cluster, like the transition), so a slot holds one live nonce.
+_PUT_SLOTTED_NONCE = """
+local old = redis.call('GET', KEYS[2])
+if old and old ~= ARGV[4] then redis.call('DEL', ARGV[3] .. old) end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[2])
+return 1
+"""
+
 # KEYS: lock key. ARGV: owner. Compare-and-delete: never someone else's lock after our TTL ran out.
 _RELEASE_LOCK = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -281,7 +293,14 @@ class _Keys:
         return f"{self.prefix}state:{digest}"
 
     def nonce(self, digest: str) -> str:
-        return f"{self.prefix}nonce:{digest}"
+        return f"{self.nonce_prefix}{digest}"
+
+    @property
+    def nonce_prefix(self) -> str:
+        return f"{self.prefix}nonce:"
+
+    def nonce_slot(self, digest: str) -> str:
+        return f"{self.prefix}nonce-slot:{digest}"
 
     def lock(self, digest: str) -> str:
         return f"{self.prefix}lock:{digest}"
@@ -310,6 +329,7 @@ class RedisStore:
         self._cas_field = client.register_script(_CAS_FIELD)
         self._cas_string = client.register_script(_CAS_STRING)
         self._replace_connection = client.register_script(_REPLACE_CONNECTION)
+        self._put_slotted_nonce = client.register_script(_PUT_SLOTTED_NONCE)
         self._set_connection_status = client.register_script(_SET_CONNECTION_STATUS)
         self._release_lock = client.register_script(_RELEASE_LOCK)
 
@@ -599,13 +619,19 @@ class RedisStore:
         taken = None if blob is None else codec.open_state(self._keyring, digest, _bytes(blob))
         return taken if taken is not None and taken.expires_at > now else None
 
-    async def put_nonce(self, nonce: str, ttl_seconds: float) -> None:
+    async def put_nonce(self, nonce: str, ttl_seconds: float, slot: str | None = None) -> None:
         now = self._clock()
         expires_at = now + ttl_seconds
+        digest = codec.lookup_key(nonce)
+        if slot is not None:
+            async with self._guard("put_nonce"):
+                await self._put_slotted_nonce(
+                    keys=[self._keys.nonce(digest), self._keys.nonce_slot(codec.lookup_key(slot))],
+                    args=[_num(expires_at), _ttl_ms(expires_at, now), self._keys.nonce_prefix, digest],
+                )
+            return
         async with self._guard("put_nonce") as client:
-            await client.set(
-                self._keys.nonce(codec.lookup_key(nonce)), _num(expires_at), px=_ttl_ms(expires_at, now)
-            )
+            await client.set(self._keys.nonce(digest), _num(expires_at), px=_ttl_ms(expires_at, now))
 
     async def take_nonce(self, nonce: str) -> bool:
         now = self._clock()

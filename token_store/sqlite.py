@@ -10,7 +10,8 @@ deleted by a purge that TTL writes run at most once every `_PURGE_INTERVAL` seco
 
 Schema versions (`PRAGMA user_version`): 1 the first release; 2 adds `connections.status` and
 `connections.refreshed_at` (metadata, not secret) and the `locks` table; 3 adds the
-`default_accounts` table (the account a user chose per provider, not secret). Opening an older database
+`default_accounts` table (the account a user chose per provider, not secret); 4 adds `nonces.slot`
+(a hash; one live nonce per slot). Opening an older database
 migrates it in place (one transaction); a newer one is refused.
 """
 
@@ -50,7 +51,7 @@ _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
 
 _MIN_SQLITE = (3, 35, 0)  # DELETE/UPDATE ... RETURNING
-_SCHEMA_VERSION = 3
+_SCHEMA_VERSION = 4
 _LIVE_JSON = json.dumps(sorted(s.value for s in LIVE_STATUSES))  # bound to `json_each` in SQL
 _PURGE_INTERVAL = 10.0  # seconds of the store's clock between purges of expired rows
 
@@ -90,7 +91,8 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS oauth_states_expiry ON oauth_states (expires_at)",
     """CREATE TABLE IF NOT EXISTS nonces (
     key TEXT PRIMARY KEY,
-    expires_at REAL NOT NULL
+    expires_at REAL NOT NULL,
+    slot TEXT
 )""",
     "CREATE INDEX IF NOT EXISTS nonces_expiry ON nonces (expires_at)",
     """CREATE TABLE IF NOT EXISTS locks (
@@ -113,7 +115,11 @@ _SCHEMA = (
 _ADDED_COLUMNS = (
     ("connections", "status", "TEXT NOT NULL DEFAULT 'ok'"),
     ("connections", "refreshed_at", "REAL"),
+    ("nonces", "slot", "TEXT"),
 )
+# Indexes on added columns: created once the columns exist. A slot holds one nonce: INSERT OR
+# REPLACE deletes the row already in the slot (NULL slots never conflict).
+_ADDED_INDEXES = ("CREATE UNIQUE INDEX IF NOT EXISTS nonces_slot ON nonces (slot)",)
 
 _TTL_TABLES = ("elicitations", "oauth_states", "nonces", "locks")
 _CONNECTION_COLUMNS = "provider, account, account_label, blob, connected_at, updated_at, status, refreshed_at"
@@ -405,12 +411,16 @@ class SQLiteStore:
             return None
         return codec.open_state(self._keyring, key, rows[0][0])
 
-    async def put_nonce(self, nonce: str, ttl_seconds: float) -> None:
+    async def put_nonce(self, nonce: str, ttl_seconds: float, slot: str | None = None) -> None:
         key = codec.lookup_key(nonce)
+        slot_key = None if slot is None else codec.lookup_key(slot)
         now = self._clock()
 
         def put(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT OR REPLACE INTO nonces VALUES (?, ?)", (key, now + ttl_seconds))
+            conn.execute(
+                "INSERT OR REPLACE INTO nonces (key, expires_at, slot) VALUES (?, ?, ?)",
+                (key, now + ttl_seconds, slot_key),
+            )
 
         await self._run_ttl_write("put_nonce", put, now)
 
@@ -675,6 +685,8 @@ def _migrate(conn: sqlite3.Connection) -> None:
         for table, column, declaration in _ADDED_COLUMNS:
             if column not in _columns(conn, table):
                 conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+        for statement in _ADDED_INDEXES:
+            conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:

@@ -72,6 +72,8 @@ class Cluster:
     providers_port: int = field(default_factory=free_port)
     redis_port: int = field(default_factory=free_port)
     ports: dict[str, int] = field(default_factory=lambda: {r: free_port() for r in REPLICAS})
+    # Each replica's GET /metrics port (serve's default, 9464, would be shared by all of them).
+    metrics_ports: dict[str, int] = field(default_factory=lambda: {r: free_port() for r in REPLICAS})
     key_prefix: str = field(default_factory=lambda: f"test-{uuid.uuid4().hex[:12]}:")
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
@@ -141,6 +143,7 @@ class Cluster:
         env = {
             **self.serve_env(),
             **{"MCPUC_REPLICA_ID": name, "MCPUC_HOST": HOST, "MCPUC_PORT": str(self.ports[name])},
+            "MCPUC_METRICS_PORT": str(self.metrics_ports[name]),
         }
         replica = self._spawn(name, self.serve_command, env)
         wait_for(f"http://{HOST}:{self.ports[name]}/readyz", replica, self.log(name))

@@ -21,8 +21,8 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 
 from mock_providers import create_mock_providers_app
-from mock_providers.demo import Demo, build_demo
-from service.app import create_app
+from mock_providers.demo import Demo, build_demo, demo_metrics_url
+from service.app import create_app, metrics_app
 from service.broker import ConnectionBroker
 from service.providers import ProviderConfig
 from service.runtime import Runtime
@@ -127,7 +127,9 @@ class DemoServers:
     _threaded: ThreadedServers | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self.demo = build_demo(HOST, self.port, self.providers_port, self.data_dir, **self.overrides)
+        # Metrics on a port of their own, as `serve` does by default: a free one, not 9464.
+        overrides = {"metrics_port": free_port(), **self.overrides}
+        self.demo = build_demo(HOST, self.port, self.providers_port, self.data_dir, **overrides)
 
     def start(self) -> DemoServers:
         settings = self.demo.settings
@@ -140,12 +142,14 @@ class DemoServers:
         }
         if self.tools is not None:
             self.tools(self.apps["mcp"].state.mcp_server, self.apps["mcp"].state.broker)
-        self._threaded = ThreadedServers(
-            [
-                (self.wrap("providers", self.apps["providers"]), self.providers_port),
-                (self.wrap("mcp", self.apps["mcp"]), self.port),
-            ]
-        )
+        served = [
+            (self.wrap("providers", self.apps["providers"]), self.providers_port),
+            (self.wrap("mcp", self.apps["mcp"]), self.port),
+        ]
+        if settings.metrics_port:
+            self.apps["metrics"] = metrics_app(self.apps["mcp"].state.runtime)
+            served.append((self.wrap("metrics", self.apps["metrics"]), settings.metrics_port))
+        self._threaded = ThreadedServers(served)
         self._threaded.start()
         return self
 
@@ -160,6 +164,12 @@ class DemoServers:
     @property
     def public_url(self) -> str:
         return self.demo.settings.public_url
+
+    @property
+    def metrics_url(self) -> str:
+        """`GET /metrics`: on its own port, or on the main one when `metrics_port` is 0."""
+        settings = self.demo.settings
+        return demo_metrics_url(settings) if settings.metrics_port else f"{self.public_url}/metrics"
 
     @property
     def mockhub(self) -> Any:

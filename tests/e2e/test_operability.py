@@ -57,7 +57,7 @@ def lines(stream: io.StringIO) -> list[dict[str, Any]]:
 
 async def scrape(mcpuc: Mcpuc) -> httpx.Response:
     async with httpx.AsyncClient(timeout=5) as http:
-        return await http.get(mcpuc.servers.public_url + "/metrics")
+        return await http.get(mcpuc.servers.metrics_url)
 
 
 async def metric(mcpuc: Mcpuc, name: str, **labels: str) -> float:

@@ -67,7 +67,7 @@ async def test_redis_down_fails_closed_and_recovers(
             assert (await http.get(f"{servers.public_url}/healthz")).status_code == 200
         assert (await browser.get(url)).status_code == 503
         async with httpx.AsyncClient() as http:
-            scraped = (await http.get(f"{servers.public_url}/metrics")).text
+            scraped = (await http.get(servers.metrics_url)).text
         assert 'mcpuc_store_errors_total{operation="' in scraped  # the operator sees the outage
 
         redis_server.start()  # same port, same (empty) data: nothing was persisted

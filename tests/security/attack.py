@@ -333,6 +333,12 @@ def elicitations_of(servers: Servers, sub: str) -> list[str]:
         return [row[0] for row in db.execute("SELECT status FROM elicitations WHERE sub = ?", (sub,))]
 
 
+def nonce_count(servers: Servers) -> int:
+    """Single-use nonces the store holds, live or expired but not yet purged (SQLite servers)."""
+    with contextlib.closing(_sqlite(servers)) as db:
+        return int(db.execute("SELECT count(*) FROM nonces").fetchone()[0])
+
+
 def raw_store(servers: Servers) -> list[tuple[str, bytes]]:
     """The store as an operator's backup would see it: the SQLite file and its WAL, or every Redis key
     under the prefix with its DUMP and its logical value."""

@@ -41,8 +41,10 @@ class RawMcp:
         mode: str,
         token: str | None,
         headers: dict[str, str] | None = None,
+        capabilities: dict[str, Any] | None = None,
     ) -> None:
         self.servers = servers
+        self.capabilities = CAPABILITIES if capabilities is None else capabilities
         self.http = http
         self.mode = mode
         self.token = token
@@ -74,7 +76,7 @@ class RawMcp:
             params["_meta"] = {
                 "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
                 "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
-                "io.modelcontextprotocol/clientCapabilities": CAPABILITIES,
+                "io.modelcontextprotocol/clientCapabilities": self.capabilities,
             }
         body: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
         if not notify:
@@ -90,7 +92,7 @@ class RawMcp:
             return await self.send("tools/call", {"name": "whoami", "arguments": {}})
         response = await self.send(
             "initialize",
-            {"protocolVersion": LEGACY_VERSION, "capabilities": CAPABILITIES, "clientInfo": CLIENT_INFO},
+            {"protocolVersion": LEGACY_VERSION, "capabilities": self.capabilities, "clientInfo": CLIENT_INFO},
         )
         if response.status_code == 200:
             self.session_id = response.headers.get("mcp-session-id")

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import httpx
 import mcp_types
@@ -14,12 +15,32 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from mock_providers.testing.browser import Browser
-from mock_providers.testing.client import MODES, mcp_client
+from mock_providers.testing.client import ACCEPT, MODES, mcp_client
 from service.bearer import JWKS_REFETCH_INTERVAL
-from tests.security.attack import Servers, attack, elicitation_status, elicitations_of, running, unique
-from tests.security.flows import bearer, elicit, manual, query_of, until_callback, with_query
+from tests.security.attack import (
+    Servers,
+    attack,
+    elicitation_status,
+    elicitations_of,
+    nonce_count,
+    running,
+    unique,
+)
+from tests.security.flows import (
+    MODERN,
+    ask,
+    bearer,
+    connect_fully,
+    elicit,
+    manual,
+    query_of,
+    until_callback,
+    url_of,
+    with_query,
+)
 from tests.security.rpc import RawMcp, messages
 from tests.security.tokens import dev_signed
+from token_store import UserRef
 
 pytestmark = pytest.mark.security
 
@@ -52,6 +73,84 @@ async def test_flood_of_tool_calls_is_bounded_by_max_pending_per_user(servers: S
     # Another user is not affected by the flooder.
     async with elicit(servers, unique("bystander"), mode) as e:
         assert elicitation_status(servers, e.elicitation_id) == "pending"
+
+
+FORM_AND_URL = {"elicitation": {"form": {}, "url": {}}}
+QUESTIONS = 200
+
+
+def account_question(answer: dict[str, Any]) -> tuple[str, list[str]]:
+    """The requestState of a 2026-07-28 "which account?" and the values of its options (the
+    accounts first, "connect another account" last)."""
+    result = answer.get("result", {})
+    asked = result.get("inputRequests", {}).get("account")
+    assert result.get("resultType") == "input_required" and asked, answer
+    [field] = asked["params"]["requestedSchema"]["properties"].values()
+    return str(result["requestState"]), [str(o["const"]) for o in field["oneOf"]]
+
+
+def choose(option: str) -> dict[str, Any]:
+    return {"account": {"action": "accept", "content": {"account": option}}}
+
+
+async def connect_two_accounts(servers: Servers, browser: Browser, user: str) -> None:
+    """`user` connects MockHub twice (octocat, then hubot), naming each account (2026-07-28)."""
+    async with mcp_client(servers, user, MODERN, on_url=manual) as (client, _):
+        for login in ("octocat", "hubot"):
+            first = await ask(client, MODERN, "whoami", {"account": login})
+            await connect_fully(browser, servers, url_of(first), user, login=login)
+            done = await client.session.call_tool(
+                "whoami",
+                {"account": login},
+                allow_input_required=True,
+                input_responses=ACCEPT,
+                request_state=first.request_state,
+            )
+            assert isinstance(done, mcp_types.CallToolResult) and not done.is_error, done
+
+
+async def test_flood_of_account_questions_holds_one_nonce_per_user(
+    servers: Servers, browsers: Callable[[], Browser]
+) -> None:
+    """2026-07-28 "which account?" asked 200 times by one user: one live nonce, not 200; the older
+    states are refused as used, the newest answers; another user's open question still answers
+    (invariant 9; patterns-mrtr "Server Requirements (Basic Workflow)": clients need not answer).
+    2025-11-25 asks in-band (elicitation/create on the session) and stores no nonce."""
+    alice, bob = unique("alice"), unique("bob")
+    for user in (alice, bob):
+        await connect_two_accounts(servers, browsers(), user)
+    store = servers.apps["mcp"].state.runtime.store
+    issuer = servers.demo.settings.auth_issuer
+    async with httpx.AsyncClient() as http:
+        alices = RawMcp(servers, http, MODERN, bearer(servers, alice), capabilities=FORM_AND_URL)
+        bobs = RawMcp(servers, http, MODERN, bearer(servers, bob), capabilities=FORM_AND_URL)
+        bobs_state, bobs_options = account_question(await bobs.call_tool("whoami"))
+        async with attack(servers) as a:
+            before = nonce_count(servers)
+            questions = [account_question(await alices.call_tool("whoami")) for _ in range(QUESTIONS)]
+            held = nonce_count(servers) - before
+            a.check(held == 1, f"{QUESTIONS} questions hold {held} nonces")
+            (oldest, options), (newest, _) = questions[0], questions[-1]
+            stale = await alices.call_tool("whoami", requestState=oldest, inputResponses=choose(options[0]))
+            a.rpc_error(_error(stale), mcp_types.INVALID_PARAMS, "already used")
+            answered = await alices.call_tool(
+                "whoami", requestState=newest, inputResponses=choose(options[0])
+            )
+            a.check("structuredContent" in answered.get("result", {}), f"the newest answers: {answered}")
+            chosen = await store.get_default_account(UserRef(issuer, alice), "mockhub")
+            a.check(f"account:{chosen}" == options[0], f"Alice's choice is remembered: {chosen}")
+            # Bob asked before the flood, in a slot of his own: his question still answers.
+            bobs_answer = await bobs.call_tool(
+                "whoami", requestState=bobs_state, inputResponses=choose(bobs_options[1])
+            )
+            a.check("structuredContent" in bobs_answer.get("result", {}), f"Bob answers: {bobs_answer}")
+            chosen = await store.get_default_account(UserRef(issuer, bob), "mockhub")
+            a.check(f"account:{chosen}" == bobs_options[1], f"Bob's choice is remembered: {chosen}")
+
+
+def _error(answer: dict[str, Any]) -> MCPError:
+    error = answer.get("error", {})
+    return MCPError(code=error.get("code", 0), message=error.get("message", str(answer)))
 
 
 @pytest.mark.parametrize("mode", MODES)

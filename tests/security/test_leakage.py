@@ -9,13 +9,21 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import quote
 
+import httpx
 import mcp_types
 import pytest
+from starlette.testclient import TestClient
 
+from mock_providers.demo import build_demo
 from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import MODES
+from mock_providers.testing.servers import HOST
+from service.app import create_app
+from service.cli import main
+from service.settings import DEFAULT_METRICS_PORT, load_settings
 from tests.needs import delete_prefix, need_redis
 from tests.security.attack import (
     Attack,
@@ -138,3 +146,49 @@ async def test_full_flow_on_redis_leaks_nothing(redis_servers: Servers, browser:
         await full_flow(a, redis_servers, browser, mode, unique("alice"))
     names = [name for name, _ in raw_store(redis_servers)]
     assert any(name.startswith("DUMP") and ":conn:" in name for name in names), names
+
+
+PLAIN_REDIS_ELSEWHERE = "redis://:hunter2-redis-password@10.20.30.40:6379/0"
+
+
+def test_serve_refuses_plain_redis_to_another_host(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`serve` with a plain `redis://` store on another host exits 2 before anything starts, naming
+    the setting that allows it and never the URL (its password); `rediss://` is accepted
+    (RFC 6819 §5.1.1; as plain http outside loopback, `require_tls_to_redis_unless_loopback`)."""
+    key = base64.urlsafe_b64encode(b"K" * 32).decode().rstrip("=")
+    environ = {
+        "MCPUC_PUBLIC_URL": "https://mcp.example.com",
+        "MCPUC_AUTH_ISSUER": "https://as.example.com",
+        "MCPUC_LOGIN_CLIENT_ID": "mcp-login",
+        "MCPUC_SESSION_SECRET": "s" * 40,
+        "MCPUC_ENCRYPTION_KEYS": f"k1:{key}",
+        "MCPUC_REQUEST_STATE_KEYS": key,
+        "MCPUC_STORE_URL": PLAIN_REDIS_ELSEWHERE,
+    }
+    monkeypatch.delenv("MCPUC_CONFIG_FILE", raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert "MCPUC_ALLOW_PLAINTEXT_REDIS" in err and "rediss://" in err, err
+    assert "hunter2" not in err and "10.20.30.40" not in err
+    # Accepted: TLS to the same host, or the operator's explicit word for a network they trust.
+    assert load_settings({**environ, "MCPUC_STORE_URL": "rediss://10.20.30.40:6380/0"}).validate()
+    assert load_settings({**environ, "MCPUC_ALLOW_PLAINTEXT_REDIS": "true"}).validate()
+
+
+async def test_the_public_port_does_not_serve_metrics_by_default(servers: Servers, tmp_path: Path) -> None:
+    """GET /metrics on the public port: 404, by default (its own port, MCPUC_METRICS_PORT); the
+    metrics port answers. Metrics name tools, outcomes and volumes: operators' data, not the
+    public's."""
+    default = build_demo(HOST, 8000, 8001, tmp_path).settings  # metrics_port as shipped
+    assert default.metrics_port == DEFAULT_METRICS_PORT != default.port
+    with TestClient(create_app(default), base_url=default.public_url) as public:
+        assert public.get("/metrics").status_code == 404
+        assert public.get("/healthz").status_code == 200  # the port itself serves
+    async with httpx.AsyncClient() as http, attack(servers) as a:
+        a.status(await http.get(f"{servers.public_url}/metrics"), 404)
+        scraped = a.status(await http.get(servers.metrics_url), 200)
+        a.check("mcpuc_" in scraped.text, "the metrics port serves the metrics")

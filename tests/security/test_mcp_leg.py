@@ -18,7 +18,18 @@ import pytest
 from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import MODES, mcp_client
 from tests.security.attack import Listener, Servers, attack, connection_records, running, unique
-from tests.security.flows import ask, bearer, connect_fully, elicit, manual, retry
+from tests.security.flows import (
+    ask,
+    bearer,
+    connect_fully,
+    consent,
+    continue_to_provider,
+    elicit,
+    manual,
+    open_link,
+    retry,
+    settled,
+)
 from tests.security.rpc import RawMcp
 from tests.security.tokens import (
     attacker_jwk,
@@ -345,6 +356,39 @@ async def test_stateless_request_carrying_another_users_session_id_is_served_as_
             a.check(
                 whoami["result"]["resultType"] == "input_required", "Bob is asked to connect his own account"
             )
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_failure_notice_is_taken_only_by_the_user_and_session_it_belongs_to(
+    servers: Servers, browser: Browser, mode: str
+) -> None:
+    """Bob naming Alice's Mcp-Session-Id never reads or consumes "your last connect was declined":
+    2025-11-25 404, 2026-07-28 served as Bob (the header ignored); Alice's retry still gets it
+    (2026-07-28/transports-streamable-http.mdx "Earlier Streamable HTTP Revisions")."""
+    alice = unique("alice")
+    async with elicit(servers, alice, "legacy") as e:
+        page = await open_link(browser, e.url, alice)
+        callback = await consent(browser, await continue_to_provider(browser, servers, page), decision="deny")
+        await browser.get(callback)
+        await settled(e)  # Alice's session heard that her flow failed
+        [session_id] = e.recorder.session_ids
+        async with httpx.AsyncClient() as http, attack(servers, recorders=[e.recorder]) as a:
+            bob = RawMcp(
+                servers, http, mode, bearer(servers, unique("bob")), headers={"Mcp-Session-Id": session_id}
+            )
+            if mode == "legacy":
+                bob.session_id = session_id
+                a.status(await bob.send("tools/call", {"name": "whoami", "arguments": {}}), 404)
+            else:
+                answer = await bob.call_tool("whoami")
+                a.check(
+                    answer.get("result", {}).get("resultType") == "input_required",
+                    f"Bob is asked to connect his own account, not told Alice's outcome: {answer}",
+                )
+            told = await retry(e)
+            text = told.content[0].text if told.content else ""
+            a.check(told.is_error and "was declined" in text, f"Alice is told her flow ended: {text}")
+            await ask(e.client, "legacy")  # told once: her next call asks to connect again
 
 
 @pytest.mark.parametrize("mode", MODES)

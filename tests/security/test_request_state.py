@@ -30,11 +30,14 @@ from tests.security.rpc import RawMcp
 
 pytestmark = pytest.mark.security
 INVALID = "Invalid or expired requestState"
+ELICITATION_TTL = 120  # not the SDK's 600 s default, so a state sealed with that default shows
 
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    yield from running(tmp_path_factory, "request-state", retry_wait_seconds=0.2)
+    yield from running(
+        tmp_path_factory, "request-state", retry_wait_seconds=0.2, elicitation_ttl=ELICITATION_TTL
+    )
 
 
 @dataclass
@@ -157,6 +160,20 @@ async def test_expired_or_foreign_audience_request_state_is_rejected(servers: Se
         await refused(a, present(s.client, resealed(servers, s.state, aud="another-mcp-server")))
         await refused(a, present(s.client, resealed(servers, s.state, iat=now + 3600, exp=now + 4200)))
         await refused(a, present(s.client, resealed(servers, s.state, v=2)))
+
+
+async def test_request_state_lives_as_long_as_the_flow_it_resumes(servers: Servers) -> None:
+    """requestState sealed for MCPUC_ELICITATION_TTL, like its nonce and its connect link; one
+    past that lifetime: -32602 (patterns-mrtr Server Requirements: short-lived state)."""
+    codec = AESGCMRequestStateCodec(servers.demo.settings.request_state_key_list())
+    async with asked(servers, unique("alice")) as s, attack(servers, recorders=[s.recorder]) as a:
+        envelope = json.loads(codec.unseal(s.state))
+        lifetime = envelope["exp"] - envelope["iat"]
+        a.check(lifetime == ELICITATION_TTL, f"sealed for {lifetime} s, not {ELICITATION_TTL} s")
+        born = time.time() - ELICITATION_TTL - 1
+        await refused(a, present(s.client, resealed(servers, s.state, iat=born, exp=born + lifetime)))
+        again = await present(s.client, s.state)  # control: the state within its lifetime works
+        a.check(isinstance(again, mcp_types.InputRequiredResult), f"the state still resumes: {again}")
 
 
 async def test_replayed_request_state_is_rejected(servers: Servers) -> None:

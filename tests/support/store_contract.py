@@ -152,6 +152,7 @@ class Harness(Protocol):
     def write_blob(self, key: ConnectionKey, blob: bytes) -> None: ...
     def copy_connection(self, src: ConnectionKey, dst: ConnectionKey) -> None: ...
     def read_state_blob(self, state: str) -> bytes | None: ...
+    def count_nonces(self) -> int: ...
     async def break_backend(self) -> None: ...
     def raw_bytes(self) -> bytes: ...
 
@@ -207,6 +208,10 @@ class SQLiteHarness:
     def read_state_blob(self, state: str) -> bytes | None:
         rows = self.sql("SELECT blob FROM oauth_states WHERE key = ?", (state_digest(state),))
         return bytes(rows[0][0]) if rows else None
+
+    def count_nonces(self) -> int:
+        """Nonce rows, expired or not (what the file holds)."""
+        return int(self.sql("SELECT count(*) FROM nonces")[0][0])
 
     async def break_backend(self) -> None:
         self.sql("DROP TABLE connections")
@@ -275,6 +280,10 @@ class RedisHarness:
     def read_state_blob(self, state: str) -> bytes | None:
         raw = self.raw.get(f"{self.prefix}state:{state_digest(state)}")
         return None if raw is None else bytes(raw)
+
+    def count_nonces(self) -> int:
+        """`nonce:` keys (what Redis holds until their TTL)."""
+        return sum(1 for _ in self.raw.scan_iter(match=glob_escape(self.prefix) + "nonce:*", count=500))
 
     async def break_backend(self) -> None:
         # Point every open store's pool at a port nothing listens on, as if the network had gone.

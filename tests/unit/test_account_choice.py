@@ -349,6 +349,18 @@ async def test_modern_account_state_is_single_use(world: World) -> None:
     assert "already used" in replayed.value.error.message
 
 
+async def test_modern_asking_again_replaces_the_open_questions_nonce(world: World) -> None:
+    """One open question per user and provider: its nonce is replaced when asked again, so the
+    store holds one however often the call comes (the older state is refused as used)."""
+    older, newer = await ask_modern(world), await ask_modern(world)
+    answer = {ACCOUNT_INPUT_KEY: accept("account:1")}
+    with pytest.raises(MCPError) as refused:
+        await answer_of(world, ctx(MODERN, request_state=older.request_state, input_responses=answer))
+    assert "already used" in refused.value.error.message
+    retry = ctx(MODERN, request_state=newer.request_state, input_responses=answer)
+    assert (await require(world, retry)).key.account == "1"
+
+
 async def test_modern_account_answer_is_checked_against_the_callers_accounts(world: World) -> None:
     outcome = await ask_modern(world)
     answer = {ACCOUNT_INPUT_KEY: accept("account:3")}  # Bob's

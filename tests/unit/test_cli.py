@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import jwt
 import pytest
 
@@ -153,6 +154,7 @@ def held_port() -> Iterator[int]:
 def test_demo_on_a_busy_port_exits_at_once_with_one_line(tmp_path: Path, held_port: int, which: str) -> None:
     port, providers_port = (held_port, _free_port()) if which == "--port" else (_free_port(), held_port)
     argv = ["demo", "--port", str(port), "--providers-port", str(providers_port), "--data-dir", str(tmp_path)]
+    argv += ["--metrics-port", str(_free_port())]
     result = subprocess.run(_cli(*argv), capture_output=True, text=True, timeout=20, env=_env())
     assert result.returncode == 1
     assert result.stdout == ""  # no banner for a demo that cannot start
@@ -170,15 +172,20 @@ def test_demo_refuses_one_port_for_both_servers(tmp_path: Path, capsys: pytest.C
     )
 
 
-def test_demo_stops_both_servers_on_sigterm(tmp_path: Path) -> None:
-    port, providers_port = _free_port(), _free_port()
+def test_demo_stops_its_servers_on_sigterm(tmp_path: Path) -> None:
+    port, providers_port, metrics_port = _free_port(), _free_port(), _free_port()
     argv = ["demo", "--port", str(port), "--providers-port", str(providers_port), "--data-dir", str(tmp_path)]
+    argv += ["--metrics-port", str(metrics_port)]
     demo = subprocess.Popen(
         _cli(*argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env()
     )
     try:
         _wait_for_listener(port)
         _wait_for_listener(providers_port)
+        _wait_for_listener(metrics_port)
+        # Metrics on their own port, as `serve` does by default; not on the public one.
+        assert httpx.get(f"http://127.0.0.1:{metrics_port}/metrics").status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{port}/metrics").status_code == 404
         demo.send_signal(signal.SIGTERM)
         output, _ = demo.communicate(timeout=10)
     finally:
@@ -189,9 +196,11 @@ def test_demo_stops_both_servers_on_sigterm(tmp_path: Path) -> None:
     assert ".venv/bin/mcp-url-connect dev-token alice" in output
     # The default runtime (service/server_runtime.py), really in use, signals included.
     assert "event loop: uvloop" in output
-    # Two uvicorn servers in one process: each of their lines says which one it is.
+    assert f"http://127.0.0.1:{metrics_port}/metrics" in output  # the banner names it
+    # Three uvicorn servers in one process: each of their lines says which one it is.
     assert output.count("[mcp] Started server process") == 1
     assert output.count("[providers] Started server process") == 1
+    assert output.count("[metrics] Started server process") == 1
     assert "[mcp] Finished server process" in output and "[providers] Finished server process" in output
 
 

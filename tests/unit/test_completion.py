@@ -8,7 +8,9 @@ import anyio
 
 from service.completion import CompletionHub
 from tests.support.completion import FakeSession, elicitation
-from token_store import ElicitationStatus, PendingElicitation
+from token_store import ElicitationStatus, PendingElicitation, UserRef
+
+ALICE = elicitation().user
 
 
 async def test_delivers_to_the_registered_session_once() -> None:
@@ -65,11 +67,22 @@ async def test_a_failed_flow_is_notified_and_its_reason_is_reported_once() -> No
     hub.register(elicitation(), session)
     assert await hub.completed(failed(elicitation(), "denied")) is True
     assert session.sent == ["e" * 43]
-    failure = hub.take_failure("session-a", "mockhub")
+    failure = hub.take_failure(ALICE, "session-a", "mockhub")
     assert failure is not None and failure.outcome == "denied"
-    assert hub.take_failure("session-a", "mockhub") is None  # once: the next call asks again
-    assert hub.take_failure("session-b", "mockhub") is None
+    assert hub.take_failure(ALICE, "session-a", "mockhub") is None  # once: the next call asks again
+    assert hub.take_failure(ALICE, "session-b", "mockhub") is None
     assert hub.failure_of("e" * 43) == "denied"
+
+
+async def test_a_failure_is_reported_only_to_the_user_whose_flow_it_was() -> None:
+    """Bob naming Alice's session id never takes her notice; she still gets it."""
+    hub = CompletionHub(clock=lambda: 1.0)
+    hub.register(elicitation(), FakeSession())
+    await hub.completed(failed(elicitation(), "denied"))
+    assert hub.take_failure(UserRef(ALICE.iss, "bob"), "session-a", "mockhub") is None
+    assert hub.take_failure(UserRef("https://other-as", ALICE.sub), "session-a", "mockhub") is None
+    failure = hub.take_failure(ALICE, "session-a", "mockhub")
+    assert failure is not None and failure.outcome == "denied"
 
 
 async def test_an_expired_flow_is_notified_by_the_sweep() -> None:
@@ -84,7 +97,7 @@ async def test_an_expired_flow_is_notified_by_the_sweep() -> None:
     hub.register(replace(elicitation(expires_at=50.0), id="f" * 43), FakeSession())
     assert await hub.expire_due() == 1
     assert session.sent == ["e" * 43] and expired == ["e" * 43]
-    failure = hub.take_failure("session-a", "mockhub")
+    failure = hub.take_failure(ALICE, "session-a", "mockhub")
     assert failure is not None and failure.outcome == "expired"
 
 

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from service.settings import SettingsError, load_settings
+from service.settings import DEFAULT_METRICS_PORT, SettingsError, load_settings
 from tests.needs import need_binary
 from token_store import KeyRing
 
@@ -169,8 +169,10 @@ def test_compose_replicas_share_one_configuration_and_differ_only_in_replica_id(
         env = service["environment"]
         assert env["MCPUC_REPLICA_ID"] == name
         assert env["MCPUC_STORE_URL"] == "redis://redis:6379/0"
+        assert env["MCPUC_ALLOW_PLAINTEXT_REDIS"] == "true"  # the evaluation Redis, on its own network
         assert env["MCPUC_HOST"] == "0.0.0.0"  # noqa: S104  # inside the container
         assert str(env["MCPUC_PORT"]) == "8000"
+        assert str(env["MCPUC_METRICS_PORT"]) == str(DEFAULT_METRICS_PORT)
         assert service["depends_on"]["redis"]["condition"] == "service_healthy"
         assert "ports" not in service  # reached through nginx only
         [config_mount] = service["volumes"]
@@ -236,6 +238,7 @@ def test_mcp_env_example_is_complete_and_fails_closed_until_filled() -> None:
     compose_env = {  # what compose.yaml adds (checked above)
         "MCPUC_CONFIG_FILE": str(config),
         "MCPUC_STORE_URL": "redis://redis:6379/0",
+        "MCPUC_ALLOW_PLAINTEXT_REDIS": "true",
         "MCPUC_HOST": "0.0.0.0",  # noqa: S104
         "MCPUC_PORT": "8000",
     }
@@ -270,7 +273,8 @@ def test_compose_config_and_env_match_what_mock_providers_writes(tmp_path: Path)
     assert ours == theirs
     # And the replicas' full configuration, as compose assembles it, is valid.
     environ = {**serve_env, "MCPUC_CONFIG_FILE": str(DEPLOY / "compose.config.toml")}
-    settings = load_settings({**environ, "MCPUC_STORE_URL": "redis://redis:6379/0"}).validate()
+    compose_env = {"MCPUC_STORE_URL": "redis://redis:6379/0", "MCPUC_ALLOW_PLAINTEXT_REDIS": "true"}
+    settings = load_settings({**environ, **compose_env}).validate()
     assert settings.providers["mockhub"].client_secret == setup.settings.providers["mockhub"].client_secret
 
 
@@ -326,6 +330,9 @@ def test_k8s_statefulset_probes_identity_and_hardening(yaml: ModuleType) -> None
     for probe in ("livenessProbe", "readinessProbe"):
         port = container[probe]["httpGet"]["port"]
         assert named_ports.get(port, port) == 8000
+    # Prometheus scrapes the pods' own metrics port (the settings' default), which no Service has.
+    annotations = spec["template"]["metadata"]["annotations"]
+    assert named_ports["metrics"] == int(annotations["prometheus.io/port"]) == DEFAULT_METRICS_PORT
     assert str(objects[("ConfigMap", "mcp-env")]["data"]["MCPUC_PORT"]) == "8000"
     replica_id = next(e for e in container["env"] if e["name"] == "MCPUC_REPLICA_ID")
     assert replica_id["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"

@@ -4,7 +4,6 @@ token strings; only a direct loopback client (peer, Host, no proxy headers) gets
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator
@@ -13,7 +12,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 
 from mock_providers import ClientSpec, create_mock_providers_app
@@ -204,36 +202,18 @@ async def test_a_post_must_be_json(tmp_path: Path) -> None:
     assert app.state.mockhub.api_mode == "ok"
 
 
-def _non_loopback_address() -> str | None:
-    """This machine's address on a non-loopback interface (no packet is sent), if it has one."""
-    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.connect(("192.0.2.123", 9))
-        address: str = probe.getsockname()[0]
-        if not address.startswith("127."):
-            return address
-    return None
-
-
-async def test_over_a_real_socket_a_non_loopback_peer_gets_404(tmp_path: Path) -> None:
-    address = _non_loopback_address()
-    if address is None:
-        pytest.skip("this machine has no non-loopback IPv4 interface")
+@pytest.mark.parametrize("peer", ["192.0.2.10", "2001:db8::10", "10.1.2.3"])
+async def test_a_peer_on_another_machine_gets_404_while_the_provider_answers_it(
+    tmp_path: Path, peer: str
+) -> None:
+    """A request from another machine, as uvicorn hands it over (`client` = the TCP peer, `Host` =
+    the address it was sent to): the provider serves it, the admin endpoint answers 404. In process,
+    so no server binds a LAN address and no test sends beyond loopback."""
     app = full_app(tmp_path)
-    with socket.socket() as holder:
-        holder.bind((address, 0))
-        port = holder.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host=address, port=port, log_config=None))
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:  # noqa: ASYNC110  # uvicorn offers no event to wait on
-            await asyncio.sleep(0.01)
-        async with httpx.AsyncClient(base_url=f"http://{address}:{port}") as http:
-            assert (await http.get("/.well-known/oauth-authorization-server/mockhub")).status_code == 200
-            assert (await http.get(admin_path("mockhub"))).status_code == 404
-            assert (await http.post(admin_path("mockhub"), json={"api_mode": "500"})).status_code == 404
-    finally:
-        server.should_exit = True
-        await task
+    async with admin(app, peer, "http://192.0.2.1:8001") as http:
+        assert (await http.get("/.well-known/oauth-authorization-server/mockhub")).status_code == 200
+        assert (await http.get(admin_path("mockhub"))).status_code == 404
+        assert (await http.post(admin_path("mockhub"), json={"api_mode": "500"})).status_code == 404
     assert app.state.mockhub.api_mode == "ok"
 
 

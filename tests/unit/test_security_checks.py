@@ -47,6 +47,7 @@ from service.security_checks import (
     require_single_use_request_state,
     require_single_use_state,
     rotate_session_on_login,
+    session_id_checked_by_sdk,
 )
 from token_store import ElicitationStatus, OAuthState, PendingElicitation, UserRef
 
@@ -271,6 +272,12 @@ def test_require_account_id_of_provider() -> None:
     for unnamed in (None, "", {"id": 1}, [1], "\ud800"):
         with pytest.raises(AccountNotNamed):
             require_account_id_of_provider(unnamed, "Hub")
+
+
+def test_session_id_checked_by_sdk() -> None:
+    assert session_id_checked_by_sdk("mcp-1.abc", stateless=False) == "mcp-1.abc"
+    assert session_id_checked_by_sdk(None, stateless=False) is None
+    assert session_id_checked_by_sdk("mcp-1.abc", stateless=True) is None  # 2026-07-28: no sessions
 
 
 def test_require_request_state_for_provider() -> None:

@@ -206,6 +206,7 @@ INVALID: dict[str, tuple[dict[str, Any], str]] = {
     "none allowed": ({"auth_algorithms": ("RS256", "none")}, "none"),
     "None allowed": ({"auth_algorithms": ("None",)}, "None"),
     "no pending elicitations": ({"max_pending_per_user": 0}, "MCPUC_MAX_PENDING_PER_USER"),
+    "elicitations that never live": ({"elicitation_ttl": 0}, "MCPUC_ELICITATION_TTL"),
 }
 
 
@@ -287,6 +288,38 @@ def test_plain_http_is_refused_outside_loopback() -> None:
         valid_settings(public_url="http://mcp.example.com").validate()
     assert valid_settings(public_url="http://127.0.0.1:8000").validate()
     assert valid_settings(public_url="https://mcp.example.com").validate()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://redis:6379/0",
+        "redis://:secret-password@10.0.0.7:6379/0",
+        "redis://user:secret-password@redis.example.internal/0",
+        "redis://127.0.0.1.example.com:6379/0",
+    ],
+)
+def test_plain_redis_is_refused_outside_loopback(url: str) -> None:
+    with pytest.raises(SettingsError, match="MCPUC_ALLOW_PLAINTEXT_REDIS") as refused:
+        valid_settings(store_url=url).validate()
+    assert "secret-password" not in str(refused.value)
+    assert valid_settings(store_url=url, allow_plaintext_redis=True).validate()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "rediss://redis.example.internal:6380/0",
+        "rediss://:pw@10.0.0.7:6380/0",
+        "redis://127.0.0.1:6379/0",
+        "redis://localhost/0",
+        "redis://[::1]:6379/0",
+        "redis:///0",
+        "sqlite:///tmp/store.sqlite3",
+    ],
+)
+def test_tls_or_loopback_redis_is_accepted(url: str) -> None:
+    assert valid_settings(store_url=url).validate()
 
 
 def test_plain_http_issuer_is_refused_outside_loopback() -> None:

@@ -773,6 +773,35 @@ async def test_nonce_single_use_and_expiry(store: Store, harness: Harness) -> No
     assert await store.take_nonce("n2") is False
 
 
+async def test_a_nonce_slot_holds_one_live_nonce(store: Store, harness: Harness) -> None:
+    """Putting a nonce under a slot replaces the slot's last one; other slots and unslotted nonces
+    are untouched, and however many puts, the slot holds one record."""
+    await store.put_nonce("free", ttl_seconds=30)
+    await store.put_nonce("other", ttl_seconds=30, slot="bob")
+    before = harness.count_nonces()
+    for n in range(50):
+        await store.put_nonce(f"alice-{n}", ttl_seconds=30, slot="alice")
+    assert harness.count_nonces() == before + 1
+    assert await store.take_nonce("alice-0") is False  # replaced
+    assert await store.take_nonce("alice-48") is False
+    assert await store.take_nonce("alice-49") is True
+    assert await store.take_nonce("alice-49") is False  # still single use
+    assert await store.take_nonce("other") is True
+    assert await store.take_nonce("free") is True
+    # A taken slot's next nonce works, and the same nonce put twice under its slot stays valid.
+    await store.put_nonce("again", ttl_seconds=30, slot="alice")
+    await store.put_nonce("again", ttl_seconds=30, slot="alice")
+    assert await store.take_nonce("again") is True
+
+
+async def test_concurrent_puts_in_one_slot_leave_one_live_nonce(store: Store, harness: Harness) -> None:
+    before = harness.count_nonces()
+    await asyncio.gather(*(store.put_nonce(f"n{i}", ttl_seconds=30, slot="s") for i in range(8)))
+    assert harness.count_nonces() == before + 1
+    taken = await asyncio.gather(*(store.take_nonce(f"n{i}") for i in range(8)))
+    assert taken.count(True) == 1
+
+
 async def test_concurrent_nonce_takes_exactly_one_wins(store: Store) -> None:
     await store.put_nonce("n", ttl_seconds=30)
     results = await asyncio.gather(*(store.take_nonce("n") for _ in range(8)))

@@ -97,6 +97,8 @@ async def test_every_key_that_is_not_a_token_has_a_ttl(store: RedisStore, harnes
     await store.put_nonce("n1", ttl_seconds=60)
     await store.put_nonce("n2", ttl_seconds=60)
     await store.take_nonce("n2")
+    await store.put_nonce("s1", ttl_seconds=60, slot="question")
+    await store.put_nonce("s2", ttl_seconds=60, slot="question")
     await store.set_connection_status(make_connection().key, ConnectionStatus.REFRESHING)
     assert await store.replace_connection(replace(make_connection(), updated_at=T0 + 1), T0)
     assert await store.acquire_lock("held", ttl_seconds=60)
@@ -114,7 +116,16 @@ async def test_every_key_that_is_not_a_token_has_a_ttl(store: RedisStore, harnes
             assert pttl == -1, name
         else:
             assert pttl > 0, f"{name} has no TTL"
-    assert kinds == {"conn": 2, "user": 2, "elic": 3, "elic-user": 2, "state": 1, "nonce": 1, "lock": 1}
+    assert kinds == {
+        "conn": 2,
+        "user": 2,
+        "elic": 3,
+        "elic-user": 2,
+        "state": 1,
+        "nonce": 2,  # n1, and s2 (which replaced s1 in its slot)
+        "nonce-slot": 1,
+        "lock": 1,
+    }
 
 
 async def test_key_names_and_ttls_follow_the_documented_layout(
@@ -150,6 +161,10 @@ async def test_key_names_and_ttls_follow_the_documented_layout(
     assert 119_000 < harness.raw.pttl(f"{p}state:{state_digest(state.state)}") <= 120_000
     await store.put_nonce("n", ttl_seconds=30)
     assert 29_000 < harness.raw.pttl(f"{p}nonce:{state_digest('n')}") <= 30_000
+    await store.put_nonce("m", ttl_seconds=30, slot="a question")
+    slot_key = f"{p}nonce-slot:{state_digest('a question')}"
+    assert harness.raw.get(slot_key) == state_digest("m").encode()  # a hash, never the slot or nonce
+    assert 29_000 < harness.raw.pttl(slot_key) <= 30_000
 
     owner = await store.acquire_lock("refresh:alice:github:1", ttl_seconds=45)
     lock_key = f"{p}lock:{hashlib.sha256(b'refresh:alice:github:1').hexdigest()}"

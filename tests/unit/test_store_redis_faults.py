@@ -66,6 +66,8 @@ def every_method(store: RedisStore) -> dict[str, Callable[[], Awaitable[object]]
         "take_oauth_state": lambda: store.take_oauth_state(state.state),
         "put_nonce": lambda: store.put_nonce("n", ttl_seconds=60),
         "take_nonce": lambda: store.take_nonce("n"),
+        "put_nonce in a slot": lambda: store.put_nonce("n2", ttl_seconds=60, slot="s"),
+        "put_nonce replacing the slot's": lambda: store.put_nonce("n3", ttl_seconds=60, slot="s"),
         "reencrypt_all": store.reencrypt_all,
         "ping": store.ping,
     }

@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import socket
 import sys
@@ -204,7 +205,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if providers_port == args.port:
         return _configuration_error(ValueError(f"--port and --providers-port are both {args.port}"))
     try:
-        demo = build_demo(args.host, args.port, providers_port, args.data_dir)
+        demo = build_demo(args.host, args.port, providers_port, args.data_dir, tools=args.tools)
     except SettingsError as exc:
         return _configuration_error(SettingsError(f"{exc} (the demo runs on a loopback host only)"))
     options = {
@@ -345,6 +346,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--providers-port", type=int, default=0, help="dev AS + mockhub port (default PORT+1)")
     demo.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     demo.add_argument("--log-level", default="INFO")
+    demo.add_argument(
+        "--tools",
+        default=os.environ.get("MCPUC_TOOLS", ""),
+        metavar="REFS",
+        help="tool packages to serve, package.module:function, comma-separated (MCPUC_TOOLS)",
+    )
     demo.set_defaults(func=cmd_demo)
 
     serve = sub.add_parser("serve", help="run the MCP server configured by MCPUC_* variables")

@@ -18,22 +18,19 @@ from typing import Any
 
 import anyio
 import uvicorn
-from mcp.server.mcpserver import MCPServer
 
 from mock_providers import create_mock_providers_app
 from mock_providers.demo import Demo, build_demo
 from service.app import create_app
-from service.broker import ConnectionBroker
 from service.providers import ProviderConfig
 from service.runtime import Runtime
+from service.tool_packages import RegisterTools
 from service.tracing import Tracing
 
 HOST = "127.0.0.1"
 START_TIMEOUT = 15.0
 POLL_SECONDS = 0.005
 
-# `register(server, broker)`: adds an integrator's tools to the MCP server before it starts.
-RegisterTools = Callable[[MCPServer[Any], ConnectionBroker], None]
 # Wraps an app before it is served (e.g. to record every exchange): (name, app) -> app.
 Wrap = Callable[[str, Any], Any]
 

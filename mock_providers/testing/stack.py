@@ -24,7 +24,8 @@ from mock_providers import mint_access_token
 from mock_providers.testing.browser import ScriptedUser
 from mock_providers.testing.client import ConnectLink, Recorder, accept, connect_url, mcp_client, retry
 from mock_providers.testing.providers import ProviderKnobs, SlowApi
-from mock_providers.testing.servers import DemoServers, RegisterTools
+from mock_providers.testing.servers import DemoServers
+from service.tool_packages import RegisterTools
 from service.tracing import Tracing
 
 

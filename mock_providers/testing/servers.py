@@ -24,6 +24,7 @@ from mock_providers.demo import Demo, build_demo
 from service.app import create_app
 from service.providers import ProviderConfig
 from service.runtime import Runtime
+from service.settings import Settings
 from service.tool_packages import RegisterTools
 from service.tracing import Tracing
 
@@ -31,6 +32,8 @@ HOST = "127.0.0.1"
 START_TIMEOUT = 15.0
 POLL_SECONDS = 0.005
 
+# Builds an MCP server's ASGI app from the stack's settings.
+AppFactory = Callable[[Settings], Any]
 # Wraps an app before it is served (e.g. to record every exchange): (name, app) -> app.
 Wrap = Callable[[str, Any], Any]
 
@@ -115,6 +118,9 @@ class DemoServers:
     overrides: dict[str, Any] = field(default_factory=dict)
     providers: dict[str, ProviderConfig] = field(default_factory=dict)
     tools: RegisterTools | None = None
+    # Builds the MCP server's app from the demo's settings instead of `create_app`: an
+    # integrator's own server with the connect flow embedded (docs/embedding.md).
+    app: AppFactory | None = None
     wrap: Wrap = _unwrapped
     tracing: Tracing | None = None  # the MCP server's spans go there (default: OTEL_* variables)
     # The MCP server's clock (TTLs, expiry): a test moves it forward instead of sleeping.
@@ -131,9 +137,15 @@ class DemoServers:
         if self.providers:
             settings = settings.replace(providers={**settings.providers, **self.providers})
             self.demo = replace(self.demo, settings=settings)
+        if self.app is not None and self.tools is not None:
+            raise ValueError("`tools` adds to our server; an `app` of your own registers its tools itself")
         self.apps = {
             "providers": create_mock_providers_app(self.demo.providers),
-            "mcp": create_app(settings, Runtime(settings, tracing=self.tracing, clock=self.clock)),
+            "mcp": (
+                self.app(settings)
+                if self.app is not None
+                else create_app(settings, Runtime(settings, tracing=self.tracing, clock=self.clock))
+            ),
         }
         if self.tools is not None:
             self.tools(self.apps["mcp"].state.mcp_server, self.apps["mcp"].state.broker)

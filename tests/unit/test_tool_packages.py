@@ -29,7 +29,7 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 
-from service import ConnectionBroker, ProviderSession, uses
+from mcp_url_connect import ConnectionBroker, ProviderSession, uses
 
 
 def register(server: MCPServer[Any], broker: ConnectionBroker) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 
-from service import ConnectionBroker, ProviderFailure, ProviderSession, uses
+from mcp_url_connect import ConnectionBroker, ProviderFailure, ProviderSession, uses
 
 
 def register(server: MCPServer[Any], broker: ConnectionBroker) -> None:

@@ -130,7 +130,12 @@ class DemoServers:
     _threaded: ThreadedServers | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self.demo = build_demo(HOST, self.port, self.providers_port, self.data_dir, **self.overrides)
+        overrides = dict(self.overrides)
+        if self.app is not None:
+            # A server of your own may verify tokens with a JWKS URL it is given (FastMCP's
+            # JWTVerifier needs one up front): name the dev AS's keys in the settings it gets.
+            overrides.setdefault("auth_jwks_url", f"http://{HOST}:{self.providers_port}/jwks.json")
+        self.demo = build_demo(HOST, self.port, self.providers_port, self.data_dir, **overrides)
 
     def start(self) -> DemoServers:
         settings = self.demo.settings

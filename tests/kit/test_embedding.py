@@ -1,5 +1,6 @@
-"""examples/embed_sdk.py, an SDK server of an integrator's own with the connect flow embedded
-(`UrlConnect`), through the whole flow on both revisions, against the kit's mock providers."""
+"""examples/embed_sdk.py and examples/embed_fastmcp.py, servers of an integrator's own (on the
+SDK's MCPServer and on FastMCP) with the connect flow embedded (`UrlConnect`), through the whole
+flow on both revisions, against the kit's mock providers."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ import pytest
 
 from mcp_url_connect.testing import MODES, FlowError, Mcpuc
 
-EXAMPLE = Path(__file__).parents[2] / "examples" / "embed_sdk.py"
+EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
-def load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("embed_sdk", EXAMPLE)
+def load_example(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # pydantic resolves the module's names through it
@@ -25,9 +26,10 @@ def load_example() -> ModuleType:
     return module
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mcpuc]:
-    running = Mcpuc(tmp_path_factory.mktemp("embed") / "data", app=load_example().build_app).start()
+@pytest.fixture(scope="module", params=["embed_sdk", "embed_fastmcp"])
+def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mcpuc]:
+    example = load_example(request.param)
+    running = Mcpuc(tmp_path_factory.mktemp(request.param) / "data", app=example.build_app).start()
     try:
         yield running
     finally:
@@ -38,8 +40,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mcpuc]:
 async def test_the_whole_flow_through_the_integrators_server(stack: Mcpuc, mode: str) -> None:
     user = f"embed-{mode}"
     async with stack.client(user, mode=mode) as client:
-        tools = {tool.name for tool in (await client.list_tools()).tools}
-        assert {"hub_login", "list_connections", "disconnect"} <= tools
+        assert "hub_login" in {tool.name for tool in (await client.list_tools()).tools}
 
         link = await stack.connect_url(client, "hub_login", {})
         await stack.browser(user).approve(link.url, login="octocat")
@@ -48,8 +49,24 @@ async def test_the_whole_flow_through_the_integrators_server(stack: Mcpuc, mode:
 
         again = await client.call_tool("hub_login", {})  # connected: no browser
         assert again.structured_content == {"login": "octocat"}
+
+
+async def test_our_connection_tools_on_the_sdk_server(tmp_path: Path) -> None:
+    """`add_connection_tools` (the SDK server only) serves the caller's own connections."""
+    stack = Mcpuc(tmp_path / "data", app=load_example("embed_sdk").build_app).start()
+    try:
+        await list_after_connecting(stack)
+    finally:
+        stack.stop()
+
+
+async def list_after_connecting(stack: Mcpuc) -> None:
+    async with stack.client("embed-lister", mode="legacy") as client:
+        link = await stack.connect_url(client, "hub_login", {})
+        await stack.browser("embed-lister").approve(link.url, login="octocat")
+        await stack.retry(client, link, "hub_login", {})
         listed = await client.call_tool("list_connections", {})
-        assert "octocat" in str(listed.structured_content)
+        assert [c["account_label"] for c in listed.structured_content["result"]] == ["octocat"]
 
 
 async def test_the_connect_link_is_refused_to_another_user(stack: Mcpuc) -> None:

@@ -12,10 +12,15 @@ from pathlib import Path
 import pytest
 
 import mcp_url_connect
+import mcp_url_connect.fastmcp
 import mcp_url_connect.testing
 
 ROOT = Path(__file__).resolve().parents[2]
-PUBLIC = {"mcp_url_connect": mcp_url_connect, "mcp_url_connect.testing": mcp_url_connect.testing}
+PUBLIC = {
+    "mcp_url_connect": mcp_url_connect,
+    "mcp_url_connect.fastmcp": mcp_url_connect.fastmcp,
+    "mcp_url_connect.testing": mcp_url_connect.testing,
+}
 OURS = ("service", "connect_routes", "token_store", "mock_providers", "mcp_url_connect")
 CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 

@@ -21,6 +21,7 @@ import uvicorn
 
 from mock_providers import create_mock_providers_app
 from mock_providers.demo import Demo, build_demo
+from mock_providers.presets import with_preset_providers
 from service.app import create_app
 from service.providers import ProviderConfig
 from service.runtime import Runtime
@@ -121,6 +122,9 @@ class DemoServers:
     # Builds the MCP server's app from the demo's settings instead of `create_app`: an
     # integrator's own server with the connect flow embedded (docs/embedding.md).
     app: AppFactory | None = None
+    # Also `github`, `google` and `slack` from their presets, served by the mocks at the real
+    # APIs' paths (mock_providers/presets.py): the kit's default, so tools for them run unchanged.
+    presets: bool = False
     wrap: Wrap = _unwrapped
     tracing: Tracing | None = None  # the MCP server's spans go there (default: OTEL_* variables)
     # The MCP server's clock (TTLs, expiry): a test moves it forward instead of sleeping.
@@ -136,6 +140,8 @@ class DemoServers:
             # JWTVerifier needs one up front): name the dev AS's keys in the settings it gets.
             overrides.setdefault("auth_jwks_url", f"http://{HOST}:{self.providers_port}/jwks.json")
         self.demo = build_demo(HOST, self.port, self.providers_port, self.data_dir, **overrides)
+        if self.presets:
+            self.demo = with_preset_providers(self.demo)
 
     def start(self) -> DemoServers:
         settings = self.demo.settings

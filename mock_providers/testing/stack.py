@@ -47,7 +47,13 @@ class Mcpuc:
         the connect flow embedded (`UrlConnect`), against the same mock providers."""
         self._slow: SlowApi | None = None
         self.servers = DemoServers(
-            data_dir, overrides=settings_overrides, tools=tools, app=app, wrap=self._wrap, tracing=tracing
+            data_dir,
+            overrides=settings_overrides,
+            tools=tools,
+            app=app,
+            presets=True,
+            wrap=self._wrap,
+            tracing=tracing,
         )
         self._providers: ProviderKnobs | None = None
         self._recorders: dict[int, Recorder] = {}  # id(client) -> what it received

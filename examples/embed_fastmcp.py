@@ -24,10 +24,9 @@ from mcp_url_connect import ProviderSession, Settings, UrlConnect, load_settings
 from mcp_url_connect.fastmcp import ProviderConnection, UrlConnectMiddleware
 
 
-def build_app(settings: Settings) -> Starlette:
-    """Your FastMCP server: your tools, FastMCP's authentication; the connect flow added in four
-    places."""
-    connect = UrlConnect(settings)  # 1. the flow: store, browser pages, completion delivery
+def build_server(settings: Settings, connect: UrlConnect) -> FastMCP:
+    """Your FastMCP server: your tools, FastMCP's authentication; the connect flow added in three
+    places (and `connect.install` below)."""
     mcp = FastMCP(
         "acme-tools",
         auth=JWTVerifier(
@@ -36,18 +35,23 @@ def build_app(settings: Settings) -> Starlette:
             audience=settings.resource_url,
             base_url=settings.public_url,
         ),
-        request_state_security=connect.request_state_security(),  # 2. 2026-07-28 retries
+        request_state_security=connect.request_state_security(),  # 1. 2026-07-28 retries
     )
-    mcp.add_middleware(UrlConnectMiddleware(connect))  # 3. answers "connect first" for the tools
+    mcp.add_middleware(UrlConnectMiddleware(connect))  # 2. answers "connect first" for the tools
 
     @mcp.tool(description="The caller's MockHub login.")
     async def hub_login(
-        api: ProviderSession = ProviderConnection("mockhub", scopes=("read:user",)),  # 4. per tool
+        api: ProviderSession = ProviderConnection("mockhub", scopes=("read:user",)),  # 3. per tool
     ) -> dict[str, Any]:
         profile = await api.get_json(api.provider.userinfo_url)
         return {"login": profile["login"]}
 
-    return connect.install(mcp.http_app(path="/mcp"))
+    return mcp
+
+
+def build_app(settings: Settings) -> Starlette:
+    connect = UrlConnect(settings)  # the flow: store, browser pages, completion delivery
+    return connect.install(build_server(settings, connect).http_app(path="/mcp"))
 
 
 if __name__ == "__main__":

@@ -19,8 +19,9 @@ token (its `subject` and `claims["iss"]`), read through the SDK's context as for
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -59,9 +60,13 @@ class ProviderConnection(Provider[ProviderSession]):
 
 def declared_connection(tool: object) -> ProviderConnection | None:
     """The `ProviderConnection` a tool's function declares as a parameter default, if any."""
-    if not isinstance(tool, FunctionTool):
-        return None
-    for parameter in inspect.signature(tool.fn).parameters.values():
+    return _declared_by(tool.fn) if isinstance(tool, FunctionTool) else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _declared_by(fn: Callable[..., Any]) -> ProviderConnection | None:
+    # Cached per function: reading a signature costs about as much as the store read.
+    for parameter in inspect.signature(fn).parameters.values():
         if isinstance(parameter.default, ProviderConnection):
             return parameter.default
     return None

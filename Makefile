@@ -6,12 +6,14 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test mutation bench clean
 
-# Exact, hashed versions from the lock (docs/supply-chain.md), then the project itself.
-$(STAMP): pyproject.toml requirements-dev.lock
+# Exact, hashed versions from the lock (docs/supply-chain.md), then the project itself and the
+# example tool package (examples/provider_tools: the GitHub, Google and Slack tools).
+$(STAMP): pyproject.toml requirements-dev.lock examples/provider_tools/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements-dev.lock
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e examples/provider_tools
 	touch $(STAMP)
 
 # `make demo PORT=9000` moves the MCP server; the dev AS and mock providers take PORT+1

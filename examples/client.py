@@ -187,7 +187,7 @@ def main() -> int:
     args = parse_args()
     token = args.token
     if token is None:
-        from mock_providers import NoDevKeys, mint_access_token
+        from mcp_url_connect.testing import NoDevKeys, mint_access_token
 
         try:
             token = mint_access_token(args.data_dir, args.user)

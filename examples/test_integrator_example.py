@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from mcp.server.mcpserver import Context, MCPServer
 
-from mock_providers.testing import MODES, FlowError, Mcpuc
-from service import ProviderSession, uses
-from service.broker import ConnectionBroker
+from mcp_url_connect import ConnectionBroker, ProviderSession, uses
+from mcp_url_connect.testing import MODES, FlowError, Mcpuc
 
 
 @pytest.fixture(scope="session")

@@ -82,6 +82,7 @@ def build_dev_setup(public_url: str, providers_url: str, data_dir: Path, **overr
         authorize_url=f"{providers_url}/mockhub/authorize",
         token_url=f"{providers_url}/mockhub/token",
         userinfo_url=f"{providers_url}/mockhub/user",
+        api_base_url=f"{providers_url}/mockhub",  # so a tool's api.get_json("/user") reaches MockHub
         revocation_url=f"{providers_url}/mockhub/revoke",
         client_id=MOCKHUB_CLIENT_ID,
         client_secret=values["mockhub_client_secret"],

@@ -34,6 +34,7 @@ from service.session_limits import SessionLimits
 from service.settings import Settings
 from service.sse_resumption import RETRY_INTERVAL_MS
 from service.sse_resumption import install as install_sse_resumption
+from service.tool_packages import load_tool_packages, register_tool_packages
 from service.tools import register_tools
 from service.urls import LOOPBACK_HOSTS, is_loopback
 from token_store import StoreUnavailable
@@ -82,6 +83,7 @@ def build_mcp_server(settings: Settings, runtime: Runtime) -> tuple[MCPServer[An
         settings, lambda: runtime.store, runtime.hub, runtime.lifecycle, runtime.flow, runtime.http
     )
     register_tools(server, broker, runtime)
+    register_tool_packages(load_tool_packages(settings.tools), server, broker)
     return server, broker
 
 

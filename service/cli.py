@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import socket
 import sys
@@ -207,7 +208,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if metrics_port in (args.port, providers_port):
         return _configuration_error(ValueError(f"--metrics-port {metrics_port} is taken by another server"))
     try:
-        demo = build_demo(args.host, args.port, providers_port, args.data_dir, metrics_port=metrics_port)
+        demo = build_demo(
+            args.host, args.port, providers_port, args.data_dir, metrics_port=metrics_port, tools=args.tools
+        )
     except SettingsError as exc:
         return _configuration_error(SettingsError(f"{exc} (the demo runs on a loopback host only)"))
     options = {
@@ -352,6 +355,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--metrics-port", type=int, default=0, help="GET /metrics port (default PORT+2)")
     demo.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     demo.add_argument("--log-level", default="INFO")
+    demo.add_argument(
+        "--tools",
+        default=os.environ.get("MCPUC_TOOLS", ""),
+        metavar="REFS",
+        help="tool packages to serve, package.module:function, comma-separated (MCPUC_TOOLS)",
+    )
     demo.set_defaults(func=cmd_demo)
 
     serve = sub.add_parser("serve", help="run the MCP server configured by MCPUC_* variables")

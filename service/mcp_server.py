@@ -9,11 +9,12 @@ be able to mint label values).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult
+from mcp_types import INVALID_PARAMS, CallToolResult, Icon, InputRequiredResult, ToolAnnotations
 
 from service.metrics import Metrics
 from service.tracing import Tracing
@@ -31,6 +32,7 @@ UNSERVED_METHODS = (
 
 class ObservedMCPServer(MCPServer[Any]):
     def __init__(self, *args: Any, metrics: Metrics, tracing: Tracing, **kwargs: Any) -> None:
+        self._tool_names: set[str] = set()
         super().__init__(*args, **kwargs)
         self._metrics = metrics
         self._tracing = tracing
@@ -46,6 +48,27 @@ class ObservedMCPServer(MCPServer[Any]):
         handlers = self._lowlevel_server._request_handlers
         for method in UNSERVED_METHODS:
             handlers.pop(method, None)
+
+    def add_tool(
+        self,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: list[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+        structured_output: bool | None = None,
+    ) -> None:
+        """Refuse a second tool of one name: the SDK would keep the first with only a warning,
+        so a tool package's tool would silently never run (service/tool_packages.py)."""
+        tool_name = name or fn.__name__
+        if tool_name in self._tool_names:
+            raise ValueError(f"a tool named {tool_name!r} is already registered")
+        self._tool_names.add(tool_name)
+        super().add_tool(
+            fn, name, title, description, annotations, icons, meta, structured_output=structured_output
+        )
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None

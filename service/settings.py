@@ -87,6 +87,9 @@ class Settings(BaseSettings):
     max_pending_per_user: int = 5
     retry_wait_seconds: float = 5.0
     http_timeout: float = 10.0
+    # Tool packages to serve beside ours: "package.module:function", comma-separated (installed
+    # packages' `mcp_url_connect.tools` entry points are loaded too; service/tool_packages.py).
+    tools: Annotated[tuple[str, ...], NoDecode] = ()
     # Providers, by name. Loaded from the TOML file's [providers.<name>] tables (`build_provider`).
     providers: Mapping[str, ProviderConfig] = Field(default_factory=dict)
     # This replica's name (for example the pod name): prefixes the MCP session ids it issues so a
@@ -126,7 +129,7 @@ class Settings(BaseSettings):
         # (tests pass their own environment); the constructor takes keyword values only.
         return (init_settings,)
 
-    @field_validator("auth_algorithms", mode="before")
+    @field_validator("auth_algorithms", "tools", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         # The environment gives "RS256, ES256"; the file gives a TOML list.

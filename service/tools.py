@@ -1,5 +1,6 @@
-"""The tools. Each reaches a provider through `@uses` (which connects first when needed);
-none ever returns a token."""
+"""This server's own tools: `whoami`, `list_connections`, `disconnect`. Tools for other services
+come from tool packages (service/tool_packages.py; examples/provider_tools is one). None ever
+returns a token."""
 
 from __future__ import annotations
 
@@ -44,37 +45,6 @@ def register_tools(server: MCPServer[Any], broker: ConnectionBroker, runtime: Ru
             "labels": [d.label for d in done],  # parallel to `disconnected`: what the user calls them
             "revoked": [d.account for d in done if d.revoked],
         }
-
-    register_example_tools(server, broker)
-
-
-def register_example_tools(server: MCPServer[Any], broker: ConnectionBroker) -> None:
-    """Tools for the real services, registered when the provider is configured (docs/providers.md)."""
-    if "github" in broker.providers:
-
-        @server.tool(description="Your GitHub profile (login, name, public repos).")
-        @uses(broker.session, "github", scopes=("read:user",))
-        async def github_profile(ctx: Context[Any, Any], api: ProviderSession) -> dict[str, Any]:
-            user = await api.get_json("/user")
-            return {k: user.get(k) for k in ("login", "name", "public_repos", "html_url")}
-
-    if "google" in broker.providers:
-
-        @server.tool(description="Your Google account's OpenID profile (email, name).")
-        @uses(broker.session, "google", scopes=("openid", "email", "profile"))
-        async def google_profile(ctx: Context[Any, Any], api: ProviderSession) -> dict[str, Any]:
-            info = await api.get_json(api.provider.userinfo_url)
-            return {k: info.get(k) for k in ("email", "name", "email_verified")}
-
-    if "slack" in broker.providers:
-
-        @server.tool(description="Who you are in your Slack workspace (user and team).")
-        @uses(broker.session, "slack", scopes=("users:read",))
-        async def slack_identity(ctx: Context[Any, Any], api: ProviderSession) -> dict[str, Any]:
-            answer = await api.get_json("/auth.test")
-            if not answer.get("ok"):
-                raise ProviderFailure("Slack", "api", f"Slack: {str(answer.get('error'))[:64]}")
-            return {k: answer.get(k) for k in ("user", "user_id", "team", "team_id")}
 
 
 async def _profile(api: ProviderSession) -> dict[str, Any]:

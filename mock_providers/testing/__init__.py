@@ -9,8 +9,9 @@ from __future__ import annotations
 from mock_providers.testing.browser import Browser, FlowError, ScriptedUser, forms_in
 from mock_providers.testing.client import MODES, ConnectLink, Recorder, connect_url, mcp_client, retry
 from mock_providers.testing.providers import ProviderKnobs
-from mock_providers.testing.servers import HOST, DemoServers, RegisterTools, ThreadedServers, free_port
+from mock_providers.testing.servers import HOST, DemoServers, ThreadedServers, free_port
 from mock_providers.testing.stack import Mcpuc
+from service.tool_packages import RegisterTools
 
 __all__ = [
     "HOST",

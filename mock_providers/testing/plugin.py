@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from mock_providers.testing.servers import RegisterTools
 from mock_providers.testing.stack import Mcpuc
+from service.tool_packages import RegisterTools
 
 SCOPES = ("function", "module", "package", "session")
 

@@ -17,7 +17,6 @@ store on the same Redis prefix (`async with stack.store() as store`), in its own
 
 from __future__ import annotations
 
-import secrets
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -31,19 +30,24 @@ from mcp import Client
 from mcp.shared.exceptions import UrlElicitationRequiredError
 from starlette.applications import Starlette
 
-from mock_providers import ClientSpec, create_mock_providers_app
-from mock_providers.demo import MOCKHUB_CLIENT_ID, Demo, build_dev_setup
+from mock_providers import create_mock_providers_app
+from mock_providers.demo import Demo, build_dev_setup
+from mock_providers.presets import with_preset_providers
 from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import Recorder, accept, legacy_elicitation, mcp_client
 from mock_providers.testing.servers import HOST, ThreadedServers, free_port
 from service.app import create_app
-from service.providers import ProviderConfig, build_provider
+from service.providers import build_provider
 from service.settings import Settings
 from token_store import Connection, KeyRing, Store, UserRef, open_store
 
-GOOGLE_CLIENT_ID = "mcp-url-connect.apps.mockgoogle.test"
-SLACK_CLIENT_ID = "1234567890.0987654321"
-SLACK_BOT_SCOPES = "commands"  # a Slack app that also installs a bot: the response has both tokens
+# `keys`: an API-key service, checked at MockKeys.
+API_KEY_SERVICE: dict[str, Any] = {
+    "kind": "api_key",
+    "display_name": "MockKeys",
+    "api_key_header": "X-API-Key",
+    "api_key_format": "{key}",
+}
 PROVIDER_PATHS = ("/mockhub", "/mockgoogle", "/mockslack", "/mockkeys")
 WAIT_SECONDS = 10.0  # waiting for what the server thread does
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379  # the Redis the tests and benchmarks share
@@ -129,37 +133,20 @@ class LifecycleStack:
     # --- start / stop --------------------------------------------------------------------------
 
     def start(self) -> LifecycleStack:
-        demo = build_dev_setup(
+        dev = build_dev_setup(
             self.public_url, self.providers_url, self.data_dir, http_timeout=self.http_timeout
         )
+        demo = with_preset_providers(dev)
         self.demo = demo
-        google_secret, slack_secret = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
         base = demo.settings
-        providers_config = replace(
-            demo.providers,
-            mockhub_client=ClientSpec(
-                MOCKHUB_CLIENT_ID,
-                demo.providers.mockhub_client.client_secret,
-                (base.callback_url("mockhub"), base.callback_url("github")),
-            ),
-            mockgoogle_client=ClientSpec(GOOGLE_CLIENT_ID, google_secret, (base.callback_url("google"),)),
-            mockslack_client=ClientSpec(SLACK_CLIENT_ID, slack_secret, (base.callback_url("slack"),)),
-        )
-        self.providers_app = create_mock_providers_app(providers_config)
-        hub_secret = base.providers["mockhub"].client_secret
-        providers = build_providers(
-            self.providers_url,
-            environ={
-                "MCPUC_PROVIDER_GITHUB_CLIENT_SECRET": hub_secret,
-                "MCPUC_PROVIDER_GOOGLE_CLIENT_SECRET": google_secret,
-                "MCPUC_PROVIDER_SLACK_CLIENT_SECRET": slack_secret,
-            },
-        )
+        self.providers_app = create_mock_providers_app(demo.providers)
+        keys_spec = API_KEY_SERVICE | {"userinfo_url": f"{self.providers_url}/mockkeys/me"}
+        keys = build_provider("keys", keys_spec, environ={})
         mockhub = replace(base.providers["mockhub"], revocation_url=f"{self.providers_url}/mockhub/revoke")
         apps: list[tuple[Any, int]] = [(self.providers_app, self.providers_port)]
         for i, port in enumerate(self.ports):
             settings = base.replace(
-                providers={"mockhub": mockhub, **providers},
+                providers={**base.providers, "mockhub": mockhub, "keys": keys},
                 store_url=self.redis_url,
                 redis_prefix=self.prefix,
                 replica_id=f"mcp-{i + 1}",
@@ -239,49 +226,6 @@ class LifecycleStack:
         finally:
             client.close()
         return values
-
-
-def build_providers(providers_url: str, environ: dict[str, str]) -> dict[str, ProviderConfig]:
-    """`github`, `google`, `slack` (presets) and `keys` (API key), pointed at the mock providers."""
-    p = providers_url
-    specs: dict[str, dict[str, Any]] = {
-        "github": {
-            "preset": "github",
-            "authorize_url": f"{p}/mockhub/authorize",
-            "token_url": f"{p}/mockhub/token",
-            "userinfo_url": f"{p}/mockhub/user",
-            "api_base_url": f"{p}/mockhub",
-            "issuer": f"{p}/mockhub",
-            "client_id": MOCKHUB_CLIENT_ID,
-        },
-        "google": {
-            "preset": "google",
-            "authorize_url": f"{p}/mockgoogle/authorize",
-            "token_url": f"{p}/mockgoogle/token",
-            "userinfo_url": f"{p}/mockgoogle/userinfo",
-            "revocation_url": f"{p}/mockgoogle/revoke",
-            "api_base_url": f"{p}/mockgoogle",
-            "issuer": f"{p}/mockgoogle",
-            "client_id": GOOGLE_CLIENT_ID,
-        },
-        "slack": {
-            "preset": "slack",
-            "authorize_url": f"{p}/mockslack/authorize",
-            "token_url": f"{p}/mockslack/oauth.v2.access",
-            "userinfo_url": f"{p}/mockslack/auth.test",
-            "api_base_url": f"{p}/mockslack",
-            "client_id": SLACK_CLIENT_ID,
-            "authorize_params": {"scope": SLACK_BOT_SCOPES},
-        },
-        "keys": {
-            "kind": "api_key",
-            "display_name": "MockKeys",
-            "userinfo_url": f"{p}/mockkeys/me",
-            "api_key_header": "X-API-Key",
-            "api_key_format": "{key}",
-        },
-    }
-    return {name: build_provider(name, spec, environ) for name, spec in specs.items()}
 
 
 def _glob_escape(text: str) -> str:

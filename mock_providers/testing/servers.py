@@ -18,22 +18,23 @@ from typing import Any
 
 import anyio
 import uvicorn
-from mcp.server.mcpserver import MCPServer
 
 from mock_providers import create_mock_providers_app
 from mock_providers.demo import Demo, build_demo, demo_metrics_url
+from mock_providers.presets import with_preset_providers
 from service.app import create_app, metrics_app
-from service.broker import ConnectionBroker
 from service.providers import ProviderConfig
 from service.runtime import Runtime
+from service.settings import Settings
+from service.tool_packages import RegisterTools
 from service.tracing import Tracing
 
 HOST = "127.0.0.1"
 START_TIMEOUT = 15.0
 POLL_SECONDS = 0.005
 
-# `register(server, broker)`: adds an integrator's tools to the MCP server before it starts.
-RegisterTools = Callable[[MCPServer[Any], ConnectionBroker], None]
+# Builds an MCP server's ASGI app from the stack's settings.
+AppFactory = Callable[[Settings], Any]
 # Wraps an app before it is served (e.g. to record every exchange): (name, app) -> app.
 Wrap = Callable[[str, Any], Any]
 
@@ -118,6 +119,12 @@ class DemoServers:
     overrides: dict[str, Any] = field(default_factory=dict)
     providers: dict[str, ProviderConfig] = field(default_factory=dict)
     tools: RegisterTools | None = None
+    # Builds the MCP server's app from the demo's settings instead of `create_app`: an
+    # integrator's own server with the connect flow embedded (docs/embedding.md).
+    app: AppFactory | None = None
+    # Also `github`, `google` and `slack` from their presets, served by the mocks at the real
+    # APIs' paths (mock_providers/presets.py): the kit's default, so tools for them run unchanged.
+    presets: bool = False
     wrap: Wrap = _unwrapped
     tracing: Tracing | None = None  # the MCP server's spans go there (default: OTEL_* variables)
     # The MCP server's clock (TTLs, expiry): a test moves it forward instead of sleeping.
@@ -129,16 +136,28 @@ class DemoServers:
     def __post_init__(self) -> None:
         # Metrics on a port of their own, as `serve` does by default: a free one, not 9464.
         overrides = {"metrics_port": free_port(), **self.overrides}
+        if self.app is not None:
+            # A server of your own may verify tokens with a JWKS URL it is given (FastMCP's
+            # JWTVerifier needs one up front): name the dev AS's keys in the settings it gets.
+            overrides.setdefault("auth_jwks_url", f"http://{HOST}:{self.providers_port}/jwks.json")
         self.demo = build_demo(HOST, self.port, self.providers_port, self.data_dir, **overrides)
+        if self.presets:
+            self.demo = with_preset_providers(self.demo)
 
     def start(self) -> DemoServers:
         settings = self.demo.settings
         if self.providers:
             settings = settings.replace(providers={**settings.providers, **self.providers})
             self.demo = replace(self.demo, settings=settings)
+        if self.app is not None and self.tools is not None:
+            raise ValueError("`tools` adds to our server; an `app` of your own registers its tools itself")
         self.apps = {
             "providers": create_mock_providers_app(self.demo.providers),
-            "mcp": create_app(settings, Runtime(settings, tracing=self.tracing, clock=self.clock)),
+            "mcp": (
+                self.app(settings)
+                if self.app is not None
+                else create_app(settings, Runtime(settings, tracing=self.tracing, clock=self.clock))
+            ),
         }
         if self.tools is not None:
             self.tools(self.apps["mcp"].state.mcp_server, self.apps["mcp"].state.broker)
@@ -146,7 +165,7 @@ class DemoServers:
             (self.wrap("providers", self.apps["providers"]), self.providers_port),
             (self.wrap("mcp", self.apps["mcp"]), self.port),
         ]
-        if settings.metrics_port:
+        if settings.metrics_port and self.app is None:  # an app of your own serves its own metrics
             self.apps["metrics"] = metrics_app(self.apps["mcp"].state.runtime)
             served.append((self.wrap("metrics", self.apps["metrics"]), settings.metrics_port))
         self._threaded = ThreadedServers(served)

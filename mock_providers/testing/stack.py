@@ -24,7 +24,8 @@ from mock_providers import mint_access_token
 from mock_providers.testing.browser import ScriptedUser
 from mock_providers.testing.client import ConnectLink, Recorder, accept, connect_url, mcp_client, retry
 from mock_providers.testing.providers import ProviderKnobs, SlowApi
-from mock_providers.testing.servers import DemoServers, RegisterTools
+from mock_providers.testing.servers import AppFactory, DemoServers
+from service.tool_packages import RegisterTools
 from service.tracing import Tracing
 
 
@@ -36,14 +37,23 @@ class Mcpuc:
         data_dir: Path,
         *,
         tools: RegisterTools | None = None,
+        app: AppFactory | None = None,
         tracing: Tracing | None = None,
         **settings_overrides: Any,
     ) -> None:
         """`settings_overrides` are Settings fields (e.g. `elicitation_ttl=1`); `tracing` receives
-        the server's spans (`service.tracing.tracing_with(SimpleSpanProcessor(exporter))`)."""
+        the server's spans (`service.tracing.tracing_with(SimpleSpanProcessor(exporter))`).
+        `tools` adds tools to our server; `app(settings)` serves your own server instead, with
+        the connect flow embedded (`UrlConnect`), against the same mock providers."""
         self._slow: SlowApi | None = None
         self.servers = DemoServers(
-            data_dir, overrides=settings_overrides, tools=tools, wrap=self._wrap, tracing=tracing
+            data_dir,
+            overrides=settings_overrides,
+            tools=tools,
+            app=app,
+            presets=True,
+            wrap=self._wrap,
+            tracing=tracing,
         )
         self._providers: ProviderKnobs | None = None
         self._recorders: dict[int, Recorder] = {}  # id(client) -> what it received

@@ -53,3 +53,19 @@ def test_bench_flow_only_prints_the_tables_asked_for() -> None:
     for title in TABLES:
         if "store operations" not in title:
             assert title not in run.stdout, f"{title!r} printed although not asked for"
+
+
+@pytest.mark.e2e
+def test_bench_embedding_runs_and_prints_both_tables() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "bench.embedding", "--calls", "50", "--flows", "1"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    for line in ("through UrlConnectMiddleware", "ratio (median)", "FastMCP embedding", "SDK embedding"):
+        assert line in run.stdout, run.stdout

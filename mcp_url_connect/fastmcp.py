@@ -1,0 +1,7 @@
+"""The connect flow in a FastMCP server (docs/embedding.md): `UrlConnectMiddleware` on the server,
+`ProviderConnection` as the default of a tool's `api: ProviderSession` parameter. Needs
+`mcp-url-connect[fastmcp]`."""
+
+from service.fastmcp_adapter import ProviderConnection, UrlConnectMiddleware
+
+__all__ = ["ProviderConnection", "UrlConnectMiddleware"]

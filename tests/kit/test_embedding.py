@@ -1,0 +1,94 @@
+"""examples/embed_sdk.py and examples/embed_fastmcp.py, servers of an integrator's own (on the
+SDK's MCPServer and on FastMCP) with the connect flow embedded (`UrlConnect`), through the whole
+flow on both revisions, against the kit's mock providers."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from mcp_url_connect.testing import MODES, FlowError, Mcpuc
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def load_example(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # pydantic resolves the module's names through it
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module", params=["embed_sdk", "embed_fastmcp"])
+def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mcpuc]:
+    example = load_example(request.param)
+    running = Mcpuc(tmp_path_factory.mktemp(request.param) / "data", app=example.build_app).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_whole_flow_through_the_integrators_server(stack: Mcpuc, mode: str) -> None:
+    user = f"embed-{mode}"
+    async with stack.client(user, mode=mode) as client:
+        assert "hub_login" in {tool.name for tool in (await client.list_tools()).tools}
+
+        link = await stack.connect_url(client, "hub_login", {})
+        await stack.browser(user).approve(link.url, login="octocat")
+        result = await stack.retry(client, link, "hub_login", {})  # legacy: after the notification
+        assert result.structured_content == {"login": "octocat"}
+
+        again = await client.call_tool("hub_login", {})  # connected: no browser
+        assert again.structured_content == {"login": "octocat"}
+
+
+async def test_our_connection_tools_on_the_sdk_server(tmp_path: Path) -> None:
+    """`add_connection_tools` (the SDK server only) serves the caller's own connections."""
+    stack = Mcpuc(tmp_path / "data", app=load_example("embed_sdk").build_app).start()
+    try:
+        await list_after_connecting(stack)
+    finally:
+        stack.stop()
+
+
+async def list_after_connecting(stack: Mcpuc) -> None:
+    async with stack.client("embed-lister", mode="legacy") as client:
+        link = await stack.connect_url(client, "hub_login", {})
+        await stack.browser("embed-lister").approve(link.url, login="octocat")
+        await stack.retry(client, link, "hub_login", {})
+        listed = await client.call_tool("list_connections", {})
+        assert [c["account_label"] for c in listed.structured_content["result"]] == ["octocat"]
+
+
+async def test_the_connect_link_is_refused_to_another_user(stack: Mcpuc) -> None:
+    """The user comes from the integrator's verifier (`sub` + `iss`), and /connect still checks
+    that the browser's user is that user."""
+    async with stack.client("embed-alice", mode="legacy") as client:
+        link = await stack.connect_url(client, "hub_login", {})
+        with pytest.raises(FlowError) as refused:
+            await stack.browser("embed-mallory").approve(link.url)
+        assert refused.value.status == 403
+        await stack.browser("embed-alice").approve(link.url)  # still usable by its owner
+        result = await stack.retry(client, link, "hub_login", {})
+        assert result.structured_content == {"login": "octocat"}
+
+
+async def test_a_token_the_integrators_verifier_refuses_gets_401(stack: Mcpuc) -> None:
+    import httpx
+
+    async with httpx.AsyncClient() as http:
+        answer = await http.post(
+            stack.mcp_url,
+            headers={"Authorization": "Bearer not-a-jwt", "Accept": "application/json, text/event-stream"},
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        )
+    assert answer.status_code == 401

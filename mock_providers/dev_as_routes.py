@@ -2,12 +2,16 @@
 
 ``/authorize`` validates the request with authlib first; a browser without a
 ``devas_session`` login gets the development login page (a user name, no
-password), which posts to ``/login`` and comes back. Consent is implicit.
+password), which posts to ``/login`` (with the session's CSRF token) and comes back. ``prompt=login``
+and an exceeded ``max_age`` ask for the login again (OpenID Connect Core §3.1.2.1). Consent is
+implicit.
 """
 
 from __future__ import annotations
 
+import hmac
 import re
+import secrets
 import time
 from collections.abc import Callable
 from functools import partial
@@ -17,6 +21,8 @@ from authlib.oauth2 import OAuth2Error
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
+
+from service.names import lookalike_note
 
 from .cors import allow_cors
 from .dev_as import DevAuthorizationServer
@@ -35,6 +41,34 @@ def session_user(request: Request) -> DevUser | None:
     if not isinstance(username, str) or not _USERNAME.match(username) or not isinstance(auth_time, int):
         return None
     return DevUser(username=username, auth_time=auth_time)
+
+
+def login_form_token(request: Request) -> str:
+    """This browser's token for the login form, kept in its dev AS session."""
+    token = request.session.get("login_csrf")
+    if not isinstance(token, str):
+        token = secrets.token_urlsafe(32)
+        request.session["login_csrf"] = token
+    return token
+
+
+def require_login_form_token(expected: object, submitted: object) -> bool:
+    """The login form was served to this browser: its synchronizer token matches the session's,
+    so another site cannot sign the browser in as its own user (login CSRF, OWASP CSRF
+    Prevention Cheat Sheet "Login CSRF"; RFC 6749 §10.12)."""
+    return (
+        isinstance(expected, str)
+        and isinstance(submitted, str)
+        and hmac.compare_digest(expected.encode(), submitted.encode(errors="surrogatepass"))
+    )
+
+
+def _needs_login(user: DevUser | None, data: dict[str, str], now: float) -> bool:
+    """No user, `prompt=login`, or a sign-in older than `max_age` seconds (OIDC Core §3.1.2.1)."""
+    if user is None or "login" in (data.get("prompt") or "").split():
+        return True
+    max_age = data.get("max_age") or ""
+    return max_age.isdigit() and (user.auth_time is None or now - user.auth_time > int(max_age))
 
 
 def _safe_return_to(value: str) -> str | None:
@@ -113,9 +147,8 @@ class DevAuthorizationRoutes:
         except ValueError as error:  # authlib refuses to build some error descriptions
             return self.pages.message("Invalid authorization request", str(error), 400)
 
-        prompts = (oauth_request.payload.data.get("prompt") or "").split()
-        if user is None or "login" in prompts:
-            return self._login_page(oauth_request, grant.request.client, status_code=200)
+        if _needs_login(user, oauth_request.payload.data, self.server.clock()):
+            return self._login_page(request, oauth_request, grant.request.client, status_code=200)
         response: Response = self.server.create_authorization_response(
             grant.request, grant_user=user, grant=grant
         )
@@ -126,20 +159,23 @@ class DevAuthorizationRoutes:
         return self.pages.message("Invalid authorization request", f"{error.error}: {description}", 400)
 
     def _login_page(
-        self, oauth_request: StarletteOAuth2Request, client: object, status_code: int
+        self, request: Request, oauth_request: StarletteOAuth2Request, client: object, status_code: int
     ) -> Response:
         params = [
             (key, value)
             for key, values in oauth_request.payload.datalist.items()
-            if key != "prompt"  # signing in satisfies prompt=login
+            if key not in ("prompt", "max_age")  # signing in satisfies both
             for value in values
         ]
+        client_name = str(getattr(client, "client_name", None) or getattr(client, "client_id", ""))
         return self.pages.render(
             "devas_login.html",
             status_code,
             action="/login",
+            csrf=login_form_token(request),
             return_to="/authorize?" + urlencode(params),
-            client_name=getattr(client, "client_name", None) or getattr(client, "client_id", ""),
+            client_name=client_name,
+            client_note=lookalike_note(client_name),
             # What the client says the sign-in is for (mcp-url-connect sends `mcpuc_purpose`, e.g.
             # "connect MockHub for the MCP client X"); untrusted text, shortened and escaped.
             purpose=(oauth_request.payload.data.get("mcpuc_purpose") or "")[:160],
@@ -153,14 +189,20 @@ class DevAuthorizationRoutes:
             return self.pages.render(
                 "devas_login.html",
                 action="/login",
+                csrf=login_form_token(request),
                 return_to="",
                 client_name=None,
+                client_note=None,
                 purpose="",
                 scope="",
                 username="",
                 error=None,
             )
         form = dict(await read_form_items(request))
+        if not require_login_form_token(request.session.get("login_csrf"), form.get("csrf")):
+            return self.pages.message(
+                "Sign-in refused", "The sign-in form was not this server's. Start again.", 403
+            )
         username = form.get("username", "").strip()
         return_to = _safe_return_to(form.get("return_to", ""))
         if not _USERNAME.match(username):
@@ -168,8 +210,10 @@ class DevAuthorizationRoutes:
                 "devas_login.html",
                 400,
                 action="/login",
+                csrf=login_form_token(request),
                 return_to=return_to or "",
                 client_name=None,
+                client_note=None,
                 purpose="",
                 scope="",
                 username=username,

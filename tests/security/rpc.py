@@ -41,8 +41,10 @@ class RawMcp:
         mode: str,
         token: str | None,
         headers: dict[str, str] | None = None,
+        client_info: dict[str, str] | None = None,
     ) -> None:
         self.servers = servers
+        self.client_info = client_info or CLIENT_INFO
         self.http = http
         self.mode = mode
         self.token = token
@@ -73,7 +75,7 @@ class RawMcp:
         if self.mode != "legacy":
             params["_meta"] = {
                 "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
-                "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
+                "io.modelcontextprotocol/clientInfo": self.client_info,
                 "io.modelcontextprotocol/clientCapabilities": CAPABILITIES,
             }
         body: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
@@ -90,7 +92,7 @@ class RawMcp:
             return await self.send("tools/call", {"name": "whoami", "arguments": {}})
         response = await self.send(
             "initialize",
-            {"protocolVersion": LEGACY_VERSION, "capabilities": CAPABILITIES, "clientInfo": CLIENT_INFO},
+            {"protocolVersion": LEGACY_VERSION, "capabilities": CAPABILITIES, "clientInfo": self.client_info},
         )
         if response.status_code == 200:
             self.session_id = response.headers.get("mcp-session-id")

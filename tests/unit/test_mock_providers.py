@@ -443,6 +443,52 @@ async def test_prompt_none_without_login_and_prompt_login_with_one(client: httpx
     assert done.status_code == 302 and "code" in query_of(done.headers["location"])
 
 
+async def test_max_age_asks_for_the_login_again_once_exceeded(
+    app: Starlette, client: httpx.AsyncClient
+) -> None:
+    _, challenge = pkce_pair()
+    params = {
+        "response_type": "code",
+        "client_id": LOGIN_CLIENT_ID,
+        "redirect_uri": LOGIN_CALLBACK,
+        "scope": "openid profile email",
+        "state": "m",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "max_age": "60",
+    }
+    await dev_as_login(client, "alice", "")
+    start = time.time()
+    app.state.dev_as.clock = lambda: start + 30
+    recent = await client.get("/authorize", params=params)
+    assert recent.status_code == 302 and "code" in query_of(recent.headers["location"])
+    app.state.dev_as.clock = lambda: start + 120
+    stale = await client.get("/authorize", params=params)
+    assert stale.status_code == 200
+    return_to = only_form(stale.text)["fields"]["return_to"]
+    assert "max_age" not in return_to  # signing in satisfies it
+    done = await client.get((await dev_as_login(client, "alice", return_to)).headers["location"])
+    assert done.status_code == 302 and "code" in query_of(done.headers["location"])
+
+
+async def test_login_form_needs_its_own_token(client: httpx.AsyncClient) -> None:
+    """Login CSRF: a POST without this browser's login-page token signs nobody in."""
+    for data in ({}, {"csrf": ""}, {"csrf": "A" * 43}):
+        refused = await client.post("/login", data={"username": "mallory", "return_to": "", **data})
+        assert refused.status_code == 403
+    _, challenge = pkce_pair()
+    params = {
+        "response_type": "code",
+        "client_id": LOGIN_CLIENT_ID,
+        "redirect_uri": LOGIN_CALLBACK,
+        "scope": "openid",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+    }
+    assert (await client.get("/authorize", params=params)).status_code == 200  # still the login form
+    assert (await dev_as_login(client, "alice", "")).status_code == 200  # with the token: signed in
+
+
 async def test_cors_preflight_on_machine_endpoints(client: httpx.AsyncClient) -> None:
     for path in ("/register", "/token", "/.well-known/oauth-authorization-server"):
         response = await client.options(

@@ -113,11 +113,17 @@ def require_csrf_token(expected: object, submitted: object, refusal: type[StaleF
 
 def require_same_origin(origin_header: str | None, public_url: str) -> None:
     """A state-changing POST that names its origin must come from our own pages: an `Origin`
-    other than `public_url`'s (`null` included) is refused; an absent one is allowed, since some
-    browsers omit it (OWASP CSRF Prevention Cheat Sheet, "Verifying Origin With Standard
-    Headers"; RFC 6454 §7.3). Defence in depth behind `require_csrf_token`."""
-    if origin_header is not None and origin_header != origin(public_url):
+    naming another origin is refused (OWASP CSRF Prevention Cheat Sheet, "Verifying Origin With
+    Standard Headers"; RFC 6454 §7.3). Defence in depth behind `require_csrf_token`.
+
+    An absent `Origin` is allowed, since some browsers omit it, and so is `null`: our pages send
+    `Referrer-Policy: no-referrer`, under which browsers serialize the origin of every form POST,
+    our own included, as `null` (Fetch Standard, "append a request `Origin` header")."""
+    if origin_header not in (None, WITHHELD_ORIGIN) and origin_header != origin(public_url):
         raise CrossSiteRequest()
+
+
+WITHHELD_ORIGIN = "null"
 
 
 def require_no_silent_account_switch(signed_in: UserRef | None, signing_in: UserRef | None) -> None:

@@ -4,6 +4,7 @@ RFC 6265bis; 2025-11-25 basic-authorization.mdx "Open Redirection")."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from tests.security.flows import (
     until_callback,
 )
 from tests.security.rpc import RawMcp, connect_url
+from tests.support.chromium import headless_chromium
 
 pytestmark = pytest.mark.security
 
@@ -186,13 +188,24 @@ async def test_csrf_on_default_account(servers: Servers, browser: Browser, brows
         )
 
 
+def foreign_origins(servers: Servers) -> tuple[str, ...]:
+    """Another site, a host that starts like ours, our host on another port."""
+    port = urlsplit(servers.public_url).port
+    return (
+        "https://evil.example",
+        f"{servers.public_url}.evil.example",
+        f"http://127.0.0.1:{(port or 0) + 1}",
+    )
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_cross_site_origin_is_refused_on_every_post_route(
     servers: Servers, browser: Browser, mode: str
 ) -> None:
-    """A POST with the session's own CSRF token but a foreign `Origin` (another site, `null`): 403
-    on every state-changing route; no Origin, or ours, goes through (OWASP CSRF Prevention Cheat
-    Sheet, "Verifying Origin With Standard Headers")."""
+    """A POST with the session's own CSRF token but a foreign `Origin` (another site, a look-alike
+    host, another port): 403 on every state-changing route; no Origin, ours, or `null` (what
+    browsers send from our no-referrer pages) goes through (OWASP CSRF Prevention Cheat Sheet,
+    "Verifying Origin With Standard Headers")."""
     alice = unique("alice")
     connection = await seed_connection(servers, alice)
     async with elicit(servers, alice, mode) as e:
@@ -210,7 +223,7 @@ async def test_cross_site_origin_is_refused_on_every_post_route(
         }
         async with attack(servers, browsers=[browser], recorders=[e.recorder]) as a:
             for path, data in routes.items():
-                for foreign in ("https://evil.example", "null", servers.public_url + ".evil.example"):
+                for foreign in foreign_origins(servers):
                     answer = await browser.http.post(
                         f"{servers.public_url}{path}", data=data, headers={"Origin": foreign}
                     )
@@ -218,18 +231,15 @@ async def test_cross_site_origin_is_refused_on_every_post_route(
                     a.check("another site" in answer.text, f"{path}: the page says why")
             a.check(elicitation_status(servers, e.elicitation_id) == "pending", "the link is still pending")
             a.check(signed_in_sub(browser, servers) == alice, "Alice is still signed in")
-            # Our own origin, and no Origin at all, pass this check (the CSRF token still decides).
-            answer = await browser.http.post(
-                f"{servers.public_url}/connections/default",
-                data=account,
-                headers={"Origin": servers.public_url},
-                follow_redirects=False,
-            )
-            a.status(answer, 303)
-            answer = await browser.http.post(
-                f"{servers.public_url}/connections/default", data=account, follow_redirects=False
-            )
-            a.status(answer, 303)
+            # Our own origin, `null` and no Origin at all pass this check (the CSRF token decides).
+            for named in ({"Origin": servers.public_url}, {"Origin": "null"}, {}):
+                answer = await browser.http.post(
+                    f"{servers.public_url}/connections/default",
+                    data=account,
+                    headers=named,
+                    follow_redirects=False,
+                )
+                a.status(answer, 303)
         # Alice's flow goes on from the same page, to its completion.
         page = await connect_fully(browser, servers, e.url, alice)
         assert "Connected to MockHub" in page.text
@@ -697,3 +707,48 @@ async def test_dev_as_login_without_its_form_token_is_refused(
         page = await browser.get(f"{servers.public_url}/login?next=/connections")
         a.check(any("username" in f.fields for f in forms_in(page.text)), "the AS login form, not Mallory")
         a.check(signed_in_sub(browser, servers) is None, "nobody is signed in here")
+
+
+async def test_login_swap_from_another_site_in_chromium(servers: Servers) -> None:
+    """The login swap as Chromium runs it: a page on another site posts the dev AS login form
+    (403: no token) and sends Alice's browser to /login?next=<Mallory's link>; the Lax session
+    cookie rides that top-level navigation, and /login answers "Already signed in" as Alice
+    (RFC 6749 §10.12; RFC 6265bis §8.8). The attacker's site is served by Playwright itself."""
+    alice, mallory = unique("alice"), unique("mallory")
+    issuer = servers.demo.settings.auth_issuer
+    async with elicit(servers, mallory, "legacy") as mallorys, headless_chromium() as chromium:
+        lure = {"next": f"/connect?elicitationId={mallorys.elicitation_id}"}
+        evil = {
+            "/sign-in": (
+                f'<form method="post" action="{issuer}/login">'
+                f'<input name="username" value="{mallory}"><input name="return_to" value=""></form>'
+                "<script>document.forms[0].submit()</script>"
+            ),
+            "/lure": f'<a id="go" href="{servers.public_url}/login?{urlencode(lure)}">your invoice</a>',
+        }
+        page = await (await chromium.new_context()).new_page()
+
+        async def serve(route: Any) -> None:
+            body = evil[urlsplit(route.request.url).path]
+            await route.fulfill(status=200, content_type="text/html", body=body)
+
+        await page.route("http://evil.example/**", serve)
+        await page.goto(f"{servers.public_url}/connections")  # Alice signs in
+        await page.fill("input[name=username]", alice)
+        await page.click("button[type=submit]")
+        await page.wait_for_selector(f"text=Signed in as {alice}")
+        async with attack(servers, recorders=[mallorys.recorder]) as a:
+            await page.goto("http://evil.example/sign-in")
+            await page.wait_for_load_state()
+            planted = await page.content()
+            await page.goto("http://evil.example/lure")
+            async with page.expect_navigation():
+                await page.click("#go")
+            landed = await page.content()
+            await page.goto(f"{servers.public_url}/connections")
+            now = re.findall(r"Signed in as ([^<\s]+)\.</p>", await page.content())
+            a.check(now == [alice], f"Alice's browser is still Alice's, not {now}")
+            a.check("Sign-in refused" in planted, "the dev AS refused the cross-site login form")
+            a.check("Already signed in" in landed and f"<strong>{alice}</strong>" in landed, landed[:400])
+            pending = elicitation_status(servers, mallorys.elicitation_id) == "pending"
+            a.check(pending, "Mallory's link untouched")

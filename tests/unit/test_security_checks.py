@@ -134,11 +134,11 @@ def test_require_csrf_token() -> None:
 
 def test_require_same_origin() -> None:
     require_same_origin(None, "https://mcp.example")  # some browsers send none
+    require_same_origin("null", "https://mcp.example")  # withheld, as no-referrer pages do
     require_same_origin("https://mcp.example", "https://mcp.example/")
     require_same_origin("http://127.0.0.1:8000", "http://127.0.0.1:8000")
     for foreign in (
         "https://evil.example",
-        "null",
         "",
         "http://mcp.example",
         "https://mcp.example:8443",

@@ -2,16 +2,14 @@
 
 ``/authorize`` validates the request with authlib first; a browser without a
 ``devas_session`` login gets the development login page (a user name, no
-password), which posts to ``/login`` (with the session's CSRF token) and comes back. ``prompt=login``
-and an exceeded ``max_age`` ask for the login again (OpenID Connect Core §3.1.2.1). Consent is
-implicit.
+password), which posts to ``/login`` (with the session's CSRF token) and comes back.
+``prompt=login`` and an exceeded ``max_age`` ask for the login again (OpenID Connect Core
+§3.1.2.1). Consent is implicit.
 """
 
 from __future__ import annotations
 
-import hmac
 import re
-import secrets
 import time
 from collections.abc import Callable
 from functools import partial
@@ -22,7 +20,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from service.errors import StaleForm
 from service.names import lookalike_note
+from service.security_checks import mint_opaque_id, require_csrf_token
 
 from .cors import allow_cors
 from .dev_as import DevAuthorizationServer
@@ -31,6 +31,7 @@ from .pages import Pages
 from .starlette_adapter import StarletteOAuth2Request, read_form_items, read_json_request, read_oauth2_request
 
 SESSION_COOKIE = "devas_session"
+LOGIN_CSRF = "login_csrf"
 _USERNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$")
 _USERNAME_RULE = "Use 1-64 letters, digits or . _ @ + - (starting with a letter or digit)."
 
@@ -44,23 +45,14 @@ def session_user(request: Request) -> DevUser | None:
 
 
 def login_form_token(request: Request) -> str:
-    """This browser's token for the login form, kept in its dev AS session."""
-    token = request.session.get("login_csrf")
+    """This browser's synchronizer token for the login form, kept in its dev AS session: a login
+    POST must carry it (`require_csrf_token`), so another site cannot sign the browser in as its
+    own user (login CSRF: RFC 6749 §10.12)."""
+    token = request.session.get(LOGIN_CSRF)
     if not isinstance(token, str):
-        token = secrets.token_urlsafe(32)
-        request.session["login_csrf"] = token
+        token = mint_opaque_id()
+        request.session[LOGIN_CSRF] = token
     return token
-
-
-def require_login_form_token(expected: object, submitted: object) -> bool:
-    """The login form was served to this browser: its synchronizer token matches the session's,
-    so another site cannot sign the browser in as its own user (login CSRF, OWASP CSRF
-    Prevention Cheat Sheet "Login CSRF"; RFC 6749 §10.12)."""
-    return (
-        isinstance(expected, str)
-        and isinstance(submitted, str)
-        and hmac.compare_digest(expected.encode(), submitted.encode(errors="surrogatepass"))
-    )
 
 
 def _needs_login(user: DevUser | None, data: dict[str, str], now: float) -> bool:
@@ -199,7 +191,9 @@ class DevAuthorizationRoutes:
                 error=None,
             )
         form = dict(await read_form_items(request))
-        if not require_login_form_token(request.session.get("login_csrf"), form.get("csrf")):
+        try:
+            require_csrf_token(request.session.get(LOGIN_CSRF), form.get("csrf"))
+        except StaleForm:
             return self.pages.message(
                 "Sign-in refused", "The sign-in form was not this server's. Start again.", 403
             )

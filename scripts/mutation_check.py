@@ -821,10 +821,10 @@ MUTATIONS: tuple[Mutation, ...] = (
         "look-alike account and client names are flagged with their code points",
     ),
     m(
-        "dev_as.require_login_form_token",
+        "require_csrf_token.dev_as_login",
         "mock_providers/dev_as_routes.py",
-        '        if not require_login_form_token(request.session.get("login_csrf"), form.get("csrf")):\n',
-        "        if False:\n",
+        '            require_csrf_token(request.session.get(LOGIN_CSRF), form.get("csrf"))\n',
+        "            pass\n",
         [
             f"{SEC_BROWSER}::test_dev_as_login_without_its_form_token_is_refused",
             "tests/unit/test_mock_providers.py::test_login_form_needs_its_own_token",

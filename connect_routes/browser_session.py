@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from starlette.middleware import Middleware
@@ -27,11 +28,18 @@ from service.security_checks import (
 from service.settings import Settings
 from token_store import UserRef
 
+# What the ID token says about the user besides `sub`, kept with it to show on our pages.
+PROFILE_CLAIMS = ("name", "email")
+MAX_PROFILE_CLAIM = 128  # the session is a cookie
+
 
 @dataclass(frozen=True)
 class BrowserUser:
     user: UserRef
     binding: str  # hash of this browser session's random id; ties OAuth states to this browser
+    name: str | None = None
+    email: str | None = None
+    auth_time: float | None = None  # when the user authenticated at the issuer (ID token)
 
 
 def cookie_name(settings: Settings) -> str:
@@ -68,12 +76,30 @@ def browser_user(request: Request, settings: Settings, clock: float | None = Non
     iss, sub = user.get("iss"), user.get("sub")
     if not (isinstance(iss, str) and isinstance(sub, str)):
         return None
-    return BrowserUser(UserRef(iss=iss, sub=sub), binding_of(browser_id))
+    name, email, auth_time = user.get("name"), user.get("email"), user.get("auth_time")
+    return BrowserUser(
+        UserRef(iss=iss, sub=sub),
+        binding_of(browser_id),
+        name=name if isinstance(name, str) else None,
+        email=email if isinstance(email, str) else None,
+        auth_time=auth_time if isinstance(auth_time, (int, float)) else None,
+    )
 
 
-def start_session(request: Request, user: UserRef) -> None:
-    """Log `user` in: a fresh session (no state carried over from before login)."""
+def start_session(request: Request, user: UserRef, claims: Mapping[str, object] | None = None) -> None:
+    """Log `user` in: a fresh session (no state carried over from before login), with the name,
+    e-mail and authentication time of the ID token's `claims` when it has them."""
     rotate_session_on_login(request.session, user, time.time())
+    claims = claims or {}
+    shown: dict[str, str | int] = {
+        key: value[:MAX_PROFILE_CLAIM]
+        for key in PROFILE_CLAIMS
+        if isinstance(value := claims.get(key), str) and value.strip()
+    }
+    auth_time = claims.get("auth_time")
+    if isinstance(auth_time, int) and not isinstance(auth_time, bool):
+        shown["auth_time"] = auth_time
+    request.session["user"].update(shown)
 
 
 def binding_of(browser_id: str) -> str:

@@ -19,6 +19,9 @@ Refusals are raised as `service.errors` and rendered by connect_routes/error_pag
 
 from __future__ import annotations
 
+import time
+from urllib.parse import urlsplit
+
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -30,6 +33,7 @@ from connect_routes.login import Login
 from connect_routes.pages import message, page, timestamp
 from service.connect_flow import CallbackParams, InvalidApiKey
 from service.errors import (
+    BlankClientName,
     MalformedLink,
     MalformedParameter,
     NotSignedIn,
@@ -40,8 +44,10 @@ from service.providers import ProviderConfig
 from service.runtime import Runtime
 from service.security_checks import (
     require_opaque_id,
+    require_same_origin,
     require_signed_in,
     require_single_use_state,
+    require_visible_client_name,
 )
 from service.urls import origin
 from token_store import PendingElicitation
@@ -49,6 +55,7 @@ from token_store import PendingElicitation
 MAX_PARAM = 2048
 MAX_API_KEY = 4096
 MAX_CLIENT_SHOWN = 64  # a client id may be a long URL (client ID metadata documents)
+FRESH_SIGN_IN = 300  # seconds since the issuer authenticated the user that count as "just now"
 
 CANCELLED_TITLE = "Connection cancelled"
 CANCELLED_TEXT = "Nothing was connected. Your MCP client is told; you can close this tab."
@@ -87,6 +94,10 @@ class ConnectRoutes:
             "confirm.html",
             provider=provider.display_name,
             account=browser.user.sub,
+            name=browser.name,
+            email=browser.email,
+            issuer_host=urlsplit(browser.user.iss).netloc,
+            fresh=browser.auth_time is not None and 0 <= time.time() - browser.auth_time <= FRESH_SIGN_IN,
             scopes=elicitation.scopes,
             elicitation_id=elicitation.id,
             csrf=csrf_token(request),
@@ -128,8 +139,10 @@ class ConnectRoutes:
         return f"connect {provider.display_name} for the MCP client {_client_shown(elicitation)}"
 
     async def _posted(self, request: Request, *, max_part_size: int) -> tuple[BrowserUser, FormData, str]:
-        """The checks every POST of the connect pages makes first, in one place: a signed-in
-        browser, a bounded form, the session's CSRF token, an id of the shape we mint."""
+        """The checks every POST of the connect pages makes first, in one place: our own origin
+        (when named), a signed-in browser, a bounded form, the session's CSRF token, an id of the
+        shape we mint."""
+        require_same_origin(request.headers.get("origin"), self._settings.public_url)
         browser = require_signed_in(browser_user(request, self._settings), NotSignedIn)
         form = await request.form(max_files=0, max_fields=4, max_part_size=max_part_size)
         check_csrf(request, form.get("csrf"), StaleConnectForm)
@@ -196,9 +209,15 @@ class ConnectRoutes:
 
 
 def _client_shown(elicitation: PendingElicitation) -> str:
-    """Which MCP client asked: its own name when it gave one at `initialize`, else the client id
-    of its access token; untrusted text, cut short here and escaped by Jinja."""
-    return (elicitation.client_name or elicitation.client_id)[:MAX_CLIENT_SHOWN]
+    """Which MCP client asked: its own name when it gave one at `initialize` and it shows (no
+    blank or invisible letters, `require_visible_client_name`), else the client id of its access
+    token; untrusted text, cut short here and escaped by Jinja."""
+    if elicitation.client_name:
+        try:
+            return require_visible_client_name(elicitation.client_name)[:MAX_CLIENT_SHOWN]
+        except BlankClientName:
+            pass
+    return elicitation.client_id[:MAX_CLIENT_SHOWN]
 
 
 def _connected(request: Request, provider: ProviderConfig, account_label: str) -> Response:

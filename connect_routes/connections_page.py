@@ -16,7 +16,7 @@ from connect_routes.pages import page
 from service.disconnect import disconnect_one
 from service.errors import MalformedParameter, SignInFirst
 from service.runtime import Runtime
-from service.security_checks import require_signed_in
+from service.security_checks import require_same_origin, require_signed_in
 from token_store import ConnectionKey
 
 MAX_FIELD = 256
@@ -59,8 +59,9 @@ class ConnectionsPage:
         )
 
     async def _account_form(self, request: Request) -> tuple[BrowserUser, str, str]:
-        """What both POSTs of this page check first: a signed-in browser, the session's CSRF
-        token, and a bounded provider and account."""
+        """What both POSTs of this page check first: our own origin (when named), a signed-in
+        browser, the session's CSRF token, and a bounded provider and account."""
+        require_same_origin(request.headers.get("origin"), self._runtime.settings.public_url)
         browser = require_signed_in(browser_user(request, self._runtime.settings), SignInFirst)
         form = await request.form(max_files=0, max_fields=8, max_part_size=1024)
         check_csrf(request, form.get("csrf"))

@@ -18,6 +18,7 @@ from connect_routes.headers import HEADERS
 from connect_routes.pages import message, page
 from service.errors import BrowserRefusal, NotYourLink, ProviderDenied, ProviderFailure, StoreUnavailable
 from service.security_checks import require_safe_next
+from service.settings import Settings
 from service.urls import origin
 
 logger = logging.getLogger(__name__)
@@ -53,15 +54,33 @@ def _not_your_link(request: Request, exc: NotYourLink) -> Response:
     """Say who is signed in here, and offer to sign out and come back to the link as the account
     that asked (a fresh sign-in: see `Login.logout`). The same-user check itself stays the
     flow's; this page only helps the user past it honestly."""
-    settings = request.app.state.runtime.settings
+    # The link itself (GET /connect); anything that is not one of our paths is dropped.
+    next_path = (
+        require_safe_next(f"{request.url.path}?{request.url.query}") if request.method == "GET" else None
+    )
+    return offer_sign_out(request, request.app.state.runtime.settings, exc, next_path)
+
+
+def offer_sign_out(
+    request: Request,
+    settings: Settings,
+    exc: BrowserRefusal,
+    next_path: str | None,
+    *,
+    title: str | None = None,
+    continue_as: bool = False,
+) -> Response:
+    """`exc`'s page, saying who is signed in here, with the CSRF-protected "sign out and continue"
+    to `next_path` (a fresh sign-in) and, with `continue_as`, a link on to it as that user."""
     browser = browser_user(request, settings)
     if browser is None:
-        return message(request, exc.title, exc.text, exc.status_code)
-    context = {"signed_in_as": browser.user.sub, "csrf": csrf_token(request)}
-    if request.method == "GET":
-        # The link itself (GET /connect); anything that is not one of our paths is dropped.
-        context["next"] = require_safe_next(f"{request.url.path}?{request.url.query}")
-    response = message(request, exc.title, exc.text, exc.status_code, **context)
+        return message(request, title or exc.title, exc.text, exc.status_code)
+    context: dict[str, str] = {"signed_in_as": browser.user.sub, "csrf": csrf_token(request)}
+    if next_path is not None:
+        context["next"] = next_path
+        if continue_as:
+            context |= {"back": next_path, "back_text": f"Continue as {browser.user.sub}"}
+    response = message(request, title or exc.title, exc.text, exc.status_code, **context)
     # The sign-out POST answers with redirects on to the authorization server's sign-in:
     # allow that origin for this form (browsers apply form-action to those redirects too).
     response.headers["Content-Security-Policy"] = HEADERS["Content-Security-Policy"].replace(

@@ -5,10 +5,15 @@ signs the MCP access tokens, so it names users the same way (docs/threat-model.m
 and `/callback/<provider>` only for the same user, in the same browser").
 
 The authorization request may carry two hints for the sign-in page: `prompt=login` (OpenID
-Connect Core §3.1.2.1) after "sign out and continue", so the authorization server asks who you
-are instead of reusing its own session; and `mcpuc_purpose`, a short non-secret sentence such as
-"connect MockHub for the MCP client Claude", kept in the session, never taken from the URL (an
-authorization server that does not know it ignores it, RFC 6749 §3.1).
+Connect Core §3.1.2.1) after "sign out and continue" and for every sign-in that returns to a
+connect link, so the authorization server asks who you are instead of reusing its own session
+(which another site may have signed in as itself); and `mcpuc_purpose`, a short non-secret
+sentence such as "connect MockHub for the MCP client Claude", kept in the session, never taken
+from the URL (an authorization server that does not know it ignores it, RFC 6749 §3.1).
+
+A browser that is signed in here is never switched to another user by a sign-in alone
+(`require_no_silent_account_switch`): `GET /login` then shows who is signed in and offers the
+CSRF-protected "sign out and continue", and `/login/callback` refuses a different user.
 """
 
 from __future__ import annotations
@@ -21,16 +26,24 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from connect_routes.browser_session import check_csrf, start_session
+from connect_routes.browser_session import browser_user, check_csrf, start_session
+from connect_routes.error_pages import offer_sign_out
 from connect_routes.pages import message
-from service.errors import LoginFailed, LoginUnavailable
+from service.errors import AccountSwitchUnconfirmed, LoginFailed, LoginUnavailable
 from service.outbound_http import OutboundHttp
-from service.security_checks import require_login_issuer, require_safe_next
+from service.security_checks import (
+    require_login_issuer,
+    require_no_silent_account_switch,
+    require_safe_next,
+    require_same_origin,
+)
 from service.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 PURPOSE_KEY = "login_purpose"
+CONNECT_LINK = "/connect?"
+ALREADY_SIGNED_IN = "This browser is already signed in here. To sign in as another account, sign out first."
 MAX_PURPOSE = 160
 
 
@@ -66,12 +79,26 @@ class Login:
         return RedirectResponse("/login?" + urlencode(query), status_code=303)
 
     async def login(self, request: Request) -> Response:
-        request.session["next"] = require_safe_next(request.query_params.get("next"))
+        next_path = require_safe_next(request.query_params.get("next"))
+        signed_in = browser_user(request, self._settings)
+        try:
+            require_no_silent_account_switch(signed_in.user if signed_in else None, None)
+        except AccountSwitchUnconfirmed:
+            return offer_sign_out(
+                request,
+                self._settings,
+                AccountSwitchUnconfirmed(ALREADY_SIGNED_IN),
+                next_path,
+                title="Already signed in",
+                continue_as=True,
+            )
+        request.session["next"] = next_path
         hints: dict[str, str] = {}
         purpose = request.session.pop(PURPOSE_KEY, None)
         if isinstance(purpose, str):
             hints["mcpuc_purpose"] = purpose[:MAX_PURPOSE]
-        if request.query_params.get("prompt") == "login":  # the one value we send
+        # "login" is the one value we send; a sign-in for a connect link always asks it.
+        if request.query_params.get("prompt") == "login" or next_path.startswith(CONNECT_LINK):
             hints["prompt"] = "login"
         try:
             response: Response = await self._client.authorize_redirect(
@@ -94,12 +121,19 @@ class Login:
             raise LoginUnavailable() from None
         claims = token.get("userinfo") or {}
         user = require_login_issuer(claims.get("iss"), claims.get("sub"), self._settings.auth_issuer)
-        start_session(request, user)  # rotation: nothing from before login survives
+        signed_in = browser_user(request, self._settings)
+        try:
+            require_no_silent_account_switch(signed_in.user if signed_in else None, user)
+        except AccountSwitchUnconfirmed as refused:
+            logger.info("login: refused to replace the signed-in user with another")
+            return offer_sign_out(request, self._settings, refused, next_path)
+        start_session(request, user, claims)  # rotation: nothing from before login survives
         return RedirectResponse(next_path, status_code=303)
 
     async def logout(self, request: Request) -> Response:
         """POST (CSRF-protected). With `next`, "sign out and continue": back to that link through
         a fresh sign-in (the same safe paths as the login's `next`)."""
+        require_same_origin(request.headers.get("origin"), self._settings.public_url)
         if not request.session:
             return _signed_out(request)
         form = await request.form(max_files=0, max_fields=2, max_part_size=1024)

@@ -10,6 +10,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.templating import Jinja2Templates
 
+from service.names import lookalike_note
+
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 
 
@@ -20,6 +22,8 @@ def timestamp(value: float | None) -> str:
 
 
 TEMPLATES.env.filters["timestamp"] = timestamp
+# `{{ name|lookalike }}`: why a shown name could pass for another (its code points), or None.
+TEMPLATES.env.filters["lookalike"] = lookalike_note
 
 
 def page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:

@@ -21,10 +21,17 @@ from authlib.consts import default_json_headers
 from authlib.oauth2 import OAuth2Error
 from authlib.oauth2.rfc6749 import OAuth2Request, ResourceProtector
 from authlib.oauth2.rfc6749.grants import RefreshTokenGrant
-from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint, InvalidRedirectURIError
+from authlib.oauth2.rfc7591 import (
+    ClientRegistrationEndpoint,
+    InvalidClientMetadataError,
+    InvalidRedirectURIError,
+)
 from authlib.oauth2.rfc9068 import JWTBearerTokenValidator
 from authlib.oidc.core import UserInfoEndpoint
 from joserfc.jwk import KeySet
+
+from service.errors import BlankClientName
+from service.security_checks import require_visible_client_name
 
 from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
 from .config import ClientSpec, MockProvidersConfig
@@ -157,7 +164,19 @@ class DevOpenIDCode(SignedIDTokens):
         return {"iss": self._server.issuer, "aud": client.get_client_id()}
 
     def generate_user_info(self, user: DevUser, scope: str) -> dict[str, Any]:
-        return {"sub": user.username}
+        return dev_user_claims(user.username, scope)
+
+
+def dev_user_claims(username: str, scope: str) -> dict[str, Any]:
+    """OIDC Core §5.4: `profile` adds the name, `email` the e-mail address. A development user
+    is only a user name, so both are made from it (the e-mail under the reserved `.example`)."""
+    scopes = scope.split()
+    claims: dict[str, Any] = {"sub": username}
+    if "profile" in scopes:
+        claims["name"] = username
+    if "email" in scopes:
+        claims["email"] = f"{username}@dev-as.example"
+    return claims
 
 
 class DevClientRegistrationEndpoint(ClientRegistrationEndpoint):  # type: ignore[misc]  # authlib is untyped
@@ -169,6 +188,18 @@ class DevClientRegistrationEndpoint(ClientRegistrationEndpoint):  # type: ignore
     def get_server_metadata(self) -> dict[str, Any]:
         server: DevAuthorizationServer = self.server
         return server.metadata()
+
+    def extract_client_metadata(self, request: Any) -> dict[str, Any]:
+        metadata: dict[str, Any] = super().extract_client_metadata(request)
+        name = metadata.get("client_name")
+        if name is not None:
+            try:
+                require_visible_client_name(str(name))
+            except BlankClientName:
+                raise InvalidClientMetadataError(
+                    "'client_name' must show a visible letter and no blank or invisible characters."
+                ) from None
+        return metadata
 
     def generate_client_info(self, request: Any) -> dict[str, Any]:
         info: dict[str, Any] = super().generate_client_info(request)
@@ -225,7 +256,7 @@ class DevUserInfoEndpoint(UserInfoEndpoint):  # type: ignore[misc]  # authlib is
         return 200, self.generate_user_info(claims["sub"], claims.get("scope", "")), default_json_headers
 
     def generate_user_info(self, user: str, scope: str) -> dict[str, Any]:
-        return {"sub": user}
+        return dev_user_claims(user, scope)
 
 
 def _spec_client(spec: ClientSpec, name: str) -> DevClient:
@@ -326,6 +357,6 @@ class DevAuthorizationServer(StarletteAuthorizationServer):
             "authorization_response_iss_parameter_supported": True,
             "subject_types_supported": ["public"],
             "id_token_signing_alg_values_supported": [self.keys.alg],
-            "claims_supported": ["iss", "sub", "aud", "iat", "exp", "auth_time", "nonce"],
+            "claims_supported": ["iss", "sub", "aud", "iat", "exp", "auth_time", "nonce", "name", "email"],
             "prompt_values_supported": ["none", "login"],
         }

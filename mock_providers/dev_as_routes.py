@@ -2,7 +2,9 @@
 
 ``/authorize`` validates the request with authlib first; a browser without a
 ``devas_session`` login gets the development login page (a user name, no
-password), which posts to ``/login`` and comes back. Consent is implicit.
+password), which posts to ``/login`` (with the session's CSRF token) and comes back.
+``prompt=login`` and an exceeded ``max_age`` ask for the login again (OpenID Connect Core
+§3.1.2.1). Consent is implicit.
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from service.errors import StaleForm
+from service.names import lookalike_note
+from service.security_checks import mint_opaque_id, require_csrf_token
+
 from .cors import allow_cors
 from .dev_as import DevAuthorizationServer
 from .dev_tokens import DevUser
@@ -25,6 +31,7 @@ from .pages import Pages
 from .starlette_adapter import StarletteOAuth2Request, read_form_items, read_json_request, read_oauth2_request
 
 SESSION_COOKIE = "devas_session"
+LOGIN_CSRF = "login_csrf"
 _USERNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$")
 _USERNAME_RULE = "Use 1-64 letters, digits or . _ @ + - (starting with a letter or digit)."
 
@@ -35,6 +42,25 @@ def session_user(request: Request) -> DevUser | None:
     if not isinstance(username, str) or not _USERNAME.match(username) or not isinstance(auth_time, int):
         return None
     return DevUser(username=username, auth_time=auth_time)
+
+
+def login_form_token(request: Request) -> str:
+    """This browser's synchronizer token for the login form, kept in its dev AS session: a login
+    POST must carry it (`require_csrf_token`), so another site cannot sign the browser in as its
+    own user (login CSRF: RFC 6749 §10.12)."""
+    token = request.session.get(LOGIN_CSRF)
+    if not isinstance(token, str):
+        token = mint_opaque_id()
+        request.session[LOGIN_CSRF] = token
+    return token
+
+
+def _needs_login(user: DevUser | None, data: dict[str, str], now: float) -> bool:
+    """No user, `prompt=login`, or a sign-in older than `max_age` seconds (OIDC Core §3.1.2.1)."""
+    if user is None or "login" in (data.get("prompt") or "").split():
+        return True
+    max_age = data.get("max_age") or ""
+    return max_age.isdigit() and (user.auth_time is None or now - user.auth_time > int(max_age))
 
 
 def _safe_return_to(value: str) -> str | None:
@@ -113,9 +139,8 @@ class DevAuthorizationRoutes:
         except ValueError as error:  # authlib refuses to build some error descriptions
             return self.pages.message("Invalid authorization request", str(error), 400)
 
-        prompts = (oauth_request.payload.data.get("prompt") or "").split()
-        if user is None or "login" in prompts:
-            return self._login_page(oauth_request, grant.request.client, status_code=200)
+        if _needs_login(user, oauth_request.payload.data, self.server.clock()):
+            return self._login_page(request, oauth_request, grant.request.client, status_code=200)
         response: Response = self.server.create_authorization_response(
             grant.request, grant_user=user, grant=grant
         )
@@ -126,20 +151,23 @@ class DevAuthorizationRoutes:
         return self.pages.message("Invalid authorization request", f"{error.error}: {description}", 400)
 
     def _login_page(
-        self, oauth_request: StarletteOAuth2Request, client: object, status_code: int
+        self, request: Request, oauth_request: StarletteOAuth2Request, client: object, status_code: int
     ) -> Response:
         params = [
             (key, value)
             for key, values in oauth_request.payload.datalist.items()
-            if key != "prompt"  # signing in satisfies prompt=login
+            if key not in ("prompt", "max_age")  # signing in satisfies both
             for value in values
         ]
+        client_name = str(getattr(client, "client_name", None) or getattr(client, "client_id", ""))
         return self.pages.render(
             "devas_login.html",
             status_code,
             action="/login",
+            csrf=login_form_token(request),
             return_to="/authorize?" + urlencode(params),
-            client_name=getattr(client, "client_name", None) or getattr(client, "client_id", ""),
+            client_name=client_name,
+            client_note=lookalike_note(client_name),
             # What the client says the sign-in is for (mcp-url-connect sends `mcpuc_purpose`, e.g.
             # "connect MockHub for the MCP client X"); untrusted text, shortened and escaped.
             purpose=(oauth_request.payload.data.get("mcpuc_purpose") or "")[:160],
@@ -153,14 +181,22 @@ class DevAuthorizationRoutes:
             return self.pages.render(
                 "devas_login.html",
                 action="/login",
+                csrf=login_form_token(request),
                 return_to="",
                 client_name=None,
+                client_note=None,
                 purpose="",
                 scope="",
                 username="",
                 error=None,
             )
         form = dict(await read_form_items(request))
+        try:
+            require_csrf_token(request.session.get(LOGIN_CSRF), form.get("csrf"))
+        except StaleForm:
+            return self.pages.message(
+                "Sign-in refused", "The sign-in form was not this server's. Start again.", 403
+            )
         username = form.get("username", "").strip()
         return_to = _safe_return_to(form.get("return_to", ""))
         if not _USERNAME.match(username):
@@ -168,8 +204,10 @@ class DevAuthorizationRoutes:
                 "devas_login.html",
                 400,
                 action="/login",
+                csrf=login_form_token(request),
                 return_to=return_to or "",
                 client_name=None,
+                client_note=None,
                 purpose="",
                 scope="",
                 username=username,

@@ -126,8 +126,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         [
             f"{E2E_HARD}::test_confirmation_post_without_csrf_leaves_the_link_pending",
             f"{SEC_BROWSER}::test_csrf_on_api_key_entry",
+            f"{SEC_BROWSER}::test_csrf_on_connect_cancel",
         ],
-        "CSRF token on POST /connect and POST /connect/api-key (ConnectRoutes._posted)",
+        "CSRF token on POST /connect, /connect/api-key and /connect/cancel (ConnectRoutes._posted)",
     ),
     m(
         "require_csrf_token.cancel",
@@ -263,7 +264,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "connect_routes/connections_page.py",
         '        check_csrf(request, form.get("csrf"))\n',
         "",
-        [f"{SEC_BROWSER}::test_csrf_on_disconnect"],
+        [f"{SEC_BROWSER}::test_csrf_on_disconnect", f"{SEC_BROWSER}::test_csrf_on_default_account"],
         "CSRF token on POST /connections/disconnect and /connections/default",
     ),
     m(
@@ -889,6 +890,111 @@ MUTATIONS: tuple[Mutation, ...] = (
             "tests/unit/test_observability.py::test_text_lines_escape_control_characters_so_a_value_cannot_forge_a_record"
         ],
         "control characters escaped in text log lines (CWE-117)",
+    ),
+    # ---- login swap: Origin, account switch, prompt=login, names shown, the dev AS login form -----
+    m(
+        "require_same_origin",
+        "service/security_checks.py",
+        "    if origin_header not in (None, WITHHELD_ORIGIN) and origin_header != origin(public_url):\n",
+        "    if False:\n",
+        [
+            f"{SEC_BROWSER}::test_cross_site_origin_is_refused_on_every_post_route",
+            f"{UNIT_CHECKS}::test_require_same_origin",
+        ],
+        "a POST naming a foreign Origin is refused",
+    ),
+    m(
+        "require_same_origin.connect_posts",
+        "connect_routes/connect.py",
+        '        require_same_origin(request.headers.get("origin"), self._settings.public_url)\n',
+        "",
+        [f"{SEC_BROWSER}::test_cross_site_origin_is_refused_on_every_post_route"],
+        "Origin on POST /connect, /connect/api-key and /connect/cancel (ConnectRoutes._posted)",
+    ),
+    m(
+        "require_same_origin.connections",
+        "connect_routes/connections_page.py",
+        '        require_same_origin(request.headers.get("origin"), self._runtime.settings.public_url)\n',
+        "",
+        [f"{SEC_BROWSER}::test_cross_site_origin_is_refused_on_every_post_route"],
+        "Origin on POST /connections/disconnect and /connections/default",
+    ),
+    m(
+        "require_same_origin.logout",
+        "connect_routes/login.py",
+        '        require_same_origin(request.headers.get("origin"), self._settings.public_url)\n',
+        "",
+        [f"{SEC_BROWSER}::test_cross_site_origin_is_refused_on_every_post_route"],
+        "Origin on POST /logout",
+    ),
+    m(
+        "require_no_silent_account_switch",
+        "service/security_checks.py",
+        "    if signed_in is not None and signing_in != signed_in:\n",
+        "    if False:\n",
+        [
+            f"{SEC_BROWSER}::test_login_while_signed_in_never_switches_the_account",
+            f"{UNIT_CHECKS}::test_require_no_silent_account_switch",
+        ],
+        "a sign-in never replaces another signed-in user (GET /login and /login/callback)",
+    ),
+    m(
+        "require_no_silent_account_switch.login",
+        "connect_routes/login.py",
+        "            require_no_silent_account_switch(signed_in.user if signed_in else None, None)\n",
+        "            pass\n",
+        [f"{SEC_BROWSER}::test_login_while_signed_in_never_switches_the_account"],
+        "GET /login while signed in starts no sign-in",
+    ),
+    m(
+        "require_no_silent_account_switch.callback",
+        "connect_routes/login.py",
+        "            require_no_silent_account_switch(signed_in.user if signed_in else None, user)\n",
+        "            pass\n",
+        [
+            "tests/unit/test_login_and_resume_checks.py::test_login_callback_never_replaces_another_signed_in_user"
+        ],
+        "/login/callback keeps the signed-in user when another signs in",
+    ),
+    m(
+        "login.prompt_login_for_connect_links",
+        "connect_routes/login.py",
+        " or next_path.startswith(CONNECT_LINK):\n",
+        ":\n",
+        [f"{SEC_BROWSER}::test_sign_in_for_a_connect_link_asks_the_authorization_server_again"],
+        "a sign-in for a connect link sends prompt=login",
+    ),
+    m(
+        "require_visible_client_name",
+        "service/security_checks.py",
+        "    if not name.strip() or any(is_blank(c) for c in name):\n",
+        "    if False:\n",
+        [
+            "tests/security/test_phishing.py::test_client_name_with_blank_letters_is_not_shown",
+            f"{UNIT_CHECKS}::test_require_visible_client_name",
+        ],
+        "no blank or invisible letters in a client name shown (our pages, dev AS registration)",
+    ),
+    m(
+        "lookalike_note",
+        "service/names.py",
+        "    scripts = sorted({_script(c) for c in name if c.isalpha()})\n",
+        "    return None\n",
+        [
+            "tests/security/test_phishing.py::test_lookalike_account_and_client_names_are_shown_with_their_code_points"
+        ],
+        "look-alike account and client names are flagged with their code points",
+    ),
+    m(
+        "require_csrf_token.dev_as_login",
+        "mock_providers/dev_as_routes.py",
+        '            require_csrf_token(request.session.get(LOGIN_CSRF), form.get("csrf"))\n',
+        "            pass\n",
+        [
+            f"{SEC_BROWSER}::test_dev_as_login_without_its_form_token_is_refused",
+            "tests/unit/test_mock_providers.py::test_login_form_needs_its_own_token",
+        ],
+        "the dev AS login form needs its CSRF token (login CSRF at the AS)",
     ),
 )
 # --------------------------------------------------------------------------------------------------

@@ -160,6 +160,25 @@ class StaleConnectForm(StaleForm):
     text = "The form was stale. Open the link again."
 
 
+class CrossSiteRequest(StaleForm):
+    text = "The form was sent from another site. Open this page here and try again."
+
+
+class AccountSwitchUnconfirmed(BrowserRefusal):
+    """A sign-in would replace the browser's signed-in user with another without the user's own
+    confirmation (signing out here first)."""
+
+    title, text, status_code = (
+        "Signed in as another account",
+        "This browser is signed in here as another account. Sign out first to switch.",
+        409,
+    )
+
+
+class BlankClientName(DomainError):
+    """A client name with no visible letter (blank, invisible or format characters only)."""
+
+
 class LinkUnknown(BrowserRefusal):
     title, text, status_code = (
         "Link expired",

@@ -9,9 +9,9 @@ from typing import Any
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context
 
-from service.errors import NotAuthenticated
+from service.errors import BlankClientName, NotAuthenticated
 from service.revision import is_stateless_revision
-from service.security_checks import session_id_checked_by_sdk
+from service.security_checks import require_visible_client_name, session_id_checked_by_sdk
 from token_store import UserRef
 
 
@@ -44,12 +44,17 @@ def client_name(ctx: Context[Any, Any]) -> str | None:
 
     The client chooses it freely, so it only helps the user recognise their own request
     (2025-11-25/client-elicitation.mdx "Phishing": the same-user check decides, never this):
-    printable characters only, at most `MAX_CLIENT_NAME`, and autoescaped where a page shows it.
+    none with a blank or invisible letter (`require_visible_client_name`), printable characters
+    only, at most `MAX_CLIENT_NAME`, and autoescaped where a page shows it.
     """
     params = getattr(ctx.session, "client_params", None)
     info = getattr(params, "client_info", None)
     name = getattr(info, "name", None)
     if not isinstance(name, str):
+        return None
+    try:
+        require_visible_client_name(name)
+    except BlankClientName:
         return None
     shown = " ".join("".join(c if c.isprintable() else " " for c in name).split())[:MAX_CLIENT_NAME]
     return shown or None

@@ -18,7 +18,10 @@ from typing import Any, Protocol, TypeVar
 from service.errors import (
     AccountIdTooLong,
     AccountNotNamed,
+    AccountSwitchUnconfirmed,
+    BlankClientName,
     BrowserRefusal,
+    CrossSiteRequest,
     InvalidAccountChoice,
     InvalidRequestState,
     InvalidToolArgument,
@@ -33,7 +36,9 @@ from service.errors import (
     StaleForm,
     WrongBrowser,
 )
+from service.names import is_blank
 from service.providers import ProviderConfig
+from service.urls import origin
 from token_store import ElicitationStatus, OAuthState, PendingElicitation, UserRef
 
 # ---- opaque ids: minted here, checked here -------------------------------------------------------
@@ -106,6 +111,41 @@ def require_csrf_token(expected: object, submitted: object, refusal: type[StaleF
         and hmac.compare_digest(expected.encode(), submitted.encode(errors="surrogatepass"))
     ):
         raise refusal()
+
+
+def require_same_origin(origin_header: str | None, public_url: str) -> None:
+    """A state-changing POST that names its origin must come from our own pages: an `Origin`
+    naming another origin is refused (OWASP CSRF Prevention Cheat Sheet, "Verifying Origin With
+    Standard Headers"; RFC 6454 §7.3). Defence in depth behind `require_csrf_token`.
+
+    An absent `Origin` is allowed, since some browsers omit it, and so is `null`: our pages send
+    `Referrer-Policy: no-referrer`, under which browsers serialize the origin of every form POST,
+    our own included, as `null` (Fetch Standard, "append a request `Origin` header")."""
+    if origin_header not in (None, WITHHELD_ORIGIN) and origin_header != origin(public_url):
+        raise CrossSiteRequest()
+
+
+WITHHELD_ORIGIN = "null"
+
+
+def require_no_silent_account_switch(signed_in: UserRef | None, signing_in: UserRef | None) -> None:
+    """A sign-in never replaces this browser's signed-in user with another: switching takes the
+    user's own POST on one of our pages (sign out, CSRF-protected) first. A login started from
+    another site must not swap Alice's session for Mallory's (login CSRF: RFC 6749 §10.12; OWASP
+    CSRF Prevention Cheat Sheet, "Login CSRF"). `signing_in` is None before the authorization
+    server has said who signs in, so any signed-in user stops a new sign-in there."""
+    if signed_in is not None and signing_in != signed_in:
+        raise AccountSwitchUnconfirmed()
+
+
+def require_visible_client_name(name: str) -> str:
+    """A client name shown to the user has a visible letter and no character that draws nothing
+    (zero-width, format, Hangul filler...), so it cannot pass for an empty or another name
+    (UTS #39 §3.1: default-ignorable characters are not allowed in identifiers; RFC 7591 §5: client
+    metadata is the registrant's own word, shown to users who rely on it)."""
+    if not name.strip() or any(is_blank(c) for c in name):
+        raise BlankClientName()
+    return name
 
 
 # ---- /connect and /callback ------------------------------------------------------------------------

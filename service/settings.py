@@ -66,7 +66,7 @@ class Settings(BaseSettings):
     # OIDC client used for the browser login at the MCP authorization server.
     login_client_id: str = ""
     login_client_secret: str = Field(default="", repr=False)
-    login_scopes: str = "openid"
+    login_scopes: str = "openid profile email"
     # Browser session cookie.
     session_secret: str = Field(default="", repr=False)
     session_max_age: int = 8 * 3600  # absolute lifetime

@@ -267,12 +267,31 @@ def session_value(browser: Browser, servers: Servers) -> str | None:
     return values[-1] if values else None
 
 
-def plant_session(browser: Browser, servers: Servers, value: str) -> None:
-    """Replace `browser`'s session cookie with `value` (as a planted or forged cookie would)."""
+def drop_session(browser: Browser, servers: Servers) -> None:
+    """Forget `browser`'s session cookie here (its dev AS session stays)."""
     name = session_cookie_name(servers)
     for cookie in [c for c in browser.http.cookies.jar if c.name == name]:
         browser.http.cookies.jar.clear(cookie.domain, cookie.path, cookie.name)
-    browser.http.cookies.set(name, value, domain=HOST_ONLY, path="/")
+
+
+def plant_session(browser: Browser, servers: Servers, value: str) -> None:
+    """Replace `browser`'s session cookie with `value` (as a planted or forged cookie would)."""
+    drop_session(browser, servers)
+    browser.http.cookies.set(session_cookie_name(servers), value, domain=HOST_ONLY, path="/")
+
+
+async def switch_account(
+    browser: Browser, servers: Servers, username: str, next_path: str = "/connections"
+) -> httpx.Response:
+    """A signed-in browser signs in again as `username` the one way there is: `/login` shows who is
+    signed in, the user presses "Sign out and continue" (a POST with the CSRF token) and signs in
+    at the dev AS (asked again: `prompt=login`)."""
+    page = await browser.http.get(f"{servers.public_url}/login", params={"next": next_path})
+    assert page.status_code == 409, (page.status_code, page.text[:300])
+    [form] = [f for f in forms_in(page.text) if "next" in f.fields]
+    page = await browser.submit(page, form)
+    [login] = [f for f in forms_in(page.text) if "username" in f.fields]
+    return await browser.submit(page, login, username=username)
 
 
 HOST_ONLY = "127.0.0.1"

@@ -42,9 +42,11 @@ class RawMcp:
         token: str | None,
         headers: dict[str, str] | None = None,
         capabilities: dict[str, Any] | None = None,
+        client_info: dict[str, str] | None = None,
     ) -> None:
         self.servers = servers
         self.capabilities = CAPABILITIES if capabilities is None else capabilities
+        self.client_info = client_info or CLIENT_INFO
         self.http = http
         self.mode = mode
         self.token = token
@@ -75,7 +77,7 @@ class RawMcp:
         if self.mode != "legacy":
             params["_meta"] = {
                 "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
-                "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
+                "io.modelcontextprotocol/clientInfo": self.client_info,
                 "io.modelcontextprotocol/clientCapabilities": self.capabilities,
             }
         body: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
@@ -92,7 +94,11 @@ class RawMcp:
             return await self.send("tools/call", {"name": "whoami", "arguments": {}})
         response = await self.send(
             "initialize",
-            {"protocolVersion": LEGACY_VERSION, "capabilities": self.capabilities, "clientInfo": CLIENT_INFO},
+            {
+                "protocolVersion": LEGACY_VERSION,
+                "capabilities": self.capabilities,
+                "clientInfo": self.client_info,
+            },
         )
         if response.status_code == 200:
             self.session_id = response.headers.get("mcp-session-id")

@@ -6,18 +6,22 @@ The spec's answer: the server must check that the user who opens the URL is the 
 
 from __future__ import annotations
 
+import re
 import time
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
-from mock_providers.testing.browser import Browser
+from mock_providers.testing.browser import Browser, forms_in
 from mock_providers.testing.client import MODES
 from tests.security.attack import Servers, attack, elicitation_status, unique
 from tests.security.flows import (
+    bearer,
     confirm_form,
     consent,
     continue_to_provider,
+    drop_session,
     elicit,
     forge_session,
     open_link,
@@ -26,6 +30,7 @@ from tests.security.flows import (
     session_value,
     sign_in,
 )
+from tests.security.rpc import RawMcp, connect_url
 
 pytestmark = pytest.mark.security
 
@@ -190,3 +195,96 @@ async def test_provider_consent_link_forwarded_to_another_user_is_refused_at_the
             callback = await consent(other_browser, authorize_url, login="bob-at-mockhub")
             a.status(await other_browser.get(callback), 403)
             a.check(elicitation_status(servers, e.elicitation_id) == "failed", "Mallory's flow failed closed")
+
+
+# ---- who the confirmation page says is signed in --------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_confirmation_page_names_the_issuer_name_email_and_a_fresh_sign_in(
+    servers: Servers, browser: Browser, mode: str
+) -> None:
+    """Planted session: the confirmation page shows who is signed in beyond the `sub`: the
+    issuer's host, the ID token's name and e-mail (scopes `profile email`) and "signed in just
+    now" after a fresh sign-in, never after an old one (2025-11-25/client-elicitation.mdx "Phishing")."""
+    alice = unique("alice")
+    issuer_host = urlsplit(servers.demo.settings.auth_issuer).netloc
+    async with (
+        elicit(servers, alice, mode) as e,
+        attack(servers, browsers=[browser], recorders=[e.recorder]) as a,
+    ):
+        page = await browser.get(e.url)  # signed out: the sign-in asks who (prompt=login)
+        [login] = [f for f in forms_in(page.text) if "username" in f.fields]
+        page = a.status(await browser.submit(page, login, username=alice), 200)
+        a.check(confirm_form(page).fields["elicitationId"] == e.elicitation_id, "Alice's confirmation page")
+        a.check(f"<strong>{alice}@dev-as.example</strong>" in page.text, "the e-mail from the ID token")
+        a.check(f"<strong>{issuer_host}</strong>" in page.text, "the issuer's host")
+        a.check("signed in just now" in page.text, "a fresh sign-in says so")
+        old = time.time() - 3600
+        user = {"iss": servers.demo.settings.auth_issuer, "sub": alice, "auth_time": int(old)}
+        plant_session(browser, servers, forge_session(servers, sub=alice, user=user))
+        page = a.status(await browser.get(e.url), 200)
+        a.check("signed in just now" not in page.text, "an hour-old sign-in is not 'just now'")
+
+
+CLIENT_METADATA = {"redirect_uris": ["http://127.0.0.1:9/callback"], "token_endpoint_auth_method": "none"}
+
+
+async def connect_link_of(
+    servers: Servers, http: httpx.AsyncClient, mode: str, user: str, client: str
+) -> str:
+    """`user`'s MCP client, named `client` in its clientInfo, calls whoami: the connect link."""
+    raw = RawMcp(servers, http, mode, bearer(servers, user), client_info={"name": client, "version": "1"})
+    await raw.open()
+    return connect_url(await raw.call_tool("whoami"))
+
+
+LOOKALIKES = {
+    "an uppercase I for an l": ("aIice", "U+0049 LATIN CAPITAL LETTER I"),
+    "a Cyrillic a": ("\u0430lice", "U+0430 CYRILLIC SMALL LETTER A"),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_lookalike_account_and_client_names_are_shown_with_their_code_points(
+    servers: Servers, browser: Browser, mode: str
+) -> None:
+    """Mallory signs in as `aIice` or as `alice` with a Cyrillic U+0430, and names her MCP client
+    alike: the confirmation page warns and names the code points, so neither name passes for
+    Alice's or for a client Alice knows (2025-11-25/client-elicitation.mdx "Phishing")."""
+    for kind, (lookalike, code_point) in LOOKALIKES.items():
+        mallory = unique(lookalike)
+        async with httpx.AsyncClient() as http:
+            url = await connect_link_of(servers, http, mode, mallory, f"Cl{lookalike}de")
+        async with attack(servers, browsers=[browser]) as a:
+            page = a.status(await open_link(browser, url, mallory), 200)
+            a.check(page.text.count("Look closely") == 2, f"{kind}: the account and the client are flagged")
+            a.check(code_point in page.text, f"{kind}: the code point {code_point} is named")
+        drop_session(browser, servers)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_client_name_with_blank_letters_is_not_shown(
+    servers: Servers, browser: Browser, mode: str
+) -> None:
+    """A client named with blank letters (Hangul filler, zero-width joiner, braille blank) to pass
+    for nobody or for another client: the page shows its client id instead; the dev AS refuses
+    such a `client_name` at registration (UTS #39 §3.1; RFC 7591 §5)."""
+    blanks = ["\u3164", "\u2800\u2800", "Claude\u200d", "Claude\u3164Desktop"]
+    async with attack(servers, browsers=[browser]) as a:
+        for name in blanks:
+            alice = unique("alice")  # one pending link each (max_pending_per_user)
+            async with httpx.AsyncClient() as http:
+                url = await connect_link_of(servers, http, mode, alice, name)
+            drop_session(browser, servers)
+            page = a.status(await open_link(browser, url, alice), 200)
+            [asked_by] = re.findall(r"<dt>Asked by</dt><dd>([^<]*)</dd>", page.text)
+            a.check(asked_by == "dev-token", f"{name!r}: the client id is shown, not {asked_by!r}")
+        async with httpx.AsyncClient() as http:
+            registration = f"{servers.demo.settings.auth_issuer}/register"
+            for name in [*blanks, " "]:
+                answer = await http.post(registration, json={**CLIENT_METADATA, "client_name": name})
+                refused = answer.status_code == 400 and answer.json()["error"] == "invalid_client_metadata"
+                a.check(refused, f"{name!r}: {answer.text}")
+            answer = await http.post(registration, json={**CLIENT_METADATA, "client_name": "Claude"})
+            a.check(answer.status_code == 201, "a visible name registers")

@@ -24,6 +24,7 @@ from tests.support.mock_provider_setup import (
     LOGIN_CALLBACK,
     LOGIN_CLIENT_ID,
     LOGIN_SECRET,
+    dev_as_login,
     make_config,
     pkce_pair,
     query_of,
@@ -138,7 +139,7 @@ def authorization_params(provider: OAuthProvider, challenge: str | None, **extra
 
 async def sign_in_at_dev_as(http: httpx.AsyncClient, username: str = "alice") -> None:
     """Give ``http`` a dev-AS session (the cookie stays in the client)."""
-    response = await http.post("/login", data={"username": username, "return_to": ""})
+    response = await dev_as_login(http, username)
     assert response.status_code == 200, response.text
 
 

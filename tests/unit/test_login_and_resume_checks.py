@@ -1,7 +1,9 @@
-"""Two checks end-to-end tests cannot reach (found by scripts/mutation_check.py):
+"""Checks end-to-end tests cannot reach (found by scripts/mutation_check.py):
 
 - the browser login accepts only an ID token from the MCP authorization server's issuer, even if
   the issuer's metadata (which authlib checks against) named another;
+- a sign-in result never replaces another user already signed in in that browser (end to end,
+  `GET /login` stops such a sign-in before it starts);
 - a 2026-07-28 requestState minted for one provider is refused for another, before its nonce is
   consumed (the SDK already binds it to the tool and arguments; this is the check behind that).
 """
@@ -53,6 +55,36 @@ async def test_login_refuses_an_id_token_from_another_issuer(
     assert response.status_code == 400
     assert "another issuer" in response.text
     assert "set-cookie" not in response.headers  # no session was started
+
+
+async def test_login_callback_never_replaces_another_signed_in_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = build_demo("127.0.0.1", 9200, 9201, tmp_path).settings
+    login = Login(settings)
+    signing_in = {"sub": "alice"}
+
+    async def answered(request: Any) -> dict[str, Any]:
+        return {"userinfo": {"iss": settings.auth_issuer, **signing_in}}
+
+    monkeypatch.setattr(login._client, "authorize_access_token", answered)
+    app = Starlette(
+        routes=login.routes(),
+        middleware=[session_middleware(settings)],
+        exception_handlers=dict(ERROR_PAGES),
+    )
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url=settings.public_url) as browser:
+        signed_in = await browser.get("/login/callback?code=x&state=y")
+        assert signed_in.status_code == 303 and "set-cookie" in signed_in.headers
+        alices = browser.cookies["mcpuc_session"]
+        signing_in["sub"] = "mallory"
+        response = await browser.get("/login/callback?code=x&state=y")
+        assert response.status_code == 409, response.text
+        assert "signed in here as <strong>alice</strong>" in response.text
+        assert browser.cookies["mcpuc_session"] == alices  # Alice's session, unchanged
+        signing_in["sub"] = "alice"  # the same user signing in again is no switch
+        assert (await browser.get("/login/callback?code=x&state=y")).status_code == 303
 
 
 async def test_request_state_for_another_provider_is_refused_before_its_nonce_is_used(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from tests.support.mock_provider_setup import (
     LOGIN_CLIENT_ID,
     LOGIN_SECRET,
     MCP_RESOURCE,
+    dev_as_login,
     make_config,
     only_form,
     pkce_pair,
@@ -309,7 +310,7 @@ async def test_login_client_may_use_client_secret_post(client: httpx.AsyncClient
 
 async def test_missing_or_plain_pkce_is_rejected(client: httpx.AsyncClient) -> None:
     client_id = (await register_public_client(client))["client_id"]
-    await client.post("/login", data={"username": "alice", "return_to": ""})
+    await dev_as_login(client, "alice", "")
     base = {"response_type": "code", "client_id": client_id, "redirect_uri": DCR_CALLBACK, "state": "x"}
     for extra in (
         {},
@@ -432,14 +433,60 @@ async def test_prompt_none_without_login_and_prompt_login_with_one(client: httpx
     assert silent.status_code == 302
     assert query_of(silent.headers["location"])["error"] == "login_required"
 
-    await client.post("/login", data={"username": "alice", "return_to": ""})
+    await dev_as_login(client, "alice", "")
     forced = await client.get("/authorize", params={**params, "prompt": "login"})
     assert forced.status_code == 200
     return_to = only_form(forced.text)["fields"]["return_to"]
     assert return_to.startswith("/authorize?") and "prompt" not in return_to
-    relogin = await client.post("/login", data={"username": "erin", "return_to": return_to})
+    relogin = await dev_as_login(client, "erin", return_to)
     done = await client.get(relogin.headers["location"])
     assert done.status_code == 302 and "code" in query_of(done.headers["location"])
+
+
+async def test_max_age_asks_for_the_login_again_once_exceeded(
+    app: Starlette, client: httpx.AsyncClient
+) -> None:
+    _, challenge = pkce_pair()
+    params = {
+        "response_type": "code",
+        "client_id": LOGIN_CLIENT_ID,
+        "redirect_uri": LOGIN_CALLBACK,
+        "scope": "openid profile email",
+        "state": "m",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "max_age": "60",
+    }
+    await dev_as_login(client, "alice", "")
+    start = time.time()
+    app.state.dev_as.clock = lambda: start + 30
+    recent = await client.get("/authorize", params=params)
+    assert recent.status_code == 302 and "code" in query_of(recent.headers["location"])
+    app.state.dev_as.clock = lambda: start + 120
+    stale = await client.get("/authorize", params=params)
+    assert stale.status_code == 200
+    return_to = only_form(stale.text)["fields"]["return_to"]
+    assert "max_age" not in return_to  # signing in satisfies it
+    done = await client.get((await dev_as_login(client, "alice", return_to)).headers["location"])
+    assert done.status_code == 302 and "code" in query_of(done.headers["location"])
+
+
+async def test_login_form_needs_its_own_token(client: httpx.AsyncClient) -> None:
+    """Login CSRF: a POST without this browser's login-page token signs nobody in."""
+    for data in ({}, {"csrf": ""}, {"csrf": "A" * 43}):
+        refused = await client.post("/login", data={"username": "mallory", "return_to": "", **data})
+        assert refused.status_code == 403
+    _, challenge = pkce_pair()
+    params = {
+        "response_type": "code",
+        "client_id": LOGIN_CLIENT_ID,
+        "redirect_uri": LOGIN_CALLBACK,
+        "scope": "openid",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+    }
+    assert (await client.get("/authorize", params=params)).status_code == 200  # still the login form
+    assert (await dev_as_login(client, "alice", "")).status_code == 200  # with the token: signed in
 
 
 async def test_cors_preflight_on_machine_endpoints(client: httpx.AsyncClient) -> None:
@@ -455,9 +502,9 @@ async def test_cors_preflight_on_machine_endpoints(client: httpx.AsyncClient) ->
 
 
 async def test_login_rejects_bad_usernames_and_foreign_return_to(client: httpx.AsyncClient) -> None:
-    bad = await client.post("/login", data={"username": "", "return_to": ""})
+    bad = await dev_as_login(client, "", "")
     assert bad.status_code == 400
-    elsewhere = await client.post("/login", data={"username": "alice", "return_to": "https://evil.example/"})
+    elsewhere = await dev_as_login(client, "alice", "https://evil.example/")
     assert elsewhere.status_code == 200 and "location" not in elsewhere.headers
 
 
@@ -798,9 +845,9 @@ async def test_mockhub_consent_prefills_a_login_from_the_dev_as_user(
     params = hub_authorize_params(challenge)
     anonymous = only_form((await client.get("/mockhub/authorize", params=params)).text)
     assert anonymous["fields"]["login"] == "octocat"
-    await client.post("/login", data={"username": "alice", "return_to": ""})
+    await dev_as_login(client, "alice", "")
     signed_in = only_form((await client.get("/mockhub/authorize", params=params)).text)
     assert signed_in["fields"]["login"] == "alice-hub"
-    await client.post("/login", data={"username": "erin.o_neil@example", "return_to": ""})
+    await dev_as_login(client, "erin.o_neil@example", "")
     odd = only_form((await client.get("/mockhub/authorize", params=params)).text)
     assert odd["fields"]["login"] == "erin-o-neil-example-hub"

@@ -38,6 +38,7 @@ from tests.support.mock_provider_setup import (
     SLACK_CALLBACK,
     SLACK_CLIENT_ID,
     SLACK_SECRET,
+    dev_as_login,
     full_config,
     pkce_pair,
     query_of,
@@ -269,7 +270,7 @@ async def test_dev_as_registered_client_and_refresh_token_survive_a_restart(tmp_
         registration = {"redirect_uris": [DCR_CALLBACK], "token_endpoint_auth_method": "client_secret_basic"}
         registered = (await http.post("/register", json=registration)).json()
         client = (registered["client_id"], registered["client_secret"])
-        await http.post("/login", data={"username": "alice", "return_to": ""})
+        await dev_as_login(http, "alice", "")
         cookies = dict(http.cookies)
         verifier, challenge = pkce_pair()
         authorize = {

@@ -8,6 +8,9 @@ import pytest
 from service.errors import (
     AccountIdTooLong,
     AccountNotNamed,
+    AccountSwitchUnconfirmed,
+    BlankClientName,
+    CrossSiteRequest,
     InvalidRequestState,
     InvalidToolArgument,
     IssuerMismatch,
@@ -35,17 +38,20 @@ from service.security_checks import (
     require_csrf_token,
     require_first_open,
     require_login_issuer,
+    require_no_silent_account_switch,
     require_opaque_id,
     require_pending,
     require_redirect_uri_of_provider,
     require_request_state_for_provider,
     require_safe_next,
     require_same_browser,
+    require_same_origin,
     require_same_user,
     require_session_within_lifetime,
     require_signed_in,
     require_single_use_request_state,
     require_single_use_state,
+    require_visible_client_name,
     rotate_session_on_login,
     session_id_checked_by_sdk,
 )
@@ -129,6 +135,53 @@ def test_require_csrf_token() -> None:
             require_csrf_token(expected, submitted)
     with pytest.raises(StaleConnectForm):
         require_csrf_token("a", "b", StaleConnectForm)
+
+
+def test_require_same_origin() -> None:
+    require_same_origin(None, "https://mcp.example")  # some browsers send none
+    require_same_origin("null", "https://mcp.example")  # withheld, as no-referrer pages do
+    require_same_origin("https://mcp.example", "https://mcp.example/")
+    require_same_origin("http://127.0.0.1:8000", "http://127.0.0.1:8000")
+    for foreign in (
+        "https://evil.example",
+        "",
+        "http://mcp.example",
+        "https://mcp.example:8443",
+        "https://mcp.example.evil.example",
+        "https://sub.mcp.example",
+    ):
+        with pytest.raises(CrossSiteRequest):
+            require_same_origin(foreign, "https://mcp.example")
+
+
+def test_require_no_silent_account_switch() -> None:
+    require_no_silent_account_switch(None, None)  # signed out: a sign-in may start
+    require_no_silent_account_switch(None, MALLORY)  # signed out: anyone may sign in
+    require_no_silent_account_switch(ALICE, UserRef(ALICE.iss, ALICE.sub))  # Alice again
+    for signing_in in (None, MALLORY, UserRef("https://other-issuer.example", "alice")):
+        with pytest.raises(AccountSwitchUnconfirmed):
+            require_no_silent_account_switch(ALICE, signing_in)
+
+
+def test_require_visible_client_name() -> None:
+    for name in ("Claude", "Claude Desktop", "MCP Inspector", "\u0421laude", "クロード"):
+        assert require_visible_client_name(name) == name
+    for blank in (
+        "",
+        " ",
+        "\u3164",
+        "\u2800",
+        "\u115f\u1160",
+        "\uffa0",
+        "Claude\u200b",
+        "\u200d",
+        "a\u2028b",
+    ):
+        with pytest.raises(BlankClientName):
+            require_visible_client_name(blank)
+    for spaced in ("Claude\u00a0Desktop", "Claude\u3000Desktop", "Claude\tDesktop", "\u202eedualC"):
+        with pytest.raises(BlankClientName):
+            require_visible_client_name(spaced)
 
 
 def test_require_same_user() -> None:

@@ -34,6 +34,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 RETRY_AFTER_SECONDS = 30
+# The most memory one 2025-11-25 session may hold: its SSE replay budget (sse_resumption.MAX_BYTES,
+# 256 KiB) and the session's own objects (about 45 KiB, measured with bench/session_memory.py).
+# docs/operations.md ("Memory") sizes max_sessions_per_replica with it.
+SESSION_MEMORY_KIB = 300
 
 
 def user_of(scope: Scope) -> tuple[str | None, str | None] | None:

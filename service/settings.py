@@ -103,9 +103,11 @@ class Settings(BaseSettings):
     # only (bind it to an address your scraper reaches and the public does not).
     metrics_port: int = 0
     # Per-user and per-replica caps (HTTP 429 past them): 2025-11-25 sessions held open, and
-    # requests in progress (each may hold an SSE stream).
+    # requests in progress (each may hold an SSE stream). A session may hold up to
+    # SESSION_MEMORY_KIB (service/session_limits.py): 1000 of them fit the shipped pod's 512 MiB
+    # beside the process itself (docs/operations.md, "Memory").
     max_sessions_per_user: int = 20
-    max_sessions_per_replica: int = 5000
+    max_sessions_per_replica: int = 1000
     max_requests_per_user: int = 32
     # Stopping: requests in flight get this long to finish after SIGTERM.
     shutdown_grace_seconds: float = 20.0

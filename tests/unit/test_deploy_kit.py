@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from service.session_limits import SESSION_MEMORY_KIB
 from service.settings import SettingsError, load_settings
 from tests.needs import need_binary
 from token_store import KeyRing
@@ -347,6 +348,24 @@ def test_k8s_statefulset_probes_identity_and_hardening(yaml: ModuleType) -> None
     for volume in volumes.values():
         if "configMap" in volume:
             assert ("ConfigMap", volume["configMap"]["name"]) in objects
+
+
+def _mebibytes(quantity: str) -> float:
+    number, unit = re.fullmatch(r"(\d+)(Mi|Gi)", quantity).groups()  # type: ignore[union-attr]
+    return int(number) * (1024 if unit == "Gi" else 1)
+
+
+def test_default_session_caps_fit_the_pod_memory_limit(yaml: ModuleType) -> None:
+    """docs/operations.md, "Memory": the pod's memory request covers the process at rest, and a
+    replica full of sessions, each holding the most a session may, fits under its limit."""
+    resources = _k8s(yaml)[("StatefulSet", "mcp")]["spec"]["template"]["spec"]["containers"][0]["resources"]
+    at_rest, limit = _mebibytes(resources["requests"]["memory"]), _mebibytes(resources["limits"]["memory"])
+    sessions = load_settings({}).max_sessions_per_replica * SESSION_MEMORY_KIB / 1024
+    assert at_rest + sessions <= 0.85 * limit, (at_rest, sessions, limit)  # room for requests in flight
+    assert (
+        f"{load_settings({}).max_sessions_per_replica} \N{MULTIPLICATION SIGN} {SESSION_MEMORY_KIB} KiB"
+        in (ROOT / "docs" / "operations.md").read_text()
+    )
 
 
 def test_k8s_services_ingress_and_redis(yaml: ModuleType) -> None:

@@ -683,6 +683,24 @@ MUTATIONS: tuple[Mutation, ...] = (
         "cap on requests in progress per user (429)",
     ),
     m(
+        "BoundedHeadH11Protocol.head_timeout",
+        "service/server_runtime.py",
+        "        self._head_timer = self.loop.call_later(self.head_timeout, self._close_waiting)\n",
+        "        self._head_timer = None\n",
+        [
+            "tests/unit/test_server_runtime.py::test_a_slow_head_is_closed_and_a_prompt_client_is_served_meanwhile"
+        ],
+        "a connection whose request head is not complete in time is closed",
+    ),
+    m(
+        "BoundedHeadH11Protocol.max_waiting",
+        "service/server_runtime.py",
+        "        while len(self.waiting) > self.max_waiting:\n",
+        "        while False:\n",
+        ["tests/unit/test_server_runtime.py::test_at_most_max_connections_wait_for_a_head"],
+        "at most max_connections_awaiting_head connections wait for a head (oldest closed first)",
+    ),
+    m(
         "request_id_from",
         "service/request_id.py",
         "    if value is not None and _SHAPE.fullmatch(value):\n",

@@ -206,6 +206,11 @@ INVALID: dict[str, tuple[dict[str, Any], str]] = {
     "none allowed": ({"auth_algorithms": ("RS256", "none")}, "none"),
     "None allowed": ({"auth_algorithms": ("None",)}, "None"),
     "no pending elicitations": ({"max_pending_per_user": 0}, "MCPUC_MAX_PENDING_PER_USER"),
+    "no head timeout": ({"request_head_timeout_seconds": 0}, "MCPUC_REQUEST_HEAD_TIMEOUT_SECONDS"),
+    "no connection may await a head": (
+        {"max_connections_awaiting_head": 0},
+        "MCPUC_MAX_CONNECTIONS_AWAITING_HEAD",
+    ),
 }
 
 

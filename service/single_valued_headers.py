@@ -1,12 +1,12 @@
 """Header fields that may appear once: a request that repeats one is refused before anything reads it.
 
 Two readers of one request must not see two different values. The SDK routes on the first
-`MCP-Protocol-Version` line while a `dict(scope["headers"])` keeps the last, so a request carrying
-`2025-11-25` and then `2026-07-28` once opened a 2025-11-25 session that the per-user session cap
-never counted. Every field listed here has a single value (none is a comma-separated list), so a
-request repeating one is malformed, and it gets 400 outermost, before the drain, the request id,
-the bearer check or the SDK look at it. The shipped nginx refuses the same requests
-(deploy/nginx/nginx.conf).
+`MCP-Protocol-Version` line while a `dict(scope["headers"])` keeps the last: with `2025-11-25` and
+then `2026-07-28`, a check that reads the last would take a request that opens a 2025-11-25
+session for a stateless one. Every field listed here has a single value (none is a
+comma-separated list), so a request repeating one is malformed, and it gets 400 outermost,
+before the drain, the request id, the bearer check or the SDK look at it. The shipped nginx
+refuses the same requests (deploy/nginx/nginx.conf).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The event loop the servers run on (setting `event_loop`).
+"""How the servers run: the event loop (setting `event_loop`), the HTTP parser, the bounds on
+request heads.
 
 By default uvloop (libuv): measured with bench/flow.py on a 2-core machine, it cuts the server's
 CPU per request by 10-20 % against asyncio's own loop (docs/performance.md). `auto` means what
@@ -70,7 +71,12 @@ class BoundedHeadH11Protocol(H11Protocol):
     """uvicorn's h11 protocol, closing a connection whose request head is not complete within
     `head_timeout` seconds (of the connection opening, or of its previous response ending). At
     most `max_waiting` connections of one server wait for a head: past that the one waiting
-    longest is closed, so slow heads cannot use up the file descriptors a prompt client needs."""
+    longest is closed, so slow heads cannot use up the file descriptors a prompt client needs.
+
+    RFC 9112 §9.5: "Servers will usually have some timeout value beyond which they will no
+    longer maintain an inactive connection"; RFC 9110 §15.5.9: 408 when "the server did not
+    receive a complete request message within the time that it was prepared to wait".
+    """
 
     head_timeout = REQUEST_HEAD_TIMEOUT_SECONDS
     max_waiting = MAX_CONNECTIONS_AWAITING_HEAD

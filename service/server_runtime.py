@@ -72,6 +72,7 @@ class BoundedHeadH11Protocol(H11Protocol):
     `head_timeout` seconds (of the connection opening, or of its previous response ending). At
     most `max_waiting` connections of one server wait for a head: past that the one waiting
     longest is closed, so slow heads cannot use up the file descriptors a prompt client needs.
+    A connection waits from when it opens, or from the first byte of its next head.
 
     RFC 9112 §9.5: "Servers will usually have some timeout value beyond which they will no
     longer maintain an inactive connection"; RFC 9110 §15.5.9: 408 when "the server did not
@@ -88,6 +89,12 @@ class BoundedHeadH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._await_head()
+        self._queue_for_head()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._head_timer is not None and self not in self.waiting:
+            self._queue_for_head()  # a kept-alive connection has begun its next head
 
     def handle_events(self) -> None:
         super().handle_events()
@@ -96,6 +103,8 @@ class BoundedHeadH11Protocol(H11Protocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
+        # An idle kept-alive connection is not queued (uvicorn's keep-alive timeout closes it,
+        # and a proxy may be sending its next request on it): only from its first byte on.
         if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
             self._await_head()
 
@@ -106,6 +115,8 @@ class BoundedHeadH11Protocol(H11Protocol):
     def _await_head(self) -> None:
         self._stop_waiting()
         self._head_timer = self.loop.call_later(self.head_timeout, self._close_waiting)
+
+    def _queue_for_head(self) -> None:
         self.waiting[self] = None
         while len(self.waiting) > self.max_waiting:
             next(iter(self.waiting))._close_waiting()

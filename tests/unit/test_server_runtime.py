@@ -125,11 +125,19 @@ async def test_at_most_max_connections_wait_for_a_head() -> None:
     """Past the bound the connection waiting longest is closed: slow heads cannot use up the file
     descriptors a prompt client needs."""
     async with serving(awaiting_head=50) as (port, server), httpx.AsyncClient() as http:
+        # A kept-alive connection between two requests is not waiting for a head (a proxy may
+        # be sending its next request on it): it outlives the slow heads.
+        kept_reader, kept = await asyncio.open_connection(HOST, port)
+        kept.write(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert (await kept_reader.readuntil(b"ok")).startswith(b"HTTP/1.1 200")
         heads = await _open_slow_heads(port, 300)
         assert (await http.get(f"http://{HOST}:{port}/")).status_code == 200
+        kept.write(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert (await kept_reader.readuntil(b"ok")).startswith(b"HTTP/1.1 200")
+        kept.close()
         with anyio.fail_after(HEAD_TIMEOUT / 2):  # closed at once, long before the timeout
             closed = [await reader.read() for reader, _ in heads[:250]]
         assert set(closed) == {REQUEST_TIMEOUT}
-        assert len(server.server_state.connections) <= 51  # the 50 newest, and the prompt client's
+        assert len(server.server_state.connections) <= 52  # the 50 newest and the two kept alive
         for _, writer in heads:
             writer.close()

@@ -68,6 +68,7 @@ class Stack:
     sdk_resumable_port: int = field(default_factory=free_port)
     prefix: str = field(default_factory=lambda: f"bench-{uuid.uuid4().hex[:12]}:")
     profile: Path | None = None  # cProfile output of the MCP server process, written when it stops
+    settings: dict[str, str] = field(default_factory=dict)  # more MCPUC_* variables for `serve`
     pids: dict[str, int] = field(default_factory=dict)
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
@@ -144,6 +145,7 @@ class Stack:
             "MCPUC_METRICS_PORT": str(free_port()),  # not 9464: runs may overlap on one machine
             "MCPUC_DATA_DIR": str(self.root / "server-data"),
             "MCPUC_LOG_LEVEL": self.log_level,
+            **self.settings,
         }
         if self.store == "redis":
             env |= {"MCPUC_STORE_URL": REDIS_URL, "MCPUC_REDIS_PREFIX": self.prefix}

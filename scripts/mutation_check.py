@@ -674,8 +674,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "SessionLimits.sessions_per_user",
         "service/session_limits.py",
-        "            if held >= self.sessions_per_user:\n",
-        "            if False:\n",
+        "        if held >= self.sessions_per_user:\n",
+        "        if False:\n",
         [
             "tests/unit/test_session_limits.py::test_sessions_per_user_are_capped_with_429_and_other_users_are_unaffected"
         ],
@@ -684,10 +684,42 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "SessionLimits.sessions_per_replica",
         "service/session_limits.py",
-        "            if len(owners) >= self.sessions_per_replica:\n",
-        "            if False:\n",
+        "        if len(owners) >= self.sessions_per_replica:\n",
+        "        if False:\n",
         ["tests/unit/test_session_limits.py::test_sessions_per_replica_are_capped"],
         "cap on sessions per replica (429)",
+    ),
+    Mutation(
+        "SessionLimits.admit_within_session_caps",
+        "service/session_limits.py",
+        (
+            # The caps counted as the request arrives, before the SDK admits it (an await between).
+            ("            wrapper.require_room_for_a_session(requestor)\n", ""),
+            (
+                "        try:\n            await self._app(scope, receive, send)\n",
+                "        try:\n"
+                '            opening = not any(n == b"mcp-session-id" for n, _ in scope["headers"])\n'
+                "            if opening and (user := user_of(scope)) is not None:\n"
+                '                self.require_room_for_a_session({"issuer": user[0], "subject": user[1]})\n'
+                "            await self._app(scope, receive, send)\n",
+            ),
+        ),
+        (
+            "tests/unit/test_session_limits.py::test_concurrent_initializes_of_one_user_are_admitted_up_to_the_cap_only",
+            "tests/security/test_session_caps.py::test_concurrent_initializes_of_one_user_cannot_race_past_the_cap",
+        ),
+        "session caps counted and admitted in one step (inside the SDK's admission)",
+    ),
+    m(
+        "require_single_valued_headers",
+        "service/single_valued_headers.py",
+        "        if repeated is None:\n",
+        "        if True:\n",
+        [
+            "tests/unit/test_single_valued_headers.py",
+            "tests/security/test_session_caps.py::test_a_repeated_protocol_version_is_refused_before_any_session_opens",
+        ],
+        "a request repeating a single-valued header field gets 400 before anything reads it",
     ),
     m(
         "SessionLimits.requests_per_user",
@@ -696,6 +728,24 @@ MUTATIONS: tuple[Mutation, ...] = (
         "        if False:\n",
         ["tests/unit/test_session_limits.py::test_requests_in_flight_per_user_are_capped"],
         "cap on requests in progress per user (429)",
+    ),
+    m(
+        "BoundedHeadH11Protocol.head_timeout",
+        "service/server_runtime.py",
+        "        self._head_timer = self.loop.call_later(self.head_timeout, self._close_waiting)\n",
+        "        self._head_timer = None\n",
+        [
+            "tests/unit/test_server_runtime.py::test_a_slow_head_is_closed_and_a_prompt_client_is_served_meanwhile"
+        ],
+        "a connection whose request head is not complete in time is closed",
+    ),
+    m(
+        "BoundedHeadH11Protocol.max_waiting",
+        "service/server_runtime.py",
+        "        while len(self.waiting) > self.max_waiting:\n",
+        "        while False:\n",
+        ["tests/unit/test_server_runtime.py::test_at_most_max_connections_wait_for_a_head"],
+        "at most max_connections_awaiting_head connections wait for a head (oldest closed first)",
     ),
     m(
         "request_id_from",
@@ -779,6 +829,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         "",
         ["tests/unit/test_deploy_kit.py::test_nginx_answers_404_for_a_session_whose_replica_is_gone"],
         "a session whose replica is gone gets 404, so the client starts a new one",
+    ),
+    Mutation(
+        "nginx.single_valued_fields",
+        "deploy/nginx/nginx.conf",
+        (
+            (
+                "            if ($mcpuc_repeated_field) {\n",
+                "            if ($mcpuc_repeated_field = never) {\n",
+            ),
+            ("        proxy_set_header MCP-Protocol-Version $http_mcp_protocol_version;\n", ""),
+            ("        proxy_set_header Mcp-Session-Id $http_mcp_session_id;\n", ""),
+        ),
+        ("tests/unit/test_deploy_kit.py::test_nginx_never_passes_a_repeated_single_valued_field",),
+        "nginx refuses (1.23+) or passes one line of (1.22) a repeated MCP header field",
     ),
     m(
         "create_app.metrics_off_the_public_port",

@@ -32,6 +32,7 @@ from service.request_id import RequestIdMiddleware
 from service.runtime import Runtime
 from service.session_limits import SessionLimits
 from service.settings import Settings
+from service.single_valued_headers import require_single_valued_headers
 from service.sse_resumption import RETRY_INTERVAL_MS
 from service.sse_resumption import install as install_sse_resumption
 from service.tool_packages import load_tool_packages, register_tool_packages
@@ -173,6 +174,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
     app = Starlette(
         routes=routes,
         middleware=[
+            Middleware(require_single_valued_headers),  # outermost: before anything reads a header
             Middleware(drain.middleware),
             Middleware(RequestIdMiddleware),
             Middleware(SecurityHeadersMiddleware),

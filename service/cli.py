@@ -25,7 +25,14 @@ from starlette.types import ASGIApp
 from service.drain import Drain
 from service.logs import configure_logging
 from service.providers import ProviderError, resolve_discovery
-from service.server_runtime import EventLoopChoice, event_loop_name, loop_factory
+from service.server_runtime import (
+    MAX_CONNECTIONS_AWAITING_HEAD,
+    REQUEST_HEAD_TIMEOUT_SECONDS,
+    EventLoopChoice,
+    event_loop_name,
+    loop_factory,
+    with_head_timeout,
+)
 from service.settings import DEFAULT_DATA_DIR, Settings, SettingsError, load_settings
 
 # Which server a log line comes from, when one process runs two (`demo`); set per server task.
@@ -94,6 +101,8 @@ def build_server(
     keep_alive: float = 5.0,
     grace: float = 20.0,
     drain: Drain | None = None,
+    head_timeout: float = REQUEST_HEAD_TIMEOUT_SECONDS,
+    awaiting_head: int = MAX_CONNECTIONS_AWAITING_HEAD,
 ) -> _Server:
     # log_config=None: uvicorn's loggers propagate to our root handler and its redacting filter.
     # timeout_graceful_shutdown: after SIGTERM, requests in flight get `grace` seconds to finish
@@ -103,9 +112,10 @@ def build_server(
         host=host,
         port=port,
         log_config=None,
-        # h11 by name: "auto" would switch to httptools wherever something installs it, which
-        # accepts header fields of any size (service/server_runtime.py, docs/performance.md).
-        http="h11",
+        # h11 by class: "auto" would switch to httptools wherever something installs it, which
+        # accepts header fields of any size (service/server_runtime.py, docs/performance.md);
+        # ours bounds how long, and how many, connections wait for a request head.
+        http=with_head_timeout(head_timeout, awaiting_head),
         lifespan="on",
         timeout_keep_alive=int(keep_alive),
         timeout_graceful_shutdown=int(grace),
@@ -224,7 +234,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
         app = create_app(demo.settings)
         servers = {
             "providers": build_server(create_mock_providers_app(demo.providers), args.host, providers_port),
-            "mcp": build_server(app, args.host, args.port),
+            "mcp": build_server(
+                app,
+                args.host,
+                args.port,
+                head_timeout=demo.settings.request_head_timeout_seconds,
+                awaiting_head=demo.settings.max_connections_awaiting_head,
+            ),
             "metrics": build_server(metrics_app(app.state.runtime), args.host, metrics_port),
         }
     except ValueError as exc:  # a malformed key or URL found while building the apps
@@ -252,7 +268,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (SettingsError, ProviderError, ValueError) as exc:  # ValueError: e.g. a malformed key
         return _configuration_error(exc)
     timing = {"keep_alive": settings.keep_alive_seconds, "grace": settings.shutdown_grace_seconds}
-    servers = {"mcp": build_server(app, settings.host, settings.port, **timing, drain=app.state.drain)}
+    server = build_server(
+        app,
+        settings.host,
+        settings.port,
+        **timing,
+        drain=app.state.drain,
+        head_timeout=settings.request_head_timeout_seconds,
+        awaiting_head=settings.max_connections_awaiting_head,
+    )
+    servers = {"mcp": server}
     if settings.metrics_port:
         # Metrics on their own port only (not on the public one): the operator binds it privately.
         servers["metrics"] = build_server(

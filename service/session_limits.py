@@ -10,6 +10,13 @@ session manager's record of who owns each session (`_session_owners`, the map th
 uses to refuse a session to another credential): private, but exact, and the SDK version is
 pinned (pyproject.toml). Sessions end however the SDK ends them (DELETE, idle timeout, crash),
 and the count follows without bookkeeping of ours.
+
+The session caps are checked inside the SDK's own admission step (`_admit_session`, the hook
+service/sse_resumption.py also uses), which runs under the SDK's session-creation lock and
+records the new session's owner without an await in between: counting and admitting are one
+step, so concurrent `initialize` calls of one user cannot all pass a count taken before any of
+them was admitted, and the check applies to exactly the requests the SDK opens a session for,
+whatever their headers say.
 """
 
 from __future__ import annotations
@@ -17,17 +24,20 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping
+from functools import wraps
 from typing import Any
 
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext
 from mcp.server.auth.provider import principal_components
+from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-SESSION_HEADER = b"mcp-session-id"
-VERSION_HEADER = b"mcp-protocol-version"
-HANDSHAKE_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
 RETRY_AFTER_SECONDS = 30
+# The most memory one 2025-11-25 session may hold: its SSE replay budget (sse_resumption.MAX_BYTES,
+# 256 KiB) and the session's own objects (about 45 KiB, measured with bench/session_memory.py).
+# docs/operations.md ("Memory") sizes max_sessions_per_replica with it.
+SESSION_MEMORY_KIB = 300
 
 
 def user_of(scope: Scope) -> tuple[str | None, str | None] | None:
@@ -44,15 +54,9 @@ def _user_of_owner(owner: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return owner.get("issuer"), owner.get("subject")  # the SDK's AuthorizationContext
 
 
-def opens_a_session(scope: Scope) -> bool:
-    """A POST without a session id on a handshake-era protocol: the SDK would create a session."""
-    if scope.get("method") != "POST":
-        return False
-    headers = dict(scope["headers"])
-    if SESSION_HEADER in headers:
-        return False
-    version = headers.get(VERSION_HEADER)
-    return version is None or version.decode("latin-1") in HANDSHAKE_VERSIONS
+class SessionCapReached(Exception):
+    """No room for another session: raised inside the SDK's admission, answered 429 by
+    `SessionLimits` with this message."""
 
 
 class SessionLimits:
@@ -78,30 +82,48 @@ class SessionLimits:
 
     @classmethod
     def around(cls, manager: StreamableHTTPSessionManager, **limits: int) -> SessionLimits:
-        """Install the caps on `manager`, behind its request-body limit (before it serves)."""
+        """Install the caps on `manager`, behind its request-body limit and in its admission step
+        (before it serves)."""
         body_limit = manager.asgi_app
         wrapper = cls(body_limit.app, lambda: manager._session_owners, **limits)
         body_limit.app = wrapper
+        admit = manager._admit_session
+
+        @wraps(admit)
+        def admit_within_session_caps(
+            requestor: AuthorizationContext | None,
+        ) -> StreamableHTTPServerTransport | None:
+            # Synchronous, under the SDK's session-creation lock: the count and the new owner
+            # entry `admit` writes are one step.
+            wrapper.require_room_for_a_session(requestor)
+            return admit(requestor)
+
+        manager._admit_session = admit_within_session_caps  # type: ignore[method-assign]
         return wrapper
+
+    def require_room_for_a_session(self, requestor: Mapping[str, Any] | None) -> None:
+        """Raise SessionCapReached when the replica, or this user, holds as many 2025-11-25
+        sessions as the caps allow. Each session holds memory until it ends (its SSE replay
+        budget, service/sse_resumption.py), so the caps bound the replica's memory
+        (docs/operations.md, "Memory")."""
+        owners = self._owners()
+        if len(owners) >= self.sessions_per_replica:
+            raise SessionCapReached("This server has too many open MCP sessions; try again shortly.")
+        if requestor is None:
+            return
+        user = _user_of_owner(requestor)
+        held = sum(1 for owner in owners.values() if _user_of_owner(owner) == user)
+        if held >= self.sessions_per_user:
+            raise SessionCapReached(
+                f"Too many open MCP sessions for this user (limit {self.sessions_per_user}); "
+                "close one (HTTP DELETE) or let an idle one expire."
+            )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         user = user_of(scope) if scope["type"] == "http" else None
         if user is None:
-            await self._app(scope, receive, send)
+            await self._serve(scope, receive, send)
             return
-        if opens_a_session(scope):
-            owners = self._owners()
-            if len(owners) >= self.sessions_per_replica:
-                await _too_many(send, "This server has too many open MCP sessions; try again shortly.")
-                return
-            held = sum(1 for owner in owners.values() if _user_of_owner(owner) == user)
-            if held >= self.sessions_per_user:
-                await _too_many(
-                    send,
-                    f"Too many open MCP sessions for this user (limit {self.sessions_per_user}); "
-                    "close one (HTTP DELETE) or let an idle one expire.",
-                )
-                return
         if self._in_flight[user] >= self.requests_per_user:
             await _too_many(
                 send, f"Too many requests in progress for this user (limit {self.requests_per_user})."
@@ -109,11 +131,17 @@ class SessionLimits:
             return
         self._in_flight[user] += 1
         try:
-            await self._app(scope, receive, send)
+            await self._serve(scope, receive, send)
         finally:
             self._in_flight[user] -= 1
             if self._in_flight[user] <= 0:
                 del self._in_flight[user]
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._app(scope, receive, send)
+        except SessionCapReached as refusal:  # raised before the SDK answered anything
+            await _too_many(send, str(refusal))
 
     def in_flight(self, user: tuple[str | None, str | None]) -> int:
         return self._in_flight.get(user, 0)

@@ -31,7 +31,12 @@ from pydantic_settings import (
 from pydantic_settings.sources.utils import parse_env_vars
 
 from service.providers import ProviderConfig, ProviderError, build_provider
-from service.server_runtime import EventLoopChoice, event_loop_name
+from service.server_runtime import (
+    MAX_CONNECTIONS_AWAITING_HEAD,
+    REQUEST_HEAD_TIMEOUT_SECONDS,
+    EventLoopChoice,
+    event_loop_name,
+)
 from service.urls import LOOPBACK_HOSTS, https_unless_loopback
 
 ENV_PREFIX = "MCPUC_"
@@ -106,15 +111,23 @@ class Settings(BaseSettings):
     # never publish it). 0 serves them on the main port instead, to whoever reaches that port.
     metrics_port: int = DEFAULT_METRICS_PORT
     # Per-user and per-replica caps (HTTP 429 past them): 2025-11-25 sessions held open, and
-    # requests in progress (each may hold an SSE stream).
+    # requests in progress (each may hold an SSE stream). A session may hold up to
+    # SESSION_MEMORY_KIB (service/session_limits.py): 1000 of them fit the shipped pod's 512 MiB
+    # beside the process itself (docs/operations.md, "Memory").
     max_sessions_per_user: int = 20
-    max_sessions_per_replica: int = 5000
+    max_sessions_per_replica: int = 1000
     max_requests_per_user: int = 32
     # Stopping: requests in flight get this long to finish after SIGTERM.
     shutdown_grace_seconds: float = 20.0
     # Idle keep-alive of client (and proxy) connections; the shipped nginx drops its idle
     # upstream connections after 4 s, before this.
     keep_alive_seconds: float = 5.0
+    # A connection whose request head is not complete this long after it opened (or after its
+    # previous response) is closed (service/server_runtime.py: BoundedHeadH11Protocol).
+    request_head_timeout_seconds: float = REQUEST_HEAD_TIMEOUT_SECONDS
+    # At most this many connections wait for a request head; past it the one waiting longest is
+    # closed. Keep it well under the process's open-file limit (`ulimit -n`).
+    max_connections_awaiting_head: int = MAX_CONNECTIONS_AWAITING_HEAD
 
     @classmethod
     def settings_customise_sources(
@@ -206,9 +219,12 @@ class Settings(BaseSettings):
             "max_sessions_per_user",
             "max_sessions_per_replica",
             "max_requests_per_user",
+            "max_connections_awaiting_head",
         ):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
+        if not 0 < self.request_head_timeout_seconds <= 3600:
+            raise SettingsError("MCPUC_REQUEST_HEAD_TIMEOUT_SECONDS must be more than 0 and at most 3600")
         if not 0 <= self.metrics_port <= 65535 or (self.metrics_port and self.metrics_port == self.port):
             raise SettingsError("MCPUC_METRICS_PORT: 0 (the main port) or another free port")
         try:

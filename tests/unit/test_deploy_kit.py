@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from service.session_limits import SESSION_MEMORY_KIB
 from service.settings import DEFAULT_METRICS_PORT, SettingsError, load_settings
 from tests.needs import need_binary
 from token_store import KeyRing
@@ -356,6 +357,24 @@ def test_k8s_statefulset_probes_identity_and_hardening(yaml: ModuleType) -> None
             assert ("ConfigMap", volume["configMap"]["name"]) in objects
 
 
+def _mebibytes(quantity: str) -> float:
+    number, unit = re.fullmatch(r"(\d+)(Mi|Gi)", quantity).groups()  # type: ignore[union-attr]
+    return int(number) * (1024 if unit == "Gi" else 1)
+
+
+def test_default_session_caps_fit_the_pod_memory_limit(yaml: ModuleType) -> None:
+    """docs/operations.md, "Memory": the pod's memory request covers the process at rest, and a
+    replica full of sessions, each holding the most a session may, fits under its limit."""
+    resources = _k8s(yaml)[("StatefulSet", "mcp")]["spec"]["template"]["spec"]["containers"][0]["resources"]
+    at_rest, limit = _mebibytes(resources["requests"]["memory"]), _mebibytes(resources["limits"]["memory"])
+    sessions = load_settings({}).max_sessions_per_replica * SESSION_MEMORY_KIB / 1024
+    assert at_rest + sessions <= 0.85 * limit, (at_rest, sessions, limit)  # room for requests in flight
+    assert (
+        f"{load_settings({}).max_sessions_per_replica} \N{MULTIPLICATION SIGN} {SESSION_MEMORY_KIB} KiB"
+        in (ROOT / "docs" / "operations.md").read_text()
+    )
+
+
 def test_k8s_services_ingress_and_redis(yaml: ModuleType) -> None:
     objects = _k8s(yaml)
     pod_labels = objects[("StatefulSet", "mcp")]["spec"]["template"]["metadata"]["labels"]
@@ -592,7 +611,7 @@ class StubReplica:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.seen: list[dict[str, str | None]] = []
+        self.seen: list[dict[str, Any]] = []
         self.release = threading.Event()
         stub = self
 
@@ -617,6 +636,7 @@ class StubReplica:
                         "forwarded_for": self.headers.get("X-Forwarded-For"),
                         "request_id": self.headers.get("X-Request-ID"),
                         "length": str(len(body)),
+                        "fields": [name.lower() for name in self.headers],
                     }
                 )
                 if self.path == "/mcp/stream":
@@ -722,6 +742,55 @@ def test_nginx_routes_sessions_passes_host_streams_and_caps_bodies(
         stubs["mcp-2"].release.set()
         assert "data: second" in list(lines)
     assert stubs["mcp-2"].seen[-1]["path"] == "/mcp/stream"
+
+
+def _nginx_version(nginx: str) -> tuple[int, ...]:
+    banner = subprocess.run([nginx, "-v"], capture_output=True, text=True, timeout=10, check=True).stderr
+    match = re.search(r"nginx/(\d+)\.(\d+)", banner)
+    assert match, banner
+    return tuple(int(part) for part in match.groups())
+
+
+REPEATABLE_BY_MISTAKE = {  # field: two values a client (or an attacker) might send
+    "MCP-Protocol-Version": ("2025-11-25", "2026-07-28"),
+    "Mcp-Session-Id": ("mcp-1.aaa", "mcp-2.bbb"),
+    "Mcp-Method": ("tools/call", "initialize"),
+    "Last-Event-ID": ("1", "2"),
+}
+
+
+def test_nginx_never_passes_a_repeated_single_valued_field(
+    proxied: tuple[str, dict[str, StubReplica]],
+) -> None:
+    """RFC 9110 §5.3: a repeated MCP header field is refused with 400 (nginx 1.23 and later, which
+    joins the lines in $http_*), and no replica ever receives two lines of one (nginx 1.22 keeps
+    the first). A repeated Authorization is refused by nginx itself."""
+    base, stubs = proxied
+    refuses = _nginx_version(need_binary("nginx")) >= (1, 23)
+    with httpx.Client(base_url=base, timeout=5) as client:
+        twice = client.post(
+            "/mcp", content=b"{}", headers=[("Authorization", "Bearer a"), ("Authorization", "Bearer b")]
+        )
+        assert twice.status_code == 400
+        for field, values in REPEATABLE_BY_MISTAKE.items():
+            for pair in (values, values[::-1]):
+                before = sum(len(s.seen) for s in stubs.values())
+                answer = client.post("/mcp", content=b"{}", headers=[(field, v) for v in pair])
+                if refuses:
+                    assert answer.status_code == 400, field
+                    assert answer.json()["error"]["code"] == -32600
+                    assert sum(len(s.seen) for s in stubs.values()) == before
+                else:
+                    assert answer.status_code == 200, field
+        # Control: one line of each passes.
+        single = [(field, values[0]) for field, values in REPEATABLE_BY_MISTAKE.items()]
+        assert client.post("/mcp", content=b"{}", headers=single).status_code == 200
+    for stub in stubs.values():
+        for request in stub.seen:
+            fields = request["fields"]
+            assert isinstance(fields, list)
+            repeated = {f for f in fields if fields.count(f) > 1}
+            assert not repeated & ({f.lower() for f in REPEATABLE_BY_MISTAKE} | {"authorization"}), request
 
 
 def test_nginx_answers_404_for_a_session_whose_replica_is_gone(

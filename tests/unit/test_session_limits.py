@@ -3,6 +3,7 @@ session manager, in process (no sockets)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -46,7 +47,9 @@ HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "app
 
 
 @contextlib.asynccontextmanager
-async def served() -> AsyncIterator[tuple[httpx.AsyncClient, SessionLimits, tuple[anyio.Event, anyio.Event]]]:
+async def served(
+    sessions_per_user: int = 3, requests_per_user: int = 2
+) -> AsyncIterator[tuple[httpx.AsyncClient, SessionLimits, tuple[anyio.Event, anyio.Event]]]:
     # A context manager, not a fixture: the session manager's task group must be entered and
     # left in the same task.
     server: MCPServer[Any] = MCPServer(
@@ -70,7 +73,10 @@ async def served() -> AsyncIterator[tuple[httpx.AsyncClient, SessionLimits, tupl
 
     app = server.streamable_http_app(streamable_http_path="/mcp", json_response=True)
     limits = SessionLimits.around(
-        server.session_manager, sessions_per_user=3, sessions_per_replica=5, requests_per_user=2
+        server.session_manager,
+        sessions_per_user=sessions_per_user,
+        sessions_per_replica=5,
+        requests_per_user=requests_per_user,
     )
     async with (
         server.session_manager.run(),
@@ -104,6 +110,24 @@ async def test_sessions_per_user_are_capped_with_429_and_other_users_are_unaffec
         )
         assert closed.status_code < 300
         assert (await _open(client, "alice")).status_code == 200
+
+
+async def test_concurrent_initializes_of_one_user_are_admitted_up_to_the_cap_only() -> None:
+    # The count and the admission are one step: none of the 12 sees a count taken before the
+    # others were admitted.
+    async with served(sessions_per_user=3, requests_per_user=20) as (client, _, _):
+        answers = await asyncio.gather(*(_open(client, "alice") for _ in range(12)))
+        assert sorted(r.status_code for r in answers) == [200] * 3 + [429] * 9
+        assert (await _open(client, "bob")).status_code == 200
+
+
+async def test_a_refused_initialize_leaves_no_session_behind() -> None:
+    async with served() as (client, limits, _):
+        for _ in range(3):
+            await _open(client, "alice")
+        assert (await _open(client, "alice")).status_code == 429
+        owners = limits._owners()
+        assert sum(1 for o in owners.values() if o["subject"] == "alice") == 3
 
 
 async def test_sessions_per_replica_are_capped() -> None:

@@ -207,6 +207,11 @@ INVALID: dict[str, tuple[dict[str, Any], str]] = {
     "None allowed": ({"auth_algorithms": ("None",)}, "None"),
     "no pending elicitations": ({"max_pending_per_user": 0}, "MCPUC_MAX_PENDING_PER_USER"),
     "elicitations that never live": ({"elicitation_ttl": 0}, "MCPUC_ELICITATION_TTL"),
+    "no head timeout": ({"request_head_timeout_seconds": 0}, "MCPUC_REQUEST_HEAD_TIMEOUT_SECONDS"),
+    "no connection may await a head": (
+        {"max_connections_awaiting_head": 0},
+        "MCPUC_MAX_CONNECTIONS_AWAITING_HEAD",
+    ),
 }
 
 

@@ -1,0 +1,79 @@
+"""Header fields that may appear once: a request that repeats one is refused before anything reads it.
+
+Two readers of one request must not see two different values. The SDK routes on the first
+`MCP-Protocol-Version` line while a `dict(scope["headers"])` keeps the last: with `2025-11-25` and
+then `2026-07-28`, a check that reads the last would take a request that opens a 2025-11-25
+session for a stateless one. Every field listed here has a single value (none is a
+comma-separated list), so a request repeating one is malformed, and it gets 400 outermost,
+before the drain, the request id, the bearer check or the SDK look at it. The shipped nginx
+refuses the same requests (deploy/nginx/nginx.conf).
+"""
+
+from __future__ import annotations
+
+import json
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+# As ASGI names them (lower case). Authorization: RFC 9110 §11.6.2; the MCP fields: 2025-11-25
+# basic/transports ("Session Management", "Protocol Version Header") and the 2026-07-28 request
+# headers (transports-streamable-http); Host: RFC 9112 §3.2.
+SINGLE_VALUED = (
+    b"authorization",
+    b"host",
+    b"last-event-id",
+    b"mcp-method",
+    b"mcp-name",
+    b"mcp-protocol-version",
+    b"mcp-session-id",
+)
+MCP_PATH = "/mcp"
+
+
+def repeated_field(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The first single-valued field name that appears more than once, or None."""
+    seen: set[bytes] = set()
+    for name, _ in headers:
+        if name in SINGLE_VALUED:
+            if name in seen:
+                return name.decode("latin-1")
+            seen.add(name)
+    return None
+
+
+def require_single_valued_headers(app: ASGIApp) -> ASGIApp:
+    """Refuse, with 400, a request that repeats a single-valued header field.
+
+    RFC 9110 §5.3: "A sender MUST NOT generate multiple field lines with the same name in a
+    message ... unless that field's definition allows multiple field line values to be
+    recombined as a comma-separated list"; none of `SINGLE_VALUED` allows it. On `/mcp` the
+    answer is a JSON-RPC error (no id: the body is not read), elsewhere plain text. The message
+    names the field, never a value (an Authorization value is a bearer).
+    """
+
+    async def single_valued_headers_only(scope: Scope, receive: Receive, send: Send) -> None:
+        repeated = repeated_field(scope["headers"]) if scope["type"] == "http" else None
+        if repeated is None:
+            await app(scope, receive, send)
+            return
+        message = f"Bad request: the {repeated} header field appears more than once."
+        if scope["path"] == MCP_PATH or scope["path"].startswith(MCP_PATH + "/"):
+            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+            body, content_type = json.dumps(error).encode(), b"application/json"
+        else:
+            body, content_type = message.encode(), b"text/plain; charset=utf-8"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 400,
+                "headers": [
+                    (b"content-type", content_type),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"cache-control", b"no-store"),
+                    (b"x-content-type-options", b"nosniff"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    return single_valued_headers_only

@@ -75,7 +75,7 @@ def sdk(settings: Settings, resumable: bool = False) -> Starlette:
         return "ok"
 
     if resumable:
-        mcp_app = mcp_http_app(server, transport_security(settings))
+        mcp_app, _sessions = mcp_http_app(server, transport_security(settings))
     else:
         mcp_app = server.streamable_http_app(
             streamable_http_path="/mcp", transport_security=transport_security(settings)

@@ -435,12 +435,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         "service/sse_resumption.py",
         (
             (
-                "    admit = manager._admit_session\n",
-                "    admit = manager._admit_session\n    shared = SessionEventStore(max_events)  # MUTANT\n",
-            ),
-            (
-                "            transport._event_store = SessionEventStore(max_events)\n",
-                "            transport._event_store = shared\n",
+                "    manager.give_each_session_a_store(lambda: SessionEventStore(max_events))\n",
+                "    shared = SessionEventStore(max_events)  # MUTANT\n"
+                "    manager.give_each_session_a_store(lambda: shared)\n",
             ),
         ),
         (
@@ -694,7 +691,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "service/session_limits.py",
         (
             # The caps counted as the request arrives, before the SDK admits it (an await between).
-            ("            wrapper.require_room_for_a_session(requestor)\n", ""),
+            ("        manager.add_admission_check(wrapper.require_room_for_a_session)\n", ""),
             (
                 "        try:\n            await self._app(scope, receive, send)\n",
                 "        try:\n"
@@ -720,6 +717,17 @@ MUTATIONS: tuple[Mutation, ...] = (
             "tests/security/test_session_caps.py::test_a_repeated_protocol_version_is_refused_before_any_session_opens",
         ],
         "a request repeating a single-valued header field gets 400 before anything reads it",
+    ),
+    m(
+        "check_sdk_hooks",
+        "service/sdk_hooks.py",
+        "    if missing:\n",
+        "    if False:\n",
+        [
+            "tests/unit/test_sdk_hooks.py::test_a_missing_hook_is_named",
+            "tests/unit/test_sdk_hooks.py::test_no_server_is_built_on_an_sdk_without_a_hook",
+        ],
+        "a server refuses an SDK that lacks a private part the caps or the replay isolation need",
     ),
     m(
         "SessionLimits.requests_per_user",

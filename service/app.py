@@ -30,6 +30,7 @@ from service.mcp_server import ObservedMCPServer
 from service.metrics import serve_metrics
 from service.request_id import RequestIdMiddleware
 from service.runtime import Runtime
+from service.sdk_hooks import SessionManager, adopt_session_manager, check_sdk_hooks
 from service.session_limits import SessionLimits
 from service.settings import Settings
 from service.single_valued_headers import require_single_valued_headers
@@ -99,8 +100,10 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     return TransportSecuritySettings(allowed_hosts=hosts, allowed_origins=origins)
 
 
-def mcp_http_app(server: MCPServer[Any], security: TransportSecuritySettings) -> Starlette:
-    """The SDK's Streamable HTTP app, serving `/mcp`.
+def mcp_http_app(
+    server: MCPServer[Any], security: TransportSecuritySettings
+) -> tuple[Starlette, SessionManager]:
+    """The SDK's Streamable HTTP app, serving `/mcp`, and its session manager.
 
     On 2025-11-25 sessions every SSE stream opens with a priming event (an id, empty data) and a
     `retry` field (MCP 2025-11-25, basic/transports, "Sending Messages to the Server" 6), which
@@ -109,24 +112,24 @@ def mcp_http_app(server: MCPServer[Any], security: TransportSecuritySettings) ->
     app = server.streamable_http_app(
         streamable_http_path="/mcp", transport_security=security, retry_interval=RETRY_INTERVAL_MS
     )
-    install_sse_resumption(server.session_manager)
-    return app
+    manager = adopt_session_manager(server)
+    install_sse_resumption(manager)
+    return app, manager
 
 
 def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
     settings.validate()  # no server runs on settings that were never checked
+    check_sdk_hooks()  # nor on an SDK without what the caps and replay isolation rely on
     runtime = runtime or Runtime(settings)
     server, broker = build_mcp_server(settings, runtime)
-    mcp_app = mcp_http_app(server, transport_security(settings))
+    mcp_app, sessions = mcp_http_app(server, transport_security(settings))
     SessionLimits.around(
-        server.session_manager,
+        sessions,
         sessions_per_user=settings.max_sessions_per_user,
         sessions_per_replica=settings.max_sessions_per_replica,
         requests_per_user=settings.max_requests_per_user,
     )
-    # The session manager's live transports (`_server_instances`: private, but the one record of
-    # the sessions this replica holds; the SDK version is pinned in pyproject.toml).
-    drain = Drain(lambda: server.session_manager._server_instances)
+    drain = Drain(lambda: sessions.live_transports)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})

@@ -25,6 +25,7 @@ from starlette.types import ASGIApp
 from service.drain import Drain
 from service.logs import configure_logging
 from service.providers import ProviderError, resolve_discovery
+from service.sdk_hooks import SdkHookMissing
 from service.server_runtime import (
     MAX_CONNECTIONS_AWAITING_HEAD,
     REQUEST_HEAD_TIMEOUT_SECONDS,
@@ -243,7 +244,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             ),
             "metrics": build_server(metrics_app(app.state.runtime), args.host, metrics_port),
         }
-    except ValueError as exc:  # a malformed key or URL found while building the apps
+    except (ValueError, SdkHookMissing) as exc:  # a malformed key or URL, an SDK without a hook
         return _configuration_error(exc)
     print(banner(demo), flush=True)
     return run_until_stopped(servers)
@@ -265,7 +266,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         configure_logging(settings.log_level, settings.log_format, settings.replica_id)
         settings = asyncio.run(resolve_providers(settings))
         app = create_app(settings)
-    except (SettingsError, ProviderError, ValueError) as exc:  # ValueError: e.g. a malformed key
+    except (SettingsError, ProviderError, ValueError, SdkHookMissing) as exc:  # ValueError: a bad key
         return _configuration_error(exc)
     timing = {"keep_alive": settings.keep_alive_seconds, "grace": settings.shutdown_grace_seconds}
     server = build_server(

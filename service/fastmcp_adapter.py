@@ -19,6 +19,7 @@ token (its `subject` and `claims["iss"]`), read through the SDK's context as for
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Sequence
@@ -27,6 +28,7 @@ from typing import Any
 
 import mcp_types
 from fastmcp.server.context import Context as FastMCPContext
+from fastmcp.server.dependencies import FastMCPRequestContext
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
 from fastmcp.tools import FunctionTool
 from fastmcp.tools.base import InputRequiredToolResult, ToolResult
@@ -38,6 +40,7 @@ from service.embedding import UrlConnect
 from service.errors import ConnectionNeeded
 from service.mcp_errors import mcp_errors
 from service.provider_session import ProviderSession
+from service.sdk_hooks import SdkHookMissing
 
 # The session the middleware found for the tool call running in this task.
 _provider_session: ContextVar[ProviderSession | None] = ContextVar("mcpuc_provider_session", default=None)
@@ -97,6 +100,11 @@ class UrlConnectMiddleware(Middleware):
     """Connects before each tool that declares a `ProviderConnection` runs."""
 
     def __init__(self, connect: UrlConnect) -> None:
+        if "_srctx" not in {f.name for f in dataclasses.fields(FastMCPRequestContext)}:
+            raise SdkHookMissing(
+                "the installed fastmcp lacks FastMCPRequestContext._srctx, the SDK request context "
+                "UrlConnectMiddleware reads (install the fastmcp version mcp-url-connect[fastmcp] allows)"
+            )
         self._connect = connect
 
     async def on_call_tool(

@@ -17,6 +17,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, Icon, InputRequiredResult, ToolAnnotations
 
 from service.metrics import Metrics
+from service.sdk_hooks import has_tool, request_handlers
 from service.tracing import Tracing
 
 URL_ELICITATION_REQUIRED = -32042
@@ -45,7 +46,7 @@ class ObservedMCPServer(MCPServer[Any]):
         # needs nothing here: the SDK puts `io.modelcontextprotocol/serverInfo` in every
         # 2026-07-28 result's `_meta`, discover's included (MCP 2026-07-28, basic, "Schema",
         # per-response protocol fields).
-        handlers = self._lowlevel_server._request_handlers
+        handlers = request_handlers(self)
         for method in UNSERVED_METHODS:
             handlers.pop(method, None)
 
@@ -73,7 +74,7 @@ class ObservedMCPServer(MCPServer[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
-        if self._tool_manager.get_tool(name) is None:
+        if not has_tool(self, name):
             self._metrics.tool_calls.labels(tool="unknown", result="error").inc()
             # A protocol error, not a tool result: the name does not exist on this server
             # (MCP 2025-11-25, server/tools "Error Handling": an unknown tool is -32602).

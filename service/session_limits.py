@@ -6,17 +6,17 @@ the replica runs out of memory. Past a cap the answer is HTTP 429 with a JSON-RP
 says which limit was hit; other users are unaffected. (2026-07-28 requests open no session.)
 
 The SDK offers only a global `max_sessions` (answered with 503). The per-user count reads the
-session manager's record of who owns each session (`_session_owners`, the map the SDK itself
-uses to refuse a session to another credential): private, but exact, and the SDK version is
-pinned (pyproject.toml). Sessions end however the SDK ends them (DELETE, idle timeout, crash),
-and the count follows without bookkeeping of ours.
+session manager's record of who owns each session (the map the SDK itself uses to refuse a
+session to another credential; `SessionManager.session_owners`, service/sdk_hooks.py). Sessions
+end however the SDK ends them (DELETE, idle timeout, crash), and the count follows without
+bookkeeping of ours.
 
-The session caps are checked inside the SDK's own admission step (`_admit_session`, the hook
-service/sse_resumption.py also uses), which runs under the SDK's session-creation lock and
-records the new session's owner without an await in between: counting and admitting are one
-step, so concurrent `initialize` calls of one user cannot all pass a count taken before any of
-them was admitted, and the check applies to exactly the requests the SDK opens a session for,
-whatever their headers say.
+The session caps are checked inside the SDK's own admission step (an admission check of
+`SessionManager`), which runs under the SDK's session-creation lock and records the new
+session's owner without an await in between: counting and admitting are one step, so concurrent
+`initialize` calls of one user cannot all pass a count taken before any of them was admitted,
+and the check applies to exactly the requests the SDK opens a session for, whatever their
+headers say.
 """
 
 from __future__ import annotations
@@ -24,14 +24,13 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping
-from functools import wraps
 from typing import Any
 
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, AuthorizationContext
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import principal_components
-from mcp.server.streamable_http import StreamableHTTPServerTransport
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from service.sdk_hooks import SessionManager
 
 RETRY_AFTER_SECONDS = 30
 # The most memory one 2025-11-25 session may hold: its SSE replay budget (sse_resumption.MAX_BYTES,
@@ -81,24 +80,14 @@ class SessionLimits:
         self._in_flight: Counter[tuple[str | None, str | None]] = Counter()
 
     @classmethod
-    def around(cls, manager: StreamableHTTPSessionManager, **limits: int) -> SessionLimits:
+    def around(cls, manager: SessionManager, **limits: int) -> SessionLimits:
         """Install the caps on `manager`, behind its request-body limit and in its admission step
         (before it serves)."""
-        body_limit = manager.asgi_app
-        wrapper = cls(body_limit.app, lambda: manager._session_owners, **limits)
-        body_limit.app = wrapper
-        admit = manager._admit_session
-
-        @wraps(admit)
-        def admit_within_session_caps(
-            requestor: AuthorizationContext | None,
-        ) -> StreamableHTTPServerTransport | None:
-            # Synchronous, under the SDK's session-creation lock: the count and the new owner
-            # entry `admit` writes are one step.
-            wrapper.require_room_for_a_session(requestor)
-            return admit(requestor)
-
-        manager._admit_session = admit_within_session_caps  # type: ignore[method-assign]
+        wrapper = cls(manager.sessions_app, lambda: manager.session_owners, **limits)
+        manager.sessions_app = wrapper
+        # Synchronous, under the SDK's session-creation lock: the count and the new owner entry
+        # the SDK writes are one step.
+        manager.add_admission_check(wrapper.require_room_for_a_session)
         return wrapper
 
     def require_room_for_a_session(self, requestor: Mapping[str, Any] | None) -> None:

@@ -10,9 +10,8 @@ request id, which every session reuses ("1", "2", ...), so a shared store would 
 different sessions, and of different users, on replay ("Resumability and Redelivery": the server
 MUST NOT replay messages that would have been delivered on a different stream). The SDK takes one
 store for all its sessions, so `install` gives each session's transport a store of its own as the
-session manager admits it: a private hook, like `_session_owners` in service/session_limits.py
-(the SDK version is pinned in pyproject.toml). The store lives and dies with its session, on the
-replica that holds it (session affinity routes the reconnecting GET there).
+session manager admits it (`SessionManager`, service/sdk_hooks.py). The store lives and dies with
+its session, on the replica that holds it (session affinity routes the reconnecting GET there).
 
 Bounded: a session keeps only its last `MAX_EVENTS` events. A client that reconnects with an id
 older than that gets an empty stream that ends, as it would without resumability; so does one
@@ -24,19 +23,17 @@ The 2026-07-28 revision has no resumable streams (transports, "Resumable SSE str
 from __future__ import annotations
 
 from collections import OrderedDict
-from functools import wraps
-from typing import Any
 
 from mcp.server.streamable_http import (
     EventCallback,
     EventId,
     EventMessage,
     EventStore,
-    StreamableHTTPServerTransport,
     StreamId,
 )
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse
+
+from service.sdk_hooks import SessionManager
 
 # The `retry` field (milliseconds) sent with each priming event: how long a client whose
 # connection dropped waits before it reconnects with `Last-Event-ID`.
@@ -114,15 +111,6 @@ def _parse_id(text: str) -> int | None:
     return int(text)
 
 
-def install(manager: StreamableHTTPSessionManager, max_events: int = MAX_EVENTS) -> None:
+def install(manager: SessionManager, max_events: int = MAX_EVENTS) -> None:
     """Give each session `manager` admits its own `SessionEventStore` (before it serves)."""
-    admit = manager._admit_session
-
-    @wraps(admit)
-    def admit_with_store(*args: Any, **kwargs: Any) -> StreamableHTTPServerTransport | None:
-        transport = admit(*args, **kwargs)
-        if transport is not None:
-            transport._event_store = SessionEventStore(max_events)
-        return transport
-
-    manager._admit_session = admit_with_store  # type: ignore[method-assign]
+    manager.give_each_session_a_store(lambda: SessionEventStore(max_events))

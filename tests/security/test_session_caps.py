@@ -31,7 +31,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
 
 def sessions_of(servers: Servers, user: str) -> int:
     """2025-11-25 sessions the SDK holds for `user` (its owner records)."""
-    owners = servers.apps["mcp"].state.mcp_server.session_manager._session_owners
+    owners = servers.apps["mcp"].state.mcp_server.session_manager.session_owners
     return sum(1 for owner in owners.values() if owner["subject"] == user)
 
 

@@ -30,7 +30,7 @@ async def served() -> AsyncIterator[httpx.AsyncClient]:
     async def echo(text: str) -> str:
         return text
 
-    app = mcp_http_app(server, TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    app, _sessions = mcp_http_app(server, TransportSecuritySettings(enable_dns_rebinding_protection=False))
     async with (
         server.session_manager.run(),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000") as client,

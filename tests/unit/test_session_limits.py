@@ -15,6 +15,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from pydantic import AnyHttpUrl
 
+from service.sdk_hooks import adopt_session_manager
 from service.session_limits import SessionLimits
 
 ISSUER = "https://as.example"
@@ -73,7 +74,7 @@ async def served(
 
     app = server.streamable_http_app(streamable_http_path="/mcp", json_response=True)
     limits = SessionLimits.around(
-        server.session_manager,
+        adopt_session_manager(server),
         sessions_per_user=sessions_per_user,
         sessions_per_replica=5,
         requests_per_user=requests_per_user,

@@ -47,7 +47,7 @@ async def served() -> AsyncIterator[httpx.AsyncClient]:
     async def echo(text: str) -> str:
         return text
 
-    app = mcp_http_app(server, NO_REBINDING_CHECK)
+    app, _sessions = mcp_http_app(server, NO_REBINDING_CHECK)
     async with (
         server.session_manager.run(),
         httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=ORIGIN) as client,

@@ -217,6 +217,7 @@ class PostgresBus:
             await anyio.sleep(RECONNECT_DELAY)
 
     async def _listen(self) -> None:
+        """Listen until the connection fails (returns) or cannot be opened (raises)."""
         send, receive = anyio.create_memory_object_stream[str](1000)
 
         def on_notice(connection: Any, pid: int, channel: str, payload: str) -> None:
@@ -226,16 +227,23 @@ class PostgresBus:
         conn = await asyncpg.connect(self._url, timeout=2.0)
         try:
             await conn.add_listener(self._channel, on_notice)
-            async with anyio.create_task_group() as tasks, receive:
+            async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._deliver_each, receive)
                 self.subscribed.set()
                 if self._on_resubscribed is not None:
                     await self._on_resubscribed()
                 while True:
                     await anyio.sleep(self.KEEPALIVE_SECONDS)
-                    await conn.fetchval("SELECT 1", timeout=self.KEEPALIVE_SECONDS)
+                    try:
+                        await conn.fetchval("SELECT 1", timeout=self.KEEPALIVE_SECONDS)
+                    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+                        logger.warning("completion bus: %s; listening again", type(exc).__name__)
+                        break
+                tasks.cancel_scope.cancel()
         finally:
             conn.terminate()
+            send.close()
+            receive.close()
 
     async def _deliver_each(self, notices: anyio.abc.ObjectReceiveStream[str]) -> None:
         async for elicitation_id in notices:

@@ -94,6 +94,10 @@ _PURGE = "WITH {} SELECT {}".format(
 )
 
 
+# The pooled connection was closed under the statement; the pool replaces it on the next acquire.
+_CONNECTION_LOST = (asyncpg.ConnectionDoesNotExistError, asyncpg.InterfaceError, ConnectionError)
+
+
 class PostgresStore:
     """`Store` over PostgreSQL. Create it with `await PostgresStore.open(url, keyring)`."""
 
@@ -218,7 +222,7 @@ class PostgresStore:
 
     # --- remembered choices ---------------------------------------------------------------
     async def get_default_account(self, user: UserRef, provider: str) -> str | None:
-        rows = await self._fetch(
+        rows = await self._read(
             "get_default_account",
             "SELECT account FROM default_accounts WHERE iss = $1 AND sub = $2 AND provider = $3",
             user.iss,
@@ -279,7 +283,7 @@ class PostgresStore:
         return bool(rows) and rows[0][0] > now
 
     async def lock_held(self, name: str) -> bool:
-        rows = await self._fetch(
+        rows = await self._read(
             "lock_held",
             "SELECT 1 FROM locks WHERE name_hash = $1 AND expires_at > $2",
             codec.lookup_key(name),
@@ -322,7 +326,7 @@ class PostgresStore:
             raise TooManyPending(f"the user already has {max_live_per_user} live pending elicitations")
 
     async def get_elicitation(self, elicitation_id: str) -> PendingElicitation | None:
-        rows = await self._fetch(
+        rows = await self._read(
             "get_elicitation",
             "SELECT record::text FROM elicitations WHERE id = $1 AND expires_at > $2",
             elicitation_id,
@@ -335,7 +339,7 @@ class PostgresStore:
     ) -> tuple[PendingElicitation, Connection | None] | None:
         # One statement: the elicitation, joined with each of its user's connections at its
         # provider (none: one row of NULLs), most recently updated first.
-        rows = await self._fetch(
+        rows = await self._read(
             "get_elicitation_with_connection",
             "SELECT e.record::text, c.provider, c.account, c.account_label, c.blob, c.connected_at, "
             "c.updated_at, c.status, c.refreshed_at FROM elicitations e LEFT JOIN connections c "
@@ -505,7 +509,7 @@ class PostgresStore:
             await self._fetch("purge_expired", _PURGE, now)
 
     async def ping(self) -> None:
-        await self._fetch("ping", "SELECT 1")
+        await self._read("ping", "SELECT 1")
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None
@@ -534,10 +538,21 @@ class PostgresStore:
 
     async def _select_connections(self, op: str, user: UserRef, tail: str, args: Sequence[str]) -> list[Any]:
         sql = f"SELECT {_READ_COLUMNS} FROM connections WHERE iss = $1 AND sub = $2 {tail}"  # noqa: S608 - constant fragments only
-        return await self._fetch(op, sql, user.iss, user.sub, *args)
+        return await self._read(op, sql, user.iss, user.sub, *args)
 
     async def _fetch(self, op: str, sql: str, *args: Any) -> list[Any]:
         return await self._call(op, lambda pool: pool.fetch(sql, *args))
+
+    async def _read(self, op: str, sql: str, *args: Any) -> list[Any]:
+        """`_fetch` of a read-only statement, sent again once when the pooled connection turns
+        out to be gone (a restarted server, a failover): asyncpg replaces a closed connection only
+        once it has noticed. A write is never sent twice: its first attempt may have committed."""
+        try:
+            return await self._fetch(op, sql, *args)
+        except StoreUnavailable as exc:
+            if not isinstance(exc.__cause__, _CONNECTION_LOST):
+                raise
+        return await self._fetch(op, sql, *args)
 
     async def _execute(self, op: str, sql: str, *args: Any) -> None:
         await self._call(op, lambda pool: pool.execute(sql, *args))

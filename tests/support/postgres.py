@@ -181,3 +181,12 @@ class PostgresSchema:
 
     def __exit__(self, *exc: object) -> None:
         self.server.psql(f"DROP SCHEMA IF EXISTS {self.name} CASCADE")
+
+
+def terminate_clients(server: PostgresServer) -> None:
+    """Cut every client connection to the server but psql's own, as a restart or a network
+    failure would."""
+    server.psql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'"
+    )

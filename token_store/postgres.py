@@ -94,6 +94,11 @@ _PURGE = "WITH {} SELECT {}".format(
 )
 
 
+def _user_key(user: UserRef) -> str:
+    """What the live-elicitation limit serializes on: the user (an advisory lock's key)."""
+    return f"{user.iss}\n{user.sub}"
+
+
 # The pooled connection was closed under the statement; the pool replaces it on the next acquire.
 _CONNECTION_LOST = (asyncpg.ConnectionDoesNotExistError, asyncpg.InterfaceError, ConnectionError)
 
@@ -299,9 +304,7 @@ class PostgresStore:
         async def create(conn: Any) -> bool:
             # Count then insert: serialized per user, or two creates could both take the last slot.
             async with conn.transaction():
-                await conn.execute(
-                    "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", f"{e.user.iss}\n{e.user.sub}"
-                )
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", _user_key(e.user))
                 stored = await conn.fetch(
                     "INSERT INTO elicitations (id, iss, sub, provider, status, expires_at, record) "
                     "SELECT $1, $2, $3, $4, $5, $6, $7::jsonb "

@@ -1,7 +1,7 @@
 """Versioned schema of the PostgreSQL store: `postgres_schema/NNNN_*.sql`, applied in order.
 
 The version sits in `mcpuc_schema_version` (one row). `migrate` brings a database up to
-`SCHEMA_VERSION` in one transaction under an advisory lock, so replicas starting together apply
+`SCHEMA_VERSION` in one transaction, under an advisory lock, so replicas starting together apply
 each file once; a database newer than this code is refused. The server migrates when it opens the
 store; a role without CREATE on the schema instead needs `mcp-url-connect store migrate` run once,
 as the schema's owner, before the new version starts (docs/postgres.md).
@@ -16,7 +16,7 @@ from typing import Any
 from token_store.base import StoreUnavailable
 
 _FILE = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")
-# pg_advisory_xact_lock key of the migration: any constant unique to this application.
+# pg_advisory_lock key of the migration: any constant unique to this application.
 _MIGRATION_LOCK = 0x6D637563  # "mcuc"
 VERSION_TABLE = "mcpuc_schema_version"
 
@@ -62,19 +62,25 @@ async def migrate(conn: Any) -> int:
     """Apply every missing migration in one transaction; the number applied.
 
     Reads the version first without DDL, so a current database needs no privilege beyond the
-    store's own (a least-privilege role can open it)."""
+    store's own (a least-privilege role can open it). The lock is session-level and taken before
+    the transaction: a replica that waited for another's migration then starts its transaction
+    after that one committed, and sees its tables.
+    """
     version = await stored_version(conn)
     check_not_newer(version)
     if version == SCHEMA_VERSION:
         return 0
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
+    await conn.execute("SELECT pg_advisory_lock($1)", _MIGRATION_LOCK)
+    try:
         version = await stored_version(conn)  # again, under the lock: another replica may have won
         check_not_newer(version)
-        if version == 0:
-            await conn.execute(f"CREATE TABLE {VERSION_TABLE} (version integer NOT NULL)")
-            await conn.execute(f"INSERT INTO {VERSION_TABLE} VALUES (0)")  # noqa: S608 - constant
-        for number, sql in MIGRATIONS[version:]:
-            await conn.execute(sql)
-            await conn.execute(f"UPDATE {VERSION_TABLE} SET version = $1", number)  # noqa: S608
+        async with conn.transaction():
+            if version == 0:
+                await conn.execute(f"CREATE TABLE {VERSION_TABLE} (version integer NOT NULL)")
+                await conn.execute(f"INSERT INTO {VERSION_TABLE} VALUES (0)")  # noqa: S608 - constant
+            for number, sql in MIGRATIONS[version:]:
+                await conn.execute(sql)
+                await conn.execute(f"UPDATE {VERSION_TABLE} SET version = $1", number)  # noqa: S608
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1)", _MIGRATION_LOCK)
     return SCHEMA_VERSION - version

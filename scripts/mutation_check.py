@@ -783,8 +783,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "postgres.release_lock_owner",
         "token_store/postgres.py",
-        '"DELETE FROM locks WHERE name_hash = $1 AND owner = $2 RETURNING expires_at",',
-        '"DELETE FROM locks WHERE name_hash = $1 AND $2::text IS NOT NULL RETURNING expires_at",',
+        'f"DELETE FROM locks WHERE name_hash = $1 AND owner = $2 RETURNING expires_at > {_DB_NOW}",',
+        'f"DELETE FROM locks WHERE name_hash = $1 AND $2::text IS NOT NULL '
+        'RETURNING expires_at > {_DB_NOW}",',
         [f"{CONTRACT}::test_expired_lock_is_taken_over_and_the_stale_owner_cannot_release_it[postgres]"],
         "a lock is released only by its owner",
     ),

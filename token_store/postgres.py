@@ -11,9 +11,9 @@ is a count then an insert, which READ COMMITTED would let two writers pass toget
 serializes per user on a transaction-scoped advisory lock.
 
 Expiry needs no job outside the server: expired non-token rows are invisible to every read, and
-TTL writes purge them at most once every `_PURGE_INTERVAL` seconds. Every TTL, locks included, is
-judged by the store's clock (`clock=`), as in SQLite: the replicas' clocks must agree to well
-within a lock's TTL (NTP).
+TTL writes purge them at most once every `_PURGE_INTERVAL` seconds. Every TTL is judged by the
+store's clock (`clock=`), as in SQLite, except a lock's: locks expire by the database server's
+clock, the one clock every replica shares (as Redis locks do by the Redis server's).
 """
 
 from __future__ import annotations
@@ -82,13 +82,16 @@ def _transition_sql(first: int) -> str:
 
 
 _TRANSITION = _transition_sql(1)
-_TTL_TABLES = ("elicitations", "oauth_states", "nonces", "locks")
+# The database server's clock, in the store's unit: locks expire by it (see the module docstring).
+_DB_NOW = "extract(epoch from clock_timestamp())::double precision"
+# Each table with a TTL, and the clock its expiry is judged by ($1: the store's).
+_TTL_TABLES = (("elicitations", "$1"), ("oauth_states", "$1"), ("nonces", "$1"), ("locks", _DB_NOW))
 # Every non-token row carries a TTL (docs/threat-model.md, "Every non-token key has a TTL"); reads
 # ignore expired rows anyway, so the purge only bounds how long they linger. One statement.
 _PURGE = "WITH {} SELECT {}".format(
     ", ".join(
-        f"d{i} AS (DELETE FROM {t} WHERE expires_at <= $1 RETURNING 1)"  # noqa: S608 - constant
-        for i, t in enumerate(_TTL_TABLES)
+        f"d{i} AS (DELETE FROM {table} WHERE expires_at <= {now} RETURNING 1)"  # noqa: S608 - constant
+        for i, (table, now) in enumerate(_TTL_TABLES)
     ),
     " + ".join(f"(SELECT count(*) FROM d{i})" for i in range(len(_TTL_TABLES))),  # noqa: S608
 )
@@ -260,39 +263,35 @@ class PostgresStore:
     async def acquire_lock(self, name: str, ttl_seconds: float) -> str | None:
         codec.check_lock_ttl(ttl_seconds)
         owner = secrets.token_urlsafe(24)
-        now = self._clock()
         # One statement: insert, or take over a lock whose holder's time is up; a live lock is
         # left alone (the DO UPDATE guard fails, no row is returned).
         rows = await self._fetch(
             "acquire_lock",
-            "INSERT INTO locks (name_hash, owner, expires_at) VALUES ($1, $2, $3) "
+            f"INSERT INTO locks (name_hash, owner, expires_at) VALUES ($1, $2, {_DB_NOW} + $3) "  # noqa: S608
             "ON CONFLICT (name_hash) DO UPDATE SET owner = excluded.owner, "
-            "expires_at = excluded.expires_at WHERE locks.expires_at <= $4 RETURNING owner",
+            f"expires_at = excluded.expires_at WHERE locks.expires_at <= {_DB_NOW} RETURNING owner",
             codec.lookup_key(name),
             owner,
-            now + ttl_seconds,
-            now,
+            ttl_seconds,
         )
         return owner if rows else None
 
     async def release_lock(self, name: str, owner: str) -> bool:
-        now = self._clock()
         # Compare-and-delete: another owner's lock is never touched. Our own expired row goes
         # too, but does not count as released: the lock was no longer ours.
         rows = await self._fetch(
             "release_lock",
-            "DELETE FROM locks WHERE name_hash = $1 AND owner = $2 RETURNING expires_at",
+            f"DELETE FROM locks WHERE name_hash = $1 AND owner = $2 RETURNING expires_at > {_DB_NOW}",  # noqa: S608
             codec.lookup_key(name),
             owner,
         )
-        return bool(rows) and rows[0][0] > now
+        return bool(rows) and bool(rows[0][0])
 
     async def lock_held(self, name: str) -> bool:
         rows = await self._read(
             "lock_held",
-            "SELECT 1 FROM locks WHERE name_hash = $1 AND expires_at > $2",
+            f"SELECT 1 FROM locks WHERE name_hash = $1 AND expires_at > {_DB_NOW}",  # noqa: S608
             codec.lookup_key(name),
-            self._clock(),
         )
         return bool(rows)
 

@@ -62,6 +62,13 @@ class PostgresServer:
         return f"postgresql://{quote(user)}:{quote(secret)}@{PG_HOST}:{self.port}/{quote(database)}"
 
     def start(self) -> PostgresServer:
+        """Start the server (again, on the same port and data, after `stop(keep_data=True)`)."""
+        if not self.data.exists():
+            self._initdb()
+        self._run_server()
+        return self
+
+    def _initdb(self) -> None:
         if os.geteuid() == 0:
             shutil.chown(self.root, "nobody", "nogroup")
         pwfile = self.root / "pw"
@@ -85,6 +92,8 @@ class PostgresServer:
             capture_output=True,
         )
         pwfile.unlink()
+
+    def _run_server(self) -> None:
         log = (self.root / "postgres.log").open("ab")
         self.process = subprocess.Popen(
             self._as_owner(
@@ -109,10 +118,10 @@ class PostgresServer:
         deadline = time.monotonic() + START_SECONDS
         while not self._accepts():
             if self.process.poll() is not None or time.monotonic() > deadline:
+                tail = self.log_tail()
                 self.stop()
-                raise RuntimeError(f"postgres did not start: {self.log_tail()}")
+                raise RuntimeError(f"postgres did not start: {tail}")
             time.sleep(0.05)
-        return self
 
     def _accepts(self) -> bool:
         result = subprocess.run(
@@ -146,7 +155,8 @@ class PostgresServer:
         )
         return result.stdout
 
-    def stop(self) -> None:
+    def stop(self, *, keep_data: bool = False) -> None:
+        """Stop the server (a fast shutdown); its files go too unless `keep_data`."""
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGINT)  # fast shutdown
@@ -155,7 +165,8 @@ class PostgresServer:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        shutil.rmtree(self.root, ignore_errors=True)
+        if not keep_data:
+            shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> PostgresServer:
         return self.start()

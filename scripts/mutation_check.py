@@ -391,7 +391,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if isinstance(error, StoreUnavailable):\n"
         "        return MCPError(code=INTERNAL_ERROR, message=STORE_DOWN)\n",
         "",
-        ["tests/e2e/test_store_faults.py::test_redis_down_fails_closed_and_recovers"],
+        ["tests/e2e/test_store_faults.py::test_store_down_fails_closed_and_recovers"],
         "store failure -> JSON-RPC -32603 (fail closed)",
     ),
     m(

@@ -19,10 +19,9 @@ from pathlib import Path
 from types import TracebackType
 from urllib.parse import quote
 
-from tests.needs import REDIS_HOST, free_port, skip_or_fail_in_ci
+from tests.needs import HOW_TO_GET, REDIS_HOST, free_port, skip_or_fail_in_ci
 
 PG_HOST = REDIS_HOST  # loopback only
-HOW_TO_GET = "apt install postgresql (the tests start their own server from its initdb)"
 SUPERUSER = "mcpuc_admin"
 START_SECONDS = 30.0
 
@@ -43,7 +42,7 @@ class PostgresServer:
         __tracebackhide__ = True
         bin_dir = postgres_bin_dir()
         if bin_dir is None:
-            skip_or_fail_in_ci("PostgreSQL (initdb)", HOW_TO_GET)
+            skip_or_fail_in_ci("PostgreSQL (initdb)", HOW_TO_GET["postgresql"])
         self.bin_dir = bin_dir
         self.port = free_port()
         # Not under pytest's tmp dirs: those are 0700 root-owned, which `nobody` cannot enter.

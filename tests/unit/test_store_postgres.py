@@ -17,6 +17,7 @@ import asyncpg
 import pytest
 
 from service.cli import main
+from tests.support import postgres as postgres_support
 from tests.support.postgres import PostgresSchema, PostgresServer, terminate_clients
 from tests.support.store_contract import ALICE, FakeClock, make_connection, make_elicitation, make_state
 from token_store import KeyRing, PostgresStore, StoreUnavailable, open_store
@@ -189,3 +190,14 @@ def test_store_migrate_command_creates_the_schema(
     monkeypatch.setenv("MCPUC_STORE_URL", schema.url.replace(quote(schema.server.password), "wrong"))
     assert main(["store", "migrate"]) == 1
     assert "wrong" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("ci", ["", "true"])
+def test_missing_postgresql_skips_locally_and_fails_in_ci(monkeypatch: pytest.MonkeyPatch, ci: str) -> None:
+    monkeypatch.setenv("CI", ci)
+    monkeypatch.setattr(postgres_support, "postgres_bin_dir", lambda: None)
+    expected = pytest.fail.Exception if ci else pytest.skip.Exception
+    with pytest.raises(expected) as info:
+        postgres_support.PostgresServer()
+    assert "PostgreSQL (initdb)" in str(info.value)
+    assert "apt install postgresql" in str(info.value) or ci

@@ -172,6 +172,7 @@ class PostgresBus:
         self._channel = channel
         self._on_resubscribed = on_resubscribed
         self._publisher: Any | None = None
+        self._publishing = anyio.Lock()  # one connection runs one statement at a time
         self.subscribed = anyio.Event()  # for tests and readiness
 
     @property
@@ -179,11 +180,15 @@ class PostgresBus:
         return self.subscribed.is_set()
 
     async def publish(self, elicitation: PendingElicitation) -> None:
+        async with self._publishing:
+            await self._notify(elicitation.id)
+
+    async def _notify(self, elicitation_id: str) -> None:
         for attempt in (1, 2):
             try:
                 if self._publisher is None or self._publisher.is_closed():
                     self._publisher = await asyncpg.connect(self._url, timeout=2.0)
-                await self._publisher.execute("SELECT pg_notify($1, $2)", self._channel, elicitation.id)
+                await self._publisher.execute("SELECT pg_notify($1, $2)", self._channel, elicitation_id)
                 return
             except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
                 # The next attempt opens a new connection. Publishing twice is harmless: the hub

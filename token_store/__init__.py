@@ -27,6 +27,7 @@ from token_store.models import (
 )
 from token_store.postgres import SCHEMES as POSTGRES_SCHEMES
 from token_store.postgres import PostgresStore
+from token_store.postgres import check_url as check_postgres_url
 from token_store.redis_store import DEFAULT_PREFIX as DEFAULT_REDIS_PREFIX
 from token_store.redis_store import SCHEMES as REDIS_SCHEMES
 from token_store.redis_store import RedisStore
@@ -100,6 +101,8 @@ def check_store_url(url: str) -> str:
         raise ValueError(f"unsupported store URL scheme {scheme!r} (supported: {supported})")
     if scheme == "sqlite":
         _sqlite_path(url)
+    elif scheme in POSTGRES_SCHEMES:
+        check_postgres_url(url)
     return scheme
 
 

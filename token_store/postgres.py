@@ -24,6 +24,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 
@@ -46,6 +47,7 @@ _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
 
 SCHEMES = ("postgresql", "postgres")
+SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")  # libpq's
 _PURGE_INTERVAL = 10.0  # seconds of the store's clock between purges of expired rows
 _CONNECT_TIMEOUT = 5.0
 _COMMAND_TIMEOUT = 10.0  # a statement the server does not answer fails as StoreUnavailable
@@ -104,6 +106,14 @@ def _user_key(user: UserRef) -> str:
 
 # The pooled connection was closed under the statement; the pool replaces it on the next acquire.
 _CONNECTION_LOST = (asyncpg.ConnectionDoesNotExistError, asyncpg.InterfaceError, ConnectionError)
+
+
+def check_url(url: str) -> None:
+    """ValueError, naming no part of `url`, for a setting asyncpg would refuse only when it
+    connects (and a replica would then retry for ever): an `sslmode` libpq does not know."""
+    for mode in parse_qs(urlsplit(url).query).get("sslmode", []):
+        if mode not in SSLMODES:
+            raise ValueError(f"sslmode must be one of {', '.join(SSLMODES)}")
 
 
 class PostgresStore:

@@ -58,6 +58,7 @@ async def test_malformed_sqlite_urls(keyring: KeyRing, url: str) -> None:
         ("redis://:hunter2@cache.internal:port/0", "malformed URL"),
         ("postgresql://u:hunter2@[::1/db", "malformed URL"),
         ("sqlite://host/x.db", "sqlite URL must look like"),
+        ("postgresql://u:hunter2@cache.internal/db?sslmode=verify", "sslmode must be one of disable"),
     ],
 )
 def test_check_store_url_is_one_line_naming_the_supported_schemes(url: str, expected: str) -> None:
@@ -65,7 +66,7 @@ def test_check_store_url_is_one_line_naming_the_supported_schemes(url: str, expe
         check_store_url(url)
     message = str(info.value)
     assert "\n" not in message and "hunter2" not in message and "cache.internal" not in message
-    if "sqlite URL" not in message:
+    if "sqlite URL" not in message and "sslmode" not in message:
         assert "sqlite, redis, rediss, postgresql, postgres" in message
 
 

@@ -93,3 +93,19 @@ async def test_store_down_fails_closed_and_recovers(
         with pytest.raises(MCPError) as again:
             await client.call_tool("whoami", {})
         assert again.value.error.code == URL_ELICITATION_REQUIRED
+
+
+async def test_a_replica_started_before_postgres_becomes_ready_by_itself(tmp_path: Path) -> None:
+    """A replica that starts while PostgreSQL does not answer serves /healthz but not /readyz, and
+    opens the store (and listens) once the database is up, without a restart."""
+    postgres = PostgresServer()  # its port and password are chosen; nothing listens yet
+    running = DemoServers(tmp_path / "data", overrides={"store_url": postgres.url()}).start()
+    try:
+        async with httpx.AsyncClient() as http:
+            assert (await http.get(f"{running.public_url}/healthz")).status_code == 200
+            assert (await http.get(f"{running.public_url}/readyz")).status_code == 503
+        postgres.start()
+        await wait_ready(running, seconds=20)
+    finally:
+        running.stop()
+        postgres.stop()

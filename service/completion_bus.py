@@ -16,16 +16,15 @@ elicitation id in its place (`PostgresBus`).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
 
 import anyio
-import anyio.abc
 import asyncpg
 import redis.asyncio as redis
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from service.completion import CompletionHub
 from token_store import PendingElicitation, StoreUnavailable
@@ -156,6 +155,7 @@ class PostgresBus:
     """
 
     KEEPALIVE_SECONDS = 5.0  # how soon a silently dropped listening connection is noticed
+    QUEUE = 1000  # notices waiting for their store read; past it they are dropped, then resynced
 
     def __init__(
         self,
@@ -173,6 +173,7 @@ class PostgresBus:
         self._on_resubscribed = on_resubscribed
         self._publisher: Any | None = None
         self._publishing = anyio.Lock()  # one connection runs one statement at a time
+        self._dropped = False  # a notice did not fit in the queue
         self.subscribed = anyio.Event()  # for tests and readiness
 
     @property
@@ -223,11 +224,13 @@ class PostgresBus:
 
     async def _listen(self) -> None:
         """Listen until the connection fails (returns) or cannot be opened (raises)."""
-        send, receive = anyio.create_memory_object_stream[str](1000)
+        send, receive = anyio.create_memory_object_stream[str](self.QUEUE)
 
         def on_notice(connection: Any, pid: int, channel: str, payload: str) -> None:
-            with contextlib.suppress(anyio.WouldBlock):
-                send.send_nowait(payload)  # full: dropped; the resync after a reconnect covers it
+            try:
+                send.send_nowait(payload)
+            except anyio.WouldBlock:
+                self._dropped = True  # a flood: `_deliver_each` resyncs from the store once drained
 
         conn = await asyncpg.connect(self._url, timeout=2.0)
         try:
@@ -250,7 +253,7 @@ class PostgresBus:
             send.close()
             receive.close()
 
-    async def _deliver_each(self, notices: anyio.abc.ObjectReceiveStream[str]) -> None:
+    async def _deliver_each(self, notices: MemoryObjectReceiveStream[str]) -> None:
         async for elicitation_id in notices:
             try:
                 finished = require_finished_in_store(await self._read(elicitation_id))
@@ -258,3 +261,7 @@ class PostgresBus:
                 continue  # the store is away; the session's own retry reads it later
             if finished is not None:
                 await self._hub.completed(finished)
+            if self._dropped and notices.statistics().current_buffer_used == 0:
+                self._dropped = False
+                if self._on_resubscribed is not None:
+                    await self._on_resubscribed()

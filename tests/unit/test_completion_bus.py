@@ -146,6 +146,37 @@ async def test_postgres_bus_resyncs_from_the_store_after_its_connection_is_cut(
     assert session.sent == ["e" * 43]
 
 
+async def test_postgres_bus_resyncs_after_a_flood_overflows_its_queue(
+    pg_store: tuple[PostgresSchema, PostgresStore],
+) -> None:
+    schema, store = pg_store
+    channel = f"test_{secrets.token_hex(6)}"
+    hub, session = CompletionHub(clock=lambda: 1.0), WakingSession()
+    hub.register(elicitation(), session)
+
+    async def resync() -> None:
+        await hub.resync(store.get_elicitation)
+
+    bus = PostgresBus(schema.url, hub, store.get_elicitation, channel=channel, on_resubscribed=resync)
+    bus.QUEUE = 1
+    async with bus.running():
+        with anyio.fail_after(5):
+            await bus.subscribed.wait()
+        await finished_in(store)
+        raw = await asyncpg.connect(schema.url)
+        # 50 junk notices, then the real one, in one burst: the real one finds the queue full.
+        await raw.execute(
+            "SELECT pg_notify($1, payload) FROM (SELECT 'junk-' || n AS payload "
+            "FROM generate_series(1, 50) n UNION ALL SELECT $2) notices",
+            channel,
+            "e" * 43,
+        )
+        await raw.close()
+        with anyio.fail_after(5):
+            await session.notified.wait()
+    assert session.sent == ["e" * 43]
+
+
 async def test_postgres_bus_publish_failure_is_store_unavailable(postgres_server: PostgresServer) -> None:
     bus = PostgresBus(
         postgres_server.url(password="wrong"), CompletionHub(clock=lambda: 1.0), lambda _: _none()

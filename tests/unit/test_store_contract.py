@@ -2,9 +2,9 @@
 
 Tests talk to the store through the `Store` interface plus a `Harness` (tests/support/store_contract.py)
 that reaches underneath it. Backend-specific checks live in test_store_sqlite.py,
-test_store_redis.py, test_store_redis_faults.py and test_store_postgres.py. Redis cases skip when Redis at 127.0.0.1:6379
-is unreachable, PostgreSQL cases when no `initdb` is installed (tests/support/postgres.py starts a
-private server); both fail instead when the CI environment variable is set.
+test_store_redis.py, test_store_redis_faults.py and test_store_postgres.py. Redis cases skip
+when Redis at 127.0.0.1:6379 is unreachable, PostgreSQL cases when no `initdb` is installed
+(tests/support/postgres.py starts a private server); both fail instead when CI is set.
 """
 
 from __future__ import annotations

@@ -99,8 +99,9 @@ async def test_a_replica_started_before_postgres_becomes_ready_by_itself(tmp_pat
     """A replica that starts while PostgreSQL does not answer serves /healthz but not /readyz, and
     opens the store (and listens) once the database is up, without a restart."""
     postgres = PostgresServer()  # its port and password are chosen; nothing listens yet
-    running = DemoServers(tmp_path / "data", overrides={"store_url": postgres.url()}).start()
+    running = DemoServers(tmp_path / "data", overrides={"store_url": postgres.url()})
     try:
+        running.start()
         async with httpx.AsyncClient() as http:
             assert (await http.get(f"{running.public_url}/healthz")).status_code == 200
             assert (await http.get(f"{running.public_url}/readyz")).status_code == 503

@@ -21,6 +21,7 @@ from tests.support import postgres as postgres_support
 from tests.support.postgres import PostgresSchema, PostgresServer, terminate_clients
 from tests.support.store_contract import ALICE, FakeClock, make_connection, make_elicitation, make_state
 from token_store import KeyRing, PostgresStore, StoreUnavailable, open_store
+from token_store import postgres_migrations as migrations
 from token_store.postgres_migrations import SCHEMA_VERSION, VERSION_TABLE, SchemaBehind
 
 # The grants docs/postgres.md gives the replicas' role ("Least privilege"); keep the two in sync.
@@ -73,6 +74,28 @@ async def test_replicas_starting_together_migrate_once(schema: PostgresSchema, k
         await store.ping()
         await store.close()
     assert len(await sql(schema, f"SELECT version FROM {VERSION_TABLE}")) == 1  # noqa: S608
+
+
+async def test_an_older_schema_is_upgraded_in_place_keeping_its_rows(
+    schema: PostgresSchema, keyring: KeyRing, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await PostgresStore.open(schema.url, keyring)
+    conn = make_connection()
+    await store.put_connection(conn)
+    await store.close()
+    # The next release adds a file; replicas of it start together on the old schema.
+    step = "ALTER TABLE connections ADD COLUMN note text; CREATE TABLE upgraded (n integer);"
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, (SCHEMA_VERSION + 1, step)])
+    monkeypatch.setattr(migrations, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    stores = await asyncio.gather(*(PostgresStore.open(schema.url, keyring) for _ in range(3)))
+    try:
+        assert await stores[0].get_connection(ALICE, "github") == conn
+    finally:
+        for opened in stores:
+            await opened.close()
+    rows = await sql(schema, f"SELECT version FROM {VERSION_TABLE}")  # noqa: S608
+    assert [tuple(r) for r in rows] == [(SCHEMA_VERSION + 1,)]
+    assert await sql(schema, "SELECT note FROM connections") != []
 
 
 async def test_a_newer_schema_is_refused(schema: PostgresSchema, keyring: KeyRing) -> None:

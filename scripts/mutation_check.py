@@ -411,7 +411,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "    if isinstance(error, StoreUnavailable):\n"
         "        return MCPError(code=INTERNAL_ERROR, message=STORE_DOWN)\n",
         "",
-        ["tests/e2e/test_store_faults.py::test_redis_down_fails_closed_and_recovers"],
+        ["tests/e2e/test_store_faults.py::test_store_down_fails_closed_and_recovers"],
         "store failure -> JSON-RPC -32603 (fail closed)",
     ),
     m(
@@ -574,6 +574,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         '_ADDED_INDEXES = ("CREATE INDEX IF NOT EXISTS nonces_slot ON nonces (slot)",)',
         [f"{CONTRACT}::test_a_nonce_slot_holds_one_live_nonce[sqlite]"],
         "a nonce slot holds one live nonce (unique index, INSERT OR REPLACE)",
+    ),
+    m(
+        "postgres.nonce_slot",
+        "token_store/postgres.py",
+        "                codec.lookup_key(slot),\n",
+        "                None,\n",
+        [f"{CONTRACT}::test_a_nonce_slot_holds_one_live_nonce[postgres]"],
+        "a nonce slot holds one live nonce (the slot's row takes the new nonce)",
     ),
     m(
         "sqlite.pending_limit",
@@ -1067,6 +1075,78 @@ MUTATIONS: tuple[Mutation, ...] = (
             "tests/unit/test_mock_providers.py::test_login_form_needs_its_own_token",
         ],
         "the dev AS login form needs its CSRF token (login CSRF at the AS)",
+    ),
+    m(
+        "require_finished_in_store",
+        "service/completion_bus.py",
+        "    if stored is None or stored.status.is_live:\n",
+        "    if stored is None:\n",
+        [
+            "tests/security/test_completion_bus.py",
+            "tests/unit/test_completion_bus.py::test_require_finished_in_store",
+        ],
+        "a NOTIFY on the PostgreSQL bus completes only a flow the store says has ended",
+    ),
+    m(
+        "postgres.pending_limit_per_user",
+        "token_store/postgres.py",
+        '                await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", '
+        "_user_key(e.user))\n",
+        "",
+        ["tests/unit/test_store_contract.py::test_concurrent_creates_respect_the_limit[postgres]"],
+        "PostgreSQL counts and inserts a user's live elicitations one writer at a time",
+        attempts=3,
+    ),
+    # The PostgreSQL store's statements: a parameter the mutant no longer needs stays referenced,
+    # or asyncpg would refuse the call before the mutant runs.
+    m(
+        "postgres.take_oauth_state",
+        "token_store/postgres.py",
+        '"DELETE FROM oauth_states WHERE key = $1 RETURNING blob, expires_at"',
+        '"SELECT blob, expires_at FROM oauth_states WHERE key = $1"',
+        [f"{CONTRACT}::test_oauth_state_single_use[postgres]"],
+        "OAuth state taken once (DELETE ... RETURNING)",
+    ),
+    m(
+        "postgres.take_nonce",
+        "token_store/postgres.py",
+        '"DELETE FROM nonces WHERE key = $1 RETURNING expires_at"',
+        '"SELECT expires_at FROM nonces WHERE key = $1"',
+        [f"{CONTRACT}::test_nonce_single_use_and_expiry[postgres]"],
+        "requestState nonce taken once",
+    ),
+    m(
+        "postgres.pending_limit",
+        "token_store/postgres.py",
+        '"AND status = ANY($8::text[]) AND expires_at > $9) < $10 RETURNING 1",',
+        '"AND status = ANY($8::text[]) AND expires_at > $9) >= 0 AND $10::bigint IS NOT NULL RETURNING 1",',
+        [f"{CONTRACT}::test_too_many_pending_at_the_limit[postgres]"],
+        "TooManyPending at max_pending_per_user",
+    ),
+    m(
+        "postgres.transition_cas",
+        "token_store/postgres.py",
+        'f"WHERE id = {eid} AND status = {expected} AND expires_at > {now} RETURNING record::text"',
+        'f"WHERE id = {eid} AND {expected}::text IS NOT NULL AND expires_at > {now} RETURNING record::text"',
+        [f"{CONTRACT}::test_concurrent_transitions_exactly_one_wins[postgres]"],
+        "transition is a compare-and-set on the status",
+    ),
+    m(
+        "postgres.release_lock_owner",
+        "token_store/postgres.py",
+        'f"DELETE FROM locks WHERE name_hash = $1 AND owner = $2 RETURNING expires_at > {_DB_NOW}",',
+        'f"DELETE FROM locks WHERE name_hash = $1 AND $2::text IS NOT NULL '
+        'RETURNING expires_at > {_DB_NOW}",',
+        [f"{CONTRACT}::test_expired_lock_is_taken_over_and_the_stale_owner_cannot_release_it[postgres]"],
+        "a lock is released only by its owner",
+    ),
+    m(
+        "postgres.open_elicitation_single_use",
+        "token_store/postgres.py",
+        '"(key, blob, expires_at) SELECT $5, $6, $7 FROM opened) SELECT record FROM opened",',
+        '"(key, blob, expires_at) SELECT $5, $6, $7) SELECT record FROM opened",',
+        [f"{CONTRACT}::test_open_elicitation_stores_the_state_and_opens_once[postgres]"],
+        "open_elicitation stores a state only when it opened the elicitation",
     ),
 )
 # --------------------------------------------------------------------------------------------------

@@ -359,6 +359,34 @@ def cmd_keys_rotate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_store_migrate(args: argparse.Namespace) -> int:
+    """Bring the store's schema up to date, as the server would when it opens the store; for a
+    deployment whose replicas connect with a role that may not change the schema (docs/postgres.md).
+    MCPUC_STORE_URL then names the schema's owner for this command only."""
+    from token_store import KeyRing, StoreUnavailable, open_store
+
+    try:
+        settings = load_settings(config_file=args.config).validate()
+    except SettingsError as exc:
+        return _configuration_error(exc)
+
+    async def migrate() -> None:
+        store = await open_store(
+            settings.effective_store_url,
+            KeyRing.parse(settings.encryption_keys),
+            prefix=settings.redis_prefix,
+        )
+        await store.close()
+
+    try:
+        asyncio.run(migrate())
+    except StoreUnavailable as exc:
+        print(f"mcp-url-connect: {exc}", file=sys.stderr)
+        return 1
+    print("store schema is up to date")
+    return 0
+
+
 def cmd_dev_token(args: argparse.Namespace) -> int:
     from mock_providers import NoDevKeys, mint_access_token
 
@@ -430,6 +458,12 @@ def build_parser() -> argparse.ArgumentParser:
     rotate = keys_sub.add_parser("rotate", help="re-encrypt every record under the newest key (online)")
     rotate.add_argument("--config", type=Path, default=None)
     rotate.set_defaults(func=cmd_keys_rotate)
+
+    store = sub.add_parser("store", help="store maintenance")
+    store_sub = store.add_subparsers(dest="store_command", required=True)
+    migrate = store_sub.add_parser("migrate", help="create or upgrade the store's schema (docs/postgres.md)")
+    migrate.add_argument("--config", type=Path, default=None)
+    migrate.set_defaults(func=cmd_store_migrate)
 
     token = sub.add_parser("dev-token", help="print a bearer token for SUB signed by the demo's dev AS keys")
     token.add_argument("sub")

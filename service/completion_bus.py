@@ -10,7 +10,8 @@ Pub/sub is only the wake-up; the store is the source of truth. A message publish
 replica was disconnected is lost to it, so after every (re)subscription the replica calls
 `on_resubscribed`, which re-reads the store for the flows its sessions wait for
 (`CompletionHub.resync`). A publish that fails on a stale pooled connection (Redis restarted
-since) is sent again once, on a fresh connection.
+since) is sent again once, on a fresh connection. On PostgreSQL alone, LISTEN/NOTIFY carries the
+elicitation id in its place (`PostgresBus`).
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
+import asyncpg
 import redis.asyncio as redis
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from service.completion import CompletionHub
 from token_store import PendingElicitation, StoreUnavailable
@@ -125,3 +128,140 @@ class RedisBus:
                     logger.warning("completion bus: ignoring a malformed message")
                     continue
                 await self._hub.completed(elicitation)
+
+
+def require_finished_in_store(stored: PendingElicitation | None) -> PendingElicitation | None:
+    """The record a PostgreSQL bus notice may deliver: the store's own, once the flow has ended.
+
+    MCP 2025-11-25, client elicitation, "Completion Notifications for URL Mode Elicitation": the
+    server sends `notifications/elicitation/complete` when the out-of-band interaction "is
+    completed". A NOTIFY carries no proof of that: PostgreSQL checks no privilege on channels, so
+    any role that can connect to the database can notify any of them. A notice is therefore only
+    an elicitation id, and the store decides: None (nothing to deliver) unless it holds the
+    elicitation and its status is no longer live.
+    """
+    if stored is None or stored.status.is_live:
+        return None
+    return stored
+
+
+class PostgresBus:
+    """Several replicas on PostgreSQL alone: NOTIFY on one channel, every replica LISTENs.
+
+    The payload is the elicitation id only (`require_finished_in_store` says why); the replica
+    reads the record from the store. A listening connection that fails (or stops answering the
+    keep-alive query) is replaced after `RECONNECT_DELAY`, then `on_resubscribed` resyncs from the
+    store, as with Redis.
+    """
+
+    KEEPALIVE_SECONDS = 5.0  # how soon a silently dropped listening connection is noticed
+    QUEUE = 1000  # notices waiting for their store read; past it they are dropped, then resynced
+
+    def __init__(
+        self,
+        url: str,
+        hub: CompletionHub,
+        read: Callable[[str], Awaitable[PendingElicitation | None]],
+        *,
+        channel: str = "mcpuc_completions",
+        on_resubscribed: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self._url = url
+        self._hub = hub
+        self._read = read
+        self._channel = channel
+        self._on_resubscribed = on_resubscribed
+        self._publisher: Any | None = None
+        self._publishing = anyio.Lock()  # one connection runs one statement at a time
+        self._dropped = False  # a notice did not fit in the queue
+        self.subscribed = anyio.Event()  # for tests and readiness
+
+    @property
+    def ready(self) -> bool:
+        return self.subscribed.is_set()
+
+    async def publish(self, elicitation: PendingElicitation) -> None:
+        async with self._publishing:
+            await self._notify(elicitation.id)
+
+    async def _notify(self, elicitation_id: str) -> None:
+        for attempt in (1, 2):
+            try:
+                if self._publisher is None or self._publisher.is_closed():
+                    self._publisher = await asyncpg.connect(self._url, timeout=2.0)
+                await self._publisher.execute("SELECT pg_notify($1, $2)", self._channel, elicitation_id)
+                return
+            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+                # The next attempt opens a new connection. Publishing twice is harmless: the hub
+                # delivers an elicitation once.
+                await self._close_publisher()
+                if attempt == 2:
+                    raise StoreUnavailable("publish completion") from exc
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._listen_forever)
+            try:
+                yield
+            finally:
+                tasks.cancel_scope.cancel()
+        await self._close_publisher()
+
+    async def _close_publisher(self) -> None:
+        publisher, self._publisher = self._publisher, None
+        if publisher is not None:
+            publisher.terminate()
+
+    async def _listen_forever(self) -> None:
+        while True:
+            try:
+                await self._listen()
+            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+                logger.warning("completion bus: %s; listening again", type(exc).__name__)
+            self.subscribed = anyio.Event()
+            await anyio.sleep(RECONNECT_DELAY)
+
+    async def _listen(self) -> None:
+        """Listen until the connection fails (returns) or cannot be opened (raises)."""
+        send, receive = anyio.create_memory_object_stream[str](self.QUEUE)
+
+        def on_notice(connection: Any, pid: int, channel: str, payload: str) -> None:
+            try:
+                send.send_nowait(payload)
+            except anyio.WouldBlock:
+                self._dropped = True  # a flood: `_deliver_each` resyncs from the store once drained
+
+        conn = await asyncpg.connect(self._url, timeout=2.0)
+        try:
+            await conn.add_listener(self._channel, on_notice)
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._deliver_each, receive)
+                self.subscribed.set()
+                if self._on_resubscribed is not None:
+                    await self._on_resubscribed()
+                while True:
+                    await anyio.sleep(self.KEEPALIVE_SECONDS)
+                    try:
+                        await conn.fetchval("SELECT 1", timeout=self.KEEPALIVE_SECONDS)
+                    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
+                        logger.warning("completion bus: %s; listening again", type(exc).__name__)
+                        break
+                tasks.cancel_scope.cancel()
+        finally:
+            conn.terminate()
+            send.close()
+            receive.close()
+
+    async def _deliver_each(self, notices: MemoryObjectReceiveStream[str]) -> None:
+        async for elicitation_id in notices:
+            try:
+                finished = require_finished_in_store(await self._read(elicitation_id))
+            except StoreUnavailable:
+                continue  # the store is away; the session's own retry reads it later
+            if finished is not None:
+                await self._hub.completed(finished)
+            if self._dropped and notices.statistics().current_buffer_used == 0:
+                self._dropped = False
+                if self._on_resubscribed is not None:
+                    await self._on_resubscribed()

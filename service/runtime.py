@@ -16,7 +16,7 @@ from typing import cast
 import anyio
 
 from service.completion import CompletionHub
-from service.completion_bus import CompletionBus, LocalBus, RedisBus
+from service.completion_bus import CompletionBus, LocalBus, PostgresBus, RedisBus
 from service.connect_flow import ConnectFlow
 from service.flow_events import FlowEvents
 from service.lifecycle import TokenLifecycle
@@ -26,7 +26,7 @@ from service.observed_store import ObservedStore
 from service.outbound_http import OutboundHttp
 from service.settings import Settings
 from service.tracing import Tracing, tracing_from_environment
-from token_store import KeyRing, Store, StoreUnavailable, open_store
+from token_store import KeyRing, PendingElicitation, Store, StoreUnavailable, open_store
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +61,13 @@ class Runtime:
                 on_resubscribed=self._resync,
             )
             if settings.uses_redis
+            else PostgresBus(
+                settings.effective_store_url,
+                self.hub,
+                self._read_elicitation,
+                on_resubscribed=self._resync,
+            )
+            if settings.uses_postgres
             else LocalBus(self.hub)
         )
         # One TLS context and one connection pool for every outbound call.
@@ -122,10 +129,11 @@ class Runtime:
                 prefix=self.settings.redis_prefix,
                 clock=self.clock,
             )
-        except StoreUnavailable:
-            if not self.settings.uses_redis:
+        except StoreUnavailable as exc:
+            if not (self.settings.uses_redis or self.settings.uses_postgres):
                 raise  # a local file that cannot be opened is a configuration error
-            logger.warning("store: Redis unreachable at start-up; retrying every %.0f s", STORE_RETRY_SECONDS)
+            # The message names the failure's class or the schema step, never the URL.
+            logger.warning("store: %s at start-up; retrying every %.0f s", exc, STORE_RETRY_SECONDS)
             return False
         # The proxy counts failed operations; it is a Store in every other respect.
         self._store = cast(Store, ObservedStore(backend, self.metrics))
@@ -138,6 +146,9 @@ class Runtime:
                 break
         logger.info("store: connected")
         await self._resync()
+
+    async def _read_elicitation(self, elicitation_id: str) -> PendingElicitation | None:
+        return await self.store.get_elicitation(elicitation_id)
 
     async def _sweep_expired(self) -> None:
         while True:

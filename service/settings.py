@@ -38,6 +38,7 @@ from service.server_runtime import (
     event_loop_name,
 )
 from service.urls import LOOPBACK_HOSTS, https_unless_loopback
+from token_store import POSTGRES_SCHEMES, check_store_url
 
 ENV_PREFIX = "MCPUC_"
 CONFIG_FILE_ENV = f"{ENV_PREFIX}CONFIG_FILE"
@@ -187,6 +188,10 @@ class Settings(BaseSettings):
     def uses_redis(self) -> bool:
         return urlsplit(self.effective_store_url).scheme in ("redis", "rediss")
 
+    @property
+    def uses_postgres(self) -> bool:
+        return urlsplit(self.effective_store_url).scheme.lower() in POSTGRES_SCHEMES
+
     def request_state_key_list(self) -> list[bytes]:
         return [_b64(k, "MCPUC_REQUEST_STATE_KEYS") for k in _split(self.request_state_keys)]
 
@@ -231,6 +236,10 @@ class Settings(BaseSettings):
             event_loop_name(self.event_loop)
         except ValueError as exc:
             raise SettingsError(str(exc)) from None
+        try:
+            check_store_url(self.effective_store_url)
+        except ValueError as exc:
+            raise SettingsError(f"{ENV_PREFIX}STORE_URL: {exc}") from None
         return self
 
 

@@ -1,13 +1,15 @@
-"""Fixtures every suite shares: the scripted browsers. (The testing kit's `mcpuc` fixture comes
-from its pytest plugin, registered by the package's `pytest11` entry point: `make` installs it.)"""
+"""Fixtures every suite shares: the scripted browsers and a private PostgreSQL server. (The testing
+kit's `mcpuc` fixture comes from its pytest plugin, registered by the package's `pytest11` entry
+point: `make` installs it.)"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 
 from mock_providers.testing.browser import Browser
+from tests.support.postgres import PostgresServer
 
 
 @pytest.fixture
@@ -32,3 +34,10 @@ def browser(browsers: Callable[[], Browser]) -> Browser:
 @pytest.fixture
 def other_browser(browsers: Callable[[], Browser]) -> Browser:
     return browsers()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A private PostgreSQL server for the session (skips locally without one, fails in CI)."""
+    with PostgresServer() as server:
+        yield server

@@ -35,6 +35,7 @@ HOW_TO_GET = MappingProxyType(
         "redis": "apt install redis-server, and start it on port 6379",
         "nginx": "apt install nginx",
         "chromium": "apt install chromium (playwright comes with `make test`)",
+        "postgresql": "apt install postgresql (the tests start their own server from its initdb)",
     }
 )
 

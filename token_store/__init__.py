@@ -25,13 +25,19 @@ from token_store.models import (
     TokenSet,
     UserRef,
 )
+from token_store.postgres import SCHEMES as POSTGRES_SCHEMES
+from token_store.postgres import PostgresStore
+from token_store.postgres import check_url as check_postgres_url
 from token_store.redis_store import DEFAULT_PREFIX as DEFAULT_REDIS_PREFIX
+from token_store.redis_store import SCHEMES as REDIS_SCHEMES
 from token_store.redis_store import RedisStore
 from token_store.sqlite import SQLiteStore
 
 __all__ = [
     "DEFAULT_REDIS_PREFIX",
     "LIVE_STATUSES",
+    "POSTGRES_SCHEMES",
+    "STORE_SCHEMES",
     "Connection",
     "ConnectionKey",
     "ConnectionStatus",
@@ -40,6 +46,7 @@ __all__ = [
     "KeyRing",
     "OAuthState",
     "PendingElicitation",
+    "PostgresStore",
     "RedisStore",
     "SQLiteStore",
     "Store",
@@ -48,9 +55,12 @@ __all__ = [
     "TokenSet",
     "TooManyPending",
     "UserRef",
+    "check_store_url",
     "models",
     "open_store",
 ]
+
+STORE_SCHEMES = ("sqlite", *REDIS_SCHEMES, *POSTGRES_SCHEMES)  # what `open_store` opens
 
 
 async def open_store(
@@ -60,20 +70,40 @@ async def open_store(
     prefix: str = DEFAULT_REDIS_PREFIX,
     clock: Callable[[], float] = time.time,
 ) -> Store:
-    """Open the backend `url` names.
+    """Open the backend `url` names (`check_store_url` says which).
 
-    Supported: `sqlite:///absolute/path.db`, `sqlite:///./relative.db`, and
-    `redis://[[user]:password@]host[:port][/db]` or `rediss://...` (TLS; see docs/redis.md).
-    `prefix` namespaces the Redis keys (`DEFAULT_REDIS_PREFIX` unless given); SQLite ignores it.
-    `clock` judges every TTL of both backends (Redis locks excepted: they expire by the server's clock).
+    Supported: `sqlite:///absolute/path.db`, `sqlite:///./relative.db`,
+    `redis://[[user]:password@]host[:port][/db]` or `rediss://...` (TLS; see docs/redis.md), and
+    `postgresql://user:password@host[:port]/database[?sslmode=...]` or `postgres://...`
+    (docs/postgres.md). `prefix` namespaces the Redis keys (`DEFAULT_REDIS_PREFIX` unless given);
+    the others ignore it. `clock` judges every TTL of every backend (Redis locks excepted: they
+    expire by the server's clock).
     """
-    scheme = urlsplit(url).scheme.lower()
+    scheme = check_store_url(url)
     if scheme == "sqlite":
         return await SQLiteStore.open(_sqlite_path(url), keyring, clock=clock)
-    if scheme in ("redis", "rediss"):
+    if scheme in REDIS_SCHEMES:
         return await RedisStore.open(url, keyring, prefix=prefix, clock=clock)
-    # Name only the scheme: a store URL may carry a password.
-    raise ValueError(f"unsupported store URL scheme {scheme!r} (supported: 'sqlite', 'redis', 'rediss')")
+    return await PostgresStore.open(url, keyring, clock=clock)
+
+
+def check_store_url(url: str) -> str:
+    """The scheme of `url`, lower-cased, when `open_store` can open it; else ValueError, in one
+    line that names the schemes supported and never the rest of the URL (it may hold a password)."""
+    supported = ", ".join(STORE_SCHEMES)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parses the port: a ValueError when it is not a number in range
+    except ValueError:
+        raise ValueError(f"malformed URL (supported schemes: {supported})") from None
+    scheme = parts.scheme.lower()
+    if scheme not in STORE_SCHEMES:
+        raise ValueError(f"unsupported store URL scheme {scheme!r} (supported: {supported})")
+    if scheme == "sqlite":
+        _sqlite_path(url)
+    elif scheme in POSTGRES_SCHEMES:
+        check_postgres_url(url)
+    return scheme
 
 
 def _sqlite_path(url: str) -> Path:

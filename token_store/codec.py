@@ -12,9 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from token_store.crypto import DecryptError, KeyRing
-from token_store.models import ConnectionKey, OAuthState, TokenSet
+from token_store.models import Connection, ConnectionKey, ConnectionStatus, OAuthState, TokenSet, UserRef
 
 _log = logging.getLogger(__name__)
 
@@ -86,3 +89,28 @@ def open_state(keyring: KeyRing, state_key: str, blob: bytes) -> OAuthState | No
 
 def reseal_state(keyring: KeyRing, state_key: str, blob: bytes) -> bytes | None:
     return reseal(keyring, blob, state_associated_data(state_key), STATE)
+
+
+def open_connection_rows(keyring: KeyRing, user: UserRef, rows: Iterable[Sequence[Any]]) -> list[Connection]:
+    """The connections of `user` in `rows` (provider, account, account_label, blob, connected_at,
+    updated_at, status, refreshed_at: the SQL backends' column order) that open, in row order."""
+    connections = []
+    for provider, account, label, blob, connected_at, updated_at, status, refreshed_at in rows:
+        key = ConnectionKey(user, provider, account)
+        try:
+            parsed_status = ConnectionStatus(status)
+        except ValueError:
+            # Only an edit underneath the store (or a newer writer) leaves an unknown status.
+            _log.warning("stored %s has an unknown status; treating it as absent", describe_connection(key))
+            continue
+        tokens = open_tokens(keyring, key, blob)
+        if tokens is not None:
+            connections.append(
+                Connection(key, tokens, label, connected_at, updated_at, parsed_status, refreshed_at)
+            )
+    return connections
+
+
+def check_lock_ttl(ttl_seconds: float) -> None:
+    if not (math.isfinite(ttl_seconds) and ttl_seconds > 0):
+        raise ValueError("lock TTL must be a positive number of seconds")

@@ -250,7 +250,7 @@ class SQLiteStore:
 
     # --- locks ----------------------------------------------------------------------------
     async def acquire_lock(self, name: str, ttl_seconds: float) -> str | None:
-        _check_ttl(ttl_seconds)
+        codec.check_lock_ttl(ttl_seconds)
         owner = secrets.token_urlsafe(24)
         now = self._clock()
         args = {"name": codec.lookup_key(name), "owner": owner, "expires_at": now + ttl_seconds, "now": now}
@@ -526,23 +526,7 @@ class SQLiteStore:
         return await self._read(op, sql, (user.iss, user.sub, *args))
 
     def _decrypt_rows(self, user: UserRef, rows: Sequence[Any]) -> list[Connection]:
-        connections = []
-        for provider, account, label, blob, connected_at, updated_at, status, refreshed_at in rows:
-            key = ConnectionKey(user, provider, account)
-            try:
-                parsed_status = ConnectionStatus(status)
-            except ValueError:
-                # Only an edit underneath the store (or a newer writer) leaves an unknown status.
-                _log.warning(
-                    "stored %s has an unknown status; treating it as absent", codec.describe_connection(key)
-                )
-                continue
-            tokens = codec.open_tokens(self._keyring, key, blob)
-            if tokens is not None:
-                connections.append(
-                    Connection(key, tokens, label, connected_at, updated_at, parsed_status, refreshed_at)
-                )
-        return connections
+        return codec.open_connection_rows(self._keyring, user, rows)
 
     async def _run_ttl_write(self, op: str, fn: Callable[[sqlite3.Connection], _T], now: float) -> _T:
         """Run a write of a record with a TTL; when a purge is due, purge in the same transaction."""
@@ -697,11 +681,6 @@ def _migrate(conn: sqlite3.Connection) -> None:
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-
-
-def _check_ttl(ttl_seconds: float) -> None:
-    if not (math.isfinite(ttl_seconds) and ttl_seconds > 0):
-        raise ValueError("lock TTL must be a positive number of seconds")
 
 
 def _create_private(path: Path) -> None:

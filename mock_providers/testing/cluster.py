@@ -5,7 +5,8 @@ scripts/drill.py run (the in-process one is mock_providers.testing.DemoServers).
 
 Everything listens on loopback. With ``redis_url=None`` the cluster runs a redis-server of its
 own (AOF on, ``appendfsync always``, as docs/redis.md recommends), which it can restart; with a
-shared Redis it uses a unique key prefix and deletes it at the end.
+shared Redis it uses a unique key prefix and deletes it at the end. With ``postgres_url`` the
+replicas share that PostgreSQL database alone (store and completion bus) and no Redis runs.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class Cluster:
     nginx_bin: str
     serve_command: Sequence[str] = (*CLI, "serve")
     environ: dict[str, str] = field(default_factory=dict)
+    postgres_url: str | None = None
     nginx_port: int = field(default_factory=free_port)
     providers_port: int = field(default_factory=free_port)
     redis_port: int = field(default_factory=free_port)
@@ -91,7 +93,7 @@ class Cluster:
 
     @property
     def store_url(self) -> str:
-        return self.redis_url or f"redis://{HOST}:{self.redis_port}/0"
+        return self.postgres_url or self.redis_url or f"redis://{HOST}:{self.redis_port}/0"
 
     def log(self, name: str) -> Path:
         return self.root / f"{name}.log"
@@ -107,7 +109,7 @@ class Cluster:
 
     def start(self) -> Cluster:
         self.root.mkdir(parents=True, exist_ok=True)
-        if self.redis_url is None:
+        if self.redis_url is None and self.postgres_url is None:
             self.start_redis()
         providers = self._spawn(
             "mock-providers",
@@ -248,7 +250,7 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        if self.redis_url is not None:
+        if self.redis_url is not None and self.postgres_url is None:
             self._delete_prefix()
 
     def _delete_prefix(self) -> None:

@@ -1,13 +1,16 @@
-"""Two `mcp-url-connect serve` processes sharing Redis, behind real nginx configured from
-deploy/nginx/nginx.conf, with `mcp-url-connect mock-providers` as the issuer and provider.
+"""Two `mcp-url-connect serve` processes sharing Redis, or PostgreSQL alone, behind real nginx
+configured from deploy/nginx/nginx.conf, with `mcp-url-connect mock-providers` as the issuer and
+provider. Every test runs on both stores.
 
 - 2025-11-25: the client's session lives on one replica; the browser's callback is sent to the
-  other; the completion still reaches the client (Redis pub/sub) and the retry succeeds.
+  other; the completion still reaches the client (Redis pub/sub, PostgreSQL LISTEN/NOTIFY) and the
+  retry succeeds.
 - 2026-07-28: a stateless client completes the flow with its requests spread over both.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -20,15 +23,21 @@ from mock_providers.testing.client import legacy_elicitation, mcp_client
 from mock_providers.testing.cluster import REPLICAS, Cluster
 from mock_providers.testing.servers import HOST
 from tests.needs import need_binary, need_redis
+from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    redis_url = need_redis()
+@pytest.fixture(scope="module", params=["redis", "postgres"])
+def cluster(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Cluster]:
     nginx = need_binary("nginx")
-    running = Cluster(tmp_path_factory.mktemp("cluster"), redis_url, nginx)
+    if request.param == "redis":
+        running = Cluster(tmp_path_factory.mktemp("cluster"), need_redis(), nginx)
+    else:
+        server: PostgresServer = request.getfixturevalue("postgres_server")
+        database = f"replicas_{uuid.uuid4().hex[:12]}"
+        server.psql(f"CREATE DATABASE {database}")
+        running = Cluster(tmp_path_factory.mktemp("cluster"), None, nginx, postgres_url=server.url(database))
     try:
         yield running.start()
     finally:

@@ -1,4 +1,5 @@
-"""Redis goes down under a running server, then comes back (a redis-server of the test's own).
+"""The shared store goes down under a running server, then comes back: Redis (a redis-server of
+the test's own) and PostgreSQL (a server of the test's own, stopped and started on its data).
 
 While it is down: tool calls get a clear JSON-RPC error and no connect URL; /readyz says 503
 (/healthz stays 200); /connect answers 503. When it returns, the same process recovers.
@@ -8,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, Protocol, cast
 
 import httpx
 import pytest
@@ -20,21 +22,35 @@ from mock_providers.testing.client import mcp_client
 from mock_providers.testing.servers import DemoServers
 from tests.e2e.readiness import wait_ready
 from tests.needs import RedisServer
+from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
+class StoreServer(Protocol):
+    def start(self) -> object: ...
+    def stop(self) -> None: ...
+
+
+@pytest.fixture(params=["redis", "postgres"])
+def store_server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str, StoreServer]]:
+    if request.param == "redis":
+        redis_server = RedisServer(tmp_path / "redis")
+        redis_server.start()
+        yield redis_server.url, redis_server
+        redis_server.stop()
+        return
+    postgres = PostgresServer().start()
+    restartable = SimpleNamespace(start=postgres.start, stop=lambda: postgres.stop(keep_data=True))
+    try:
+        yield postgres.url(), cast(StoreServer, restartable)
+    finally:
+        postgres.stop()
 
 
 @pytest.fixture
-def servers(tmp_path: Path, redis_server: RedisServer) -> Iterator[DemoServers]:
-    running = DemoServers(tmp_path / "data", overrides={"store_url": redis_server.url}).start()
+def servers(tmp_path: Path, store_server: tuple[str, StoreServer]) -> Iterator[DemoServers]:
+    running = DemoServers(tmp_path / "data", overrides={"store_url": store_server[0]}).start()
     yield running
     running.stop()
 
@@ -43,9 +59,10 @@ async def _accept(params: Any) -> str:
     return "accept"
 
 
-async def test_redis_down_fails_closed_and_recovers(
-    servers: DemoServers, redis_server: RedisServer, browser: Browser
+async def test_store_down_fails_closed_and_recovers(
+    servers: DemoServers, store_server: tuple[str, StoreServer], browser: Browser
 ) -> None:
+    _, server = store_server
     async with mcp_client(servers, "alice", "legacy", on_url=_accept) as (client, _):
         with pytest.raises(MCPError) as first:
             await client.call_tool("whoami", {})
@@ -53,7 +70,7 @@ async def test_redis_down_fails_closed_and_recovers(
         url = first.value.error.data["elicitations"][0]["url"]
         await browser.complete_connect(f"{servers.public_url}/connections", username="alice")
 
-        redis_server.stop()
+        server.stop()
         with pytest.raises(MCPError) as down:
             await client.call_tool("whoami", {})
         assert down.value.error.code == INTERNAL_ERROR
@@ -70,9 +87,26 @@ async def test_redis_down_fails_closed_and_recovers(
             scraped = (await http.get(servers.metrics_url)).text
         assert 'mcpuc_store_errors_total{operation="' in scraped  # the operator sees the outage
 
-        redis_server.start()  # same port, same (empty) data: nothing was persisted
+        server.start()  # same port; no connection was stored
         # Ready again once the store answers and the completion bus has resubscribed.
         await wait_ready(servers)
         with pytest.raises(MCPError) as again:
             await client.call_tool("whoami", {})
         assert again.value.error.code == URL_ELICITATION_REQUIRED
+
+
+async def test_a_replica_started_before_postgres_becomes_ready_by_itself(tmp_path: Path) -> None:
+    """A replica that starts while PostgreSQL does not answer serves /healthz but not /readyz, and
+    opens the store (and listens) once the database is up, without a restart."""
+    postgres = PostgresServer()  # its port and password are chosen; nothing listens yet
+    running = DemoServers(tmp_path / "data", overrides={"store_url": postgres.url()})
+    try:
+        running.start()
+        async with httpx.AsyncClient() as http:
+            assert (await http.get(f"{running.public_url}/healthz")).status_code == 200
+            assert (await http.get(f"{running.public_url}/readyz")).status_code == 503
+        postgres.start()
+        await wait_ready(running, seconds=20)
+    finally:
+        running.stop()
+        postgres.stop()

@@ -5,8 +5,9 @@ manager every attack test runs in.
 
 1. the test stated the outcome it expects (`a.status(...)`, `a.rpc_error(...)`, `a.check(...)`)
    at least once, and no response of the MCP server was a 500 nor did any ERROR log appear;
-2. no token was written: the connection records (SQLite rows or Redis `conn:` hashes, each with a
-   digest of its sealed blob) are unchanged, unless the test allows `new_connections`;
+2. no token was written: the connection records (SQLite or PostgreSQL rows, or Redis `conn:`
+   hashes, each with a digest of its sealed blob) are unchanged, unless the test allows
+   `new_connections`;
 3. no token-endpoint call reached the provider (`mockhub.token_requests`), unless the test allows
    `token_requests`, and none of those succeeded unless it allows `exchanges_ok`;
 4. no `notifications/elicitation/complete` announced a success: each one on the wire names a flow
@@ -26,7 +27,9 @@ and (in logs only) elicitation ids and requestState values.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import concurrent.futures
 import contextlib
 import hashlib
 import json
@@ -289,9 +292,28 @@ def _redis_keys(client: Any, prefix: str) -> list[bytes]:
     return list(client.scan_iter(match=glob_escape(prefix) + "*", count=500))
 
 
+def _postgres(servers: Servers, sql: str, *args: object) -> list[tuple[Any, ...]]:
+    """The rows of one query on the demo's PostgreSQL store, from this (synchronous) harness: on a
+    loop of its own in a worker thread."""
+    import asyncpg
+
+    async def fetch() -> list[tuple[Any, ...]]:
+        conn = await asyncpg.connect(servers.demo.settings.effective_store_url)
+        try:
+            return [tuple(row) for row in await conn.fetch(sql, *args)]
+        finally:
+            await conn.close()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as worker:
+        return worker.submit(asyncio.run, fetch()).result()  # type: ignore[arg-type]
+
+
 def connection_records(servers: Servers) -> set[tuple[str, ...]]:
     """Every stored connection: who, which provider and account, and a digest of the sealed blob."""
     settings = servers.demo.settings
+    if settings.uses_postgres:
+        rows = _postgres(servers, "SELECT iss, sub, provider, account, blob FROM connections")
+        return {(iss, sub, p, a, hashlib.sha256(blob).hexdigest()) for iss, sub, p, a, blob in rows}
     if settings.uses_redis:
         client = _redis(servers)
         try:
@@ -315,6 +337,9 @@ def connected_subs(servers: Servers) -> list[str]:
 
 def elicitation_status(servers: Servers, elicitation_id: str) -> str | None:
     settings = servers.demo.settings
+    if settings.uses_postgres:
+        found = _postgres(servers, "SELECT status FROM elicitations WHERE id = $1", elicitation_id)
+        return str(found[0][0]) if found else None
     if settings.uses_redis:
         client = _redis(servers)
         try:
@@ -340,9 +365,20 @@ def nonce_count(servers: Servers) -> int:
 
 
 def raw_store(servers: Servers) -> list[tuple[str, bytes]]:
-    """The store as an operator's backup would see it: the SQLite file and its WAL, or every Redis key
-    under the prefix with its DUMP and its logical value."""
+    """The store as an operator's backup would see it: the SQLite file and its WAL, every Redis key
+    under the prefix with its DUMP and its logical value, or every PostgreSQL row as `pg_dump`
+    writes it (text) with each `bytea` also as its raw bytes."""
     settings = servers.demo.settings
+    if settings.uses_postgres:
+        tables = _postgres(servers, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
+        parts = []
+        for (table,) in tables:
+            for (row,) in _postgres(servers, f'SELECT row_to_json(t)::text FROM "{table}" t'):  # noqa: S608
+                parts.append((f"row of {table}", row.encode()))
+        for table in ("connections", "oauth_states"):
+            blobs = _postgres(servers, f"SELECT blob FROM {table}")  # noqa: S608 - constant
+            parts += [(f"blob of {table}", blob) for (blob,) in blobs]
+        return parts
     if not settings.uses_redis:
         parts = []
         for suffix in ("", "-wal", "-shm"):
@@ -486,7 +522,9 @@ def gather_canaries(servers: Servers, browsers: Sequence[Browser], extra: Iterab
                     c.add("cookie", value.split(";", 1)[0].partition("=")[2])
             for match in _REQUEST_STATE.finditer(bytes(exchange.response_body)):
                 c.add("requestState", match.group(1).decode("latin-1"))
-    if not servers.demo.settings.uses_redis:
+    if servers.demo.settings.uses_postgres:
+        c.add("elicitation id", *(row[0] for row in _postgres(servers, "SELECT id FROM elicitations")))
+    elif not servers.demo.settings.uses_redis:
         with contextlib.closing(_sqlite(servers)) as db:
             c.add("elicitation id", *(row[0] for row in db.execute("SELECT id FROM elicitations")))
     return c

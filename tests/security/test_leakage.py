@@ -38,6 +38,7 @@ from tests.security.attack import (
     unique,
 )
 from tests.security.flows import connect_fully, elicit, retry, sign_in, until_callback
+from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.security
 
@@ -192,3 +193,34 @@ async def test_the_public_port_does_not_serve_metrics_by_default(servers: Server
         a.status(await http.get(f"{servers.public_url}/metrics"), 404)
         scraped = a.status(await http.get(servers.metrics_url), 200)
         a.check("mcpuc_" in scraped.text, "the metrics port serves the metrics")
+
+
+@pytest.fixture(scope="module")
+def postgres_servers(
+    tmp_path_factory: pytest.TempPathFactory, postgres_server: PostgresServer
+) -> Iterator[Servers]:
+    """The demo on a database of its own on the private PostgreSQL server (store and bus)."""
+    database = f"leakage_{uuid.uuid4().hex[:12]}"
+    postgres_server.psql(f"CREATE DATABASE {database}")
+    yield from running(tmp_path_factory, "postgres-leakage", store_url=postgres_server.url(database))
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_full_flow_on_postgres_leaks_nothing(
+    postgres_servers: Servers, browser: Browser, mode: str
+) -> None:
+    """Leak scan of a whole flow on PostgreSQL: every row as text, every blob's bytes, and every
+    completion notice (RFC 6819 §5.1.4.1)."""
+    completions = 1 if mode == "legacy" else 0
+    async with attack(
+        postgres_servers,
+        browsers=[browser],
+        new_connections=1,
+        token_requests=1,
+        exchanges_ok=1,
+        completions=completions,
+        settle=0.2,
+    ) as a:
+        await full_flow(a, postgres_servers, browser, mode, unique("alice"))
+    names = [name for name, _ in raw_store(postgres_servers)]
+    assert "blob of connections" in names, names

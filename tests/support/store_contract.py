@@ -1,5 +1,6 @@
 """Shared helpers for the store tests (no tests here): record factories, a fake clock, one `Harness`
-per backend, the Redis skip rule, and a private redis-server for the fault tests.
+per backend (SQLite, Redis, PostgreSQL), the Redis skip rule, and a private redis-server for the
+fault tests.
 
 A harness does what an attacker or an operator would do underneath a store (edit a stored blob,
 move a record, reopen the store, read the raw bytes at rest, break the backend), so the contract
@@ -10,15 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import hashlib
 import json
 import secrets
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import astuple, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+import asyncpg
 import pytest
 import redis
 from redis.asyncio.connection import AbstractConnection
@@ -35,6 +38,7 @@ from tests.needs import (  # noqa: F401 - re-exported for the store tests
     require_redis,
     skip_or_fail_in_ci,
 )
+from tests.support.postgres import PostgresSchema
 from token_store import (
     Connection,
     ConnectionKey,
@@ -45,6 +49,7 @@ from token_store import (
     TokenSet,
     UserRef,
 )
+from token_store.postgres import PostgresStore
 from token_store.redis_store import RedisStore
 from token_store.sqlite import SQLiteStore
 
@@ -323,6 +328,122 @@ class RedisHarness:
         if keys:
             self.raw.unlink(*keys)
         self.raw.close()
+
+
+_T = TypeVar("_T")
+
+
+class PostgresHarness:
+    """Reaches under the store with its own asyncpg connections to the same schema. The sync
+    methods run their query on a loop of their own in a worker thread (the test's loop is busy)."""
+
+    name = "postgres"
+    short_lock_ttl = 0.2  # real time: locks expire by the database server's clock
+
+    def __init__(self, schema: PostgresSchema) -> None:
+        self.schema = schema
+        self.clock = FakeClock()
+        self.stores: list[PostgresStore] = []
+
+    async def open(self, keyring: KeyRing) -> Store:
+        store = await PostgresStore.open(self.schema.url, keyring, clock=self.clock)
+        self.stores.append(store)
+        return store
+
+    async def outlive_lock(self, ttl: float) -> None:
+        await asyncio.sleep(ttl + 0.1)  # the fake clock does not move the server's
+
+    async def run(self, fn: Callable[[Any], Awaitable[_T]]) -> _T:
+        conn = await asyncpg.connect(self.schema.url)
+        try:
+            return await fn(conn)
+        finally:
+            await conn.close()
+
+    def run_sync(self, fn: Callable[[Any], Awaitable[_T]]) -> _T:
+        with concurrent.futures.ThreadPoolExecutor(1) as worker:
+            return worker.submit(asyncio.run, self.run(fn)).result()  # type: ignore[arg-type]
+
+    def sql(self, sql: str, *args: object) -> list[Any]:
+        return self.run_sync(lambda conn: conn.fetch(sql, *args))
+
+    def read_blob(self, key: ConnectionKey) -> bytes:
+        rows = self.sql(
+            "SELECT blob FROM connections WHERE iss = $1 AND sub = $2 AND provider = $3 AND account = $4",
+            key.user.iss,
+            key.user.sub,
+            key.provider,
+            key.account,
+        )
+        return bytes(rows[0][0])
+
+    def write_blob(self, key: ConnectionKey, blob: bytes) -> None:
+        self.sql(
+            "UPDATE connections SET blob = $1 WHERE iss = $2 AND sub = $3 AND provider = $4 AND account = $5",
+            blob,
+            key.user.iss,
+            key.user.sub,
+            key.provider,
+            key.account,
+        )
+
+    def copy_connection(self, src: ConnectionKey, dst: ConnectionKey) -> None:
+        self.sql(
+            "INSERT INTO connections (iss, sub, provider, account, account_label, blob, connected_at, "
+            "updated_at, status, refreshed_at) "
+            "SELECT $1, $2, $3, $4, account_label, blob, connected_at, updated_at, status, refreshed_at "
+            "FROM connections WHERE iss = $5 AND sub = $6 AND provider = $7 AND account = $8 "
+            "ON CONFLICT (iss, sub, provider, account) DO UPDATE SET blob = excluded.blob",
+            *astuple(dst.user),
+            dst.provider,
+            dst.account,
+            *astuple(src.user),
+            src.provider,
+            src.account,
+        )
+
+    def read_state_blob(self, state: str) -> bytes | None:
+        rows = self.sql("SELECT blob FROM oauth_states WHERE key = $1", state_digest(state))
+        return bytes(rows[0][0]) if rows else None
+
+    def count_nonces(self) -> int:
+        """Nonce rows, expired or not (what the database holds)."""
+        return int(self.sql("SELECT count(*) FROM nonces")[0][0])
+
+    async def break_backend(self) -> None:
+        await self.run(lambda conn: conn.execute("DROP TABLE connections; DROP TABLE locks"))
+
+    def raw_bytes(self) -> bytes:
+        """Every row of the schema as text, and the table, index and TOAST files on disk (after a
+        checkpoint): what a backup or a stolen disk holds."""
+
+        async def read(conn: Any) -> bytes:
+            await conn.execute("CHECKPOINT")
+            tables = await conn.fetch(
+                "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = $1 AND c.relkind = 'r'",
+                self.schema.name,
+            )
+            parts = []
+            for (table,) in tables:
+                rows = await conn.fetch(f'SELECT row_to_json(t)::text FROM "{table}" t')  # noqa: S608
+                parts += [row[0].encode() for row in rows]
+            files = await conn.fetch(
+                "SELECT pg_relation_filepath(c.oid) FROM pg_class c JOIN pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE n.nspname = $1 UNION ALL "
+                "SELECT pg_relation_filepath(c.reltoastrelid) FROM pg_class c JOIN pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.reltoastrelid <> 0",
+                self.schema.name,
+            )
+            for (path,) in files:
+                if path is not None and (self.schema.server.data / path).exists():
+                    parts.append((self.schema.server.data / path).read_bytes())
+            return b"\n".join(parts)
+
+        return self.run_sync(read)
+
+    def cleanup(self) -> None:
+        pass
 
 
 # --- what reaches the backend -------------------------------------------------------------------

@@ -1,9 +1,10 @@
-"""The `Store` contract, run against every backend: embedded SQLite and Redis.
+"""The `Store` contract, run against every backend: embedded SQLite, Redis and PostgreSQL.
 
 Tests talk to the store through the `Store` interface plus a `Harness` (tests/support/store_contract.py)
 that reaches underneath it. Backend-specific checks live in test_store_sqlite.py,
-test_store_redis.py and test_store_redis_faults.py. Redis cases skip when Redis at 127.0.0.1:6379
-is unreachable, and fail instead when the CI environment variable is set.
+test_store_redis.py, test_store_redis_faults.py and test_store_postgres.py. Redis cases skip
+when Redis at 127.0.0.1:6379 is unreachable, PostgreSQL cases when no `initdb` is installed
+(tests/support/postgres.py starts a private server); both fail instead when CI is set.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from tests.support.store_contract import (
     REDIS_URL,
     T0,
     Harness,
+    PostgresHarness,
+    PostgresSchema,
     RedisHarness,
     SQLiteHarness,
     encoded_forms,
@@ -54,10 +57,19 @@ def keyring() -> KeyRing:
     return KeyRing([("k1", KeyRing.generate_key())])
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", "postgres"])
 async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
     if request.param == "sqlite":
         yield SQLiteHarness(tmp_path / "data" / "store.sqlite3")
+        return
+    if request.param == "postgres":
+        with PostgresSchema(request.getfixturevalue("postgres_server")) as schema:
+            pg_harness = PostgresHarness(schema)
+            try:
+                yield pg_harness
+            finally:
+                for opened in pg_harness.stores:
+                    await opened.close()
         return
     with redis_prefix() as prefix:
         redis_harness = RedisHarness(REDIS_URL, prefix)

@@ -126,6 +126,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
     # The session manager's live transports (`_server_instances`: private, but the one record of
     # the sessions this replica holds; the SDK version is pinned in pyproject.toml).
     drain = Drain(lambda: server.session_manager._server_instances)
+    broker.stop_holding_when(lambda: drain.draining)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})

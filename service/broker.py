@@ -132,6 +132,13 @@ class ConnectionBroker:
         self._http = http
         self._clock = clock
         self._flow = flow
+        self._draining: Callable[[], bool] = lambda: False
+
+    def stop_holding_when(self, draining: Callable[[], bool]) -> None:
+        """A held 2026-07-28 retry answers at once while `draining()` is true: a stopping replica
+        must not hold a request past its grace period, and the client's next leg (250 ms later for
+        the TypeScript SDK) reaches a replica that is still serving."""
+        self._draining = draining
 
     @property
     def providers(self) -> Mapping[str, ProviderConfig]:
@@ -424,7 +431,7 @@ class ConnectionBroker:
                 return connection
             live = elicitation is not None and elicitation.user == caller.user and elicitation.status.is_live
             remaining = deadline - self._clock()
-            if not live or remaining <= 0:
+            if not live or remaining <= 0 or self._draining():
                 break
             assert elicitation is not None
             await self._hub.wait(elicitation, min(POLL_INTERVAL, remaining))

@@ -35,6 +35,7 @@ def connect_link_answer(
     service = provider.display_name
     expires = _rfc3339(elicitation.expires_at)
     if waiting:
+        # A space before the full stop: a client that turns URLs into links keeps the stop out.
         text = (
             f"Still waiting for you to connect {service} at {url} . Show the user this link again; "
             "once they say they are done, call this same tool again with the same arguments."
@@ -49,7 +50,7 @@ def connect_link_answer(
             f"{service} is not connected for this user yet, and this MCP client cannot open the "
             "connect page itself. Do this:\n"
             f"1. Show the user this link and ask them to open it in a browser: {url}\n"
-            f"2. Wait until the user says they are done (they sign in here, then approve access at "
+            f"2. Wait until the user says they are done (they sign in to this server, then approve access at "
             f"{service}; this will use {account}).\n"
             "3. Call this same tool again with the same arguments; it then answers normally.\n"
             f"The link is for this user only, works once, and expires at {expires}."

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import MODES
 from tests.security.attack import Servers, attack, elicitation_status, unique
-from tests.security.flows import bearer, connect_fully, continue_to_provider, open_link
+from tests.security.flows import bearer, connect_fully, continue_to_provider, open_link, seed_connection
 from tests.security.rpc import RawMcp
 
 # What clients declare (docs/clients.md): an empty `elicitation` means form mode only.
@@ -196,3 +197,17 @@ async def test_an_opened_link_is_not_shown_again(
             a.observe(again)
             text, new_url, _ = link_of(again)
             a.check(new_url != url and not text.startswith("Still waiting"), f"a new link: {text}")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_link_names_the_account_being_reconnected(servers: Servers, mode: str) -> None:
+    """A held connection without the scopes the tool needs: the text names that account."""
+    user = unique("reconnect")
+    held = await seed_connection(servers, user)
+    narrower = replace(held, tokens=replace(held.tokens, scopes=()))
+    await servers.apps["mcp"].state.runtime.store.put_connection(narrower)
+    async with httpx.AsyncClient() as http:
+        raw = await client(servers, http, mode, user, capabilities=NO_URL_MODE["no elicitation"])
+        text, url, _ = link_of(await raw.call_tool("whoami"))
+    assert f"this will use the MockHub account {held.account_label!r} (reconnecting it)" in text, text
+    assert url in text

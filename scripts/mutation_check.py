@@ -1148,6 +1148,28 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{CONTRACT}::test_open_elicitation_stores_the_state_and_opens_once[postgres]"],
         "open_elicitation stores a state only when it opened the elicitation",
     ),
+    m(
+        "reusable_link_of_same_user_and_client",
+        "service/security_checks.py",
+        "            and elicitation.client_id == client_id\n",
+        "",
+        [
+            f"{UNIT_CHECKS}::test_reusable_link_of_same_user_and_client",
+            "tests/security/test_link_fallback.py::test_link_shown_again_only_to_its_user_and_client",
+        ],
+        "a link shown again only to the client that asked for it (the link in a tool error)",
+    ),
+    m(
+        "reusable_link_of_same_user_and_client.pending",
+        "service/security_checks.py",
+        "            and elicitation.status is ElicitationStatus.PENDING\n",
+        "",
+        [
+            f"{UNIT_CHECKS}::test_reusable_link_of_same_user_and_client",
+            "tests/security/test_link_fallback.py::test_an_opened_link_is_not_shown_again",
+        ],
+        "only an unopened link is shown again (an opened one is spent)",
+    ),
 )
 # --------------------------------------------------------------------------------------------------
 # Machinery

@@ -130,6 +130,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
         requests_per_user=settings.max_requests_per_user,
     )
     drain = Drain(lambda: sessions.live_transports)
+    broker.stop_holding_when(lambda: drain.draining)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})

@@ -6,7 +6,8 @@ must give instead, built for the request's protocol revision here and nowhere el
   delivered to this MCP session by the CompletionHub;
 - 2026-07-28: an InputRequiredResult with one URL-mode `elicitation/create` and a requestState
   (sealed by the SDK, bound to the user and tool) whose nonce is consumed once;
-- a client without URL-mode support: a tool error telling the user which URL to open.
+- a client without URL-mode support: a tool error carrying the link, the same link again while
+  it is unopened (service/link_fallback.py).
 With several accounts at the provider and none named, the remembered default answers, or the
 user is asked which one with a form-mode elicitation (service/account_choice.py): in-band on
 2025-11-25, as an InputRequiredResult whose sealed requestState says it asked for an account on
@@ -47,6 +48,7 @@ from service.errors import ConnectionNeeded, InvalidRequestState, NeedsReauthori
 from service.flow_events import failure_text
 from service.identity import Caller, client_name, current_caller
 from service.lifecycle import TokenLifecycle
+from service.link_fallback import connect_link_answer
 from service.mcp_errors import mcp_errors
 from service.provider_session import ProviderSession
 from service.providers import ProviderConfig
@@ -62,6 +64,7 @@ from service.security_checks import (
     require_account_argument,
     require_request_state_for_provider,
     require_single_use_request_state,
+    reusable_link_of_same_user_and_client,
 )
 from service.settings import Settings
 from token_store import Connection, ElicitationStatus, PendingElicitation, Store, UserRef
@@ -74,6 +77,8 @@ ACCOUNT_INPUT_KEY = "account"
 CONNECT_KIND = "connect"
 ACCOUNT_KIND = "account"
 _STATE_KINDS = (CONNECT_KIND, ACCOUNT_KIND)
+# A link shown again must leave the user time to finish: one closer to expiry is replaced.
+MIN_LINK_LIFETIME = 120.0
 POLL_INTERVAL = 0.5  # how often a waiting retry re-reads the store (a callback may land on another replica)
 
 
@@ -127,6 +132,13 @@ class ConnectionBroker:
         self._http = http
         self._clock = clock
         self._flow = flow
+        self._draining: Callable[[], bool] = lambda: False
+
+    def stop_holding_when(self, draining: Callable[[], bool]) -> None:
+        """A held 2026-07-28 retry answers at once while `draining()` is true: a stopping replica
+        must not hold a request past its grace period, and the client's next leg (250 ms later for
+        the TypeScript SDK) reaches a replica that is still serving."""
+        self._draining = draining
 
     @property
     def providers(self) -> Mapping[str, ProviderConfig]:
@@ -206,7 +218,7 @@ class ConnectionBroker:
             # Incremental authorization: ask for what the stored grant has plus what is needed;
             # the stored grant stays until the new one arrives.
             wanted = tuple(sorted(set(needed) | set(stored.tokens.scopes if stored else ())))
-            raise ConnectionNeeded(await self._ask(ctx, caller, config, wanted))
+            raise ConnectionNeeded(await self._ask(ctx, caller, config, wanted, stored))
 
     async def _chosen(
         self, ctx: Context[Any, Any], caller: Caller, config: ProviderConfig
@@ -294,9 +306,17 @@ class ConnectionBroker:
         return await self._usable(stored, config, needed)
 
     async def _ask(
-        self, ctx: Context[Any, Any], caller: Caller, config: ProviderConfig, scopes: tuple[str, ...]
+        self,
+        ctx: Context[Any, Any],
+        caller: Caller,
+        config: ProviderConfig,
+        scopes: tuple[str, ...],
+        held: Connection | None = None,
     ) -> CallToolResult | InputRequiredResult | MCPError:
-        """Create a pending elicitation and build the answer for this revision and client."""
+        """Create a pending elicitation and build the answer for this revision and client; a client
+        without URL mode gets the link in a tool error (`_link_in_tool_error`)."""
+        if not supports_url_elicitation(ctx):
+            return await self._link_in_tool_error(ctx, caller, config, scopes, held)
         stateless = is_stateless_revision(ctx)
         elicitation = await self._flow.create(
             caller.user,
@@ -312,11 +332,6 @@ class ConnectionBroker:
             f"This tool needs access to your {config.display_name} account. "
             "Open the link, sign in, and approve access; then come back here."
         )
-        if not supports_url_elicitation(ctx):
-            return _tool_error(
-                f"{message} Your MCP client cannot open links for this server, so open this URL "
-                f"yourself in a browser: {url} — then call the tool again."
-            )
         if stateless:
             return InputRequiredResult(
                 input_requests={
@@ -328,6 +343,38 @@ class ConnectionBroker:
         return UrlElicitationRequiredError(
             [ElicitRequestURLParams(message=message, url=url, elicitation_id=elicitation.id)]
         )
+
+    async def _link_in_tool_error(
+        self,
+        ctx: Context[Any, Any],
+        caller: Caller,
+        config: ProviderConfig,
+        scopes: tuple[str, ...],
+        held: Connection | None,
+    ) -> CallToolResult:
+        """The fallback for a client that declared no URL mode (2025-11-25 and 2026-07-28
+        client-elicitation.mdx "Capabilities": a server MUST NOT send a mode the client did not
+        declare): the link in a tool error, the same link again while it is unopened."""
+        usable_until = self._clock() + min(MIN_LINK_LIFETIME, self._settings.elicitation_ttl / 2)
+        reused = reusable_link_of_same_user_and_client(
+            await self._store().live_elicitations(caller.user),
+            caller.user,
+            caller.client_id,
+            config.name,
+            scopes,
+            usable_until,
+        )
+        elicitation = reused or await self._flow.create(
+            caller.user,
+            caller.client_id,
+            None if is_stateless_revision(ctx) else caller.mcp_session_id,
+            config,
+            scopes,
+            revision=STATELESS_REVISION if is_stateless_revision(ctx) else LEGACY_REVISION,
+            client_name=client_name(ctx),
+        )
+        url = self.connect_url(elicitation.id)
+        return connect_link_answer(elicitation, url, config, held, waiting=reused is not None)
 
     async def _new_request_state(self, elicitation: PendingElicitation) -> str:
         return _RequestState(elicitation.id, await self._new_nonce(), elicitation.provider).dumps()
@@ -384,7 +431,7 @@ class ConnectionBroker:
                 return connection
             live = elicitation is not None and elicitation.user == caller.user and elicitation.status.is_live
             remaining = deadline - self._clock()
-            if not live or remaining <= 0:
+            if not live or remaining <= 0 or self._draining():
                 break
             assert elicitation is not None
             await self._hub.wait(elicitation, min(POLL_INTERVAL, remaining))

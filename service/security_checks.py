@@ -163,6 +163,34 @@ def require_same_user(
         raise refusal()
 
 
+def reusable_link_of_same_user_and_client(
+    live: Collection[PendingElicitation],
+    user: UserRef,
+    client_id: str,
+    provider: str,
+    scopes: tuple[str, ...],
+    usable_until: float,
+) -> PendingElicitation | None:
+    """The user's unopened link for the same provider and scopes, asked for by the same client and
+    good until at least `usable_until`, to be shown again instead of a new one; None when there is
+    none. Another user's or another client's link is never handed out.
+
+    2025-11-25/client-elicitation.mdx "Security Considerations": "Servers MUST bind elicitation
+    requests to the client and user identity".
+    """
+    for elicitation in live:
+        if (
+            elicitation.user == user
+            and elicitation.client_id == client_id
+            and elicitation.provider == provider
+            and elicitation.scopes == scopes
+            and elicitation.status is ElicitationStatus.PENDING
+            and elicitation.expires_at >= usable_until
+        ):
+            return elicitation
+    return None
+
+
 def require_pending(elicitation: PendingElicitation) -> None:
     """A connect link is good for one flow: only a `pending` elicitation may be opened
     (2026-07-28/security-best-practices.mdx "State Handle Hijacking": single-use handles)."""

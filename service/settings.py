@@ -91,7 +91,10 @@ class Settings(BaseSettings):
     elicitation_ttl: int = 600
     state_ttl: int = 600
     max_pending_per_user: int = 5
-    retry_wait_seconds: float = 5.0
+    # How long a 2026-07-28 retry is held while its flow is pending: with the TypeScript SDK's 10
+    # rounds a user gets ~10 holds; 25 s stays under the tightest common proxy limit (GCP's 30 s
+    # backend timeout; nginx and AWS ALB allow 60 s of silence). docs/clients.md, "Budgets".
+    retry_wait_seconds: float = 25.0
     http_timeout: float = 10.0
     # Tool packages to serve beside ours: "package.module:function", comma-separated (installed
     # packages' `mcp_url_connect.tools` entry points are loaded too; service/tool_packages.py).

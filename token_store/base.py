@@ -111,6 +111,11 @@ class Store(Protocol):
         """The elicitation, or None when unknown or expired."""
         ...
 
+    async def live_elicitations(self, user: UserRef) -> list[PendingElicitation]:
+        """The user's live (status in `LIVE_STATUSES`) unexpired elicitations, those
+        `create_elicitation` counts (at most its `max_live_per_user`), newest first."""
+        ...
+
     async def get_elicitation_with_connection(
         self, elicitation_id: str
     ) -> tuple[PendingElicitation, Connection | None] | None:

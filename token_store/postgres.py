@@ -346,6 +346,18 @@ class PostgresStore:
         )
         return PendingElicitation.from_json(rows[0][0]) if rows else None
 
+    async def live_elicitations(self, user: UserRef) -> list[PendingElicitation]:
+        rows = await self._read(
+            "live_elicitations",
+            "SELECT record::text FROM elicitations WHERE iss = $1 AND sub = $2 "
+            "AND status = ANY($3::text[]) AND expires_at > $4 ORDER BY expires_at DESC",
+            user.iss,
+            user.sub,
+            _LIVE,
+            self._clock(),
+        )
+        return [PendingElicitation.from_json(row[0]) for row in rows]
+
     async def get_elicitation_with_connection(
         self, elicitation_id: str
     ) -> tuple[PendingElicitation, Connection | None] | None:

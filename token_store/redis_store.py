@@ -527,6 +527,25 @@ class RedisStore:
             return None
         return replace(elicitation, status=ElicitationStatus(_text(status)))
 
+    async def live_elicitations(self, user: UserRef) -> list[PendingElicitation]:
+        now = self._clock()
+        async with self._guard("live_elicitations") as client:
+            ids = await client.zrevrangebyscore(self._keys.elic_user(user_tag(user)), "+inf", f"({_num(now)}")
+            async with client.pipeline(transaction=False) as pipe:
+                for elicitation_id in ids:
+                    pipe.hmget(self._keys.elic(_text(elicitation_id)), ["status", "record"])
+                replies = await pipe.execute() if ids else []
+        found = []
+        for status, record in replies:
+            if status is None or record is None:
+                continue
+            elicitation = replace(
+                PendingElicitation.from_json(record), status=ElicitationStatus(_text(status))
+            )
+            if elicitation.status.is_live and elicitation.expires_at > now:
+                found.append(elicitation)
+        return found
+
     async def get_elicitation_with_connection(
         self, elicitation_id: str
     ) -> tuple[PendingElicitation, Connection | None] | None:

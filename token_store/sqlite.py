@@ -329,6 +329,16 @@ class SQLiteStore:
         )
         return PendingElicitation.from_json(rows[0][0]) if rows else None
 
+    async def live_elicitations(self, user: UserRef) -> list[PendingElicitation]:
+        now = self._clock()
+        rows = await self._read(
+            "live_elicitations",
+            "SELECT record FROM elicitations WHERE iss = ? AND sub = ? "
+            "AND status IN (SELECT value FROM json_each(?)) AND expires_at > ? ORDER BY expires_at DESC",
+            (user.iss, user.sub, _LIVE_JSON, now),
+        )
+        return [PendingElicitation.from_json(row[0]) for row in rows]
+
     async def get_elicitation_with_connection(
         self, elicitation_id: str
     ) -> tuple[PendingElicitation, Connection | None] | None:

@@ -73,10 +73,10 @@ class NodeClient:
         line, self._buffer = self._buffer.split("\n", 1)
         return line
 
-    async def expect(self, kind: str) -> dict[str, Any]:
-        """The next event of `kind` (within EVENT_TIMEOUT); fails on an "error" event, or when the
-        script ends first."""
-        with anyio.fail_after(EVENT_TIMEOUT):
+    async def expect(self, kind: str, within: float = EVENT_TIMEOUT) -> dict[str, Any]:
+        """The next event of `kind` (within `within` seconds); fails on an "error" event, or when
+        the script ends first."""
+        with anyio.fail_after(within):
             while True:
                 line = await self._next_line()
                 try:

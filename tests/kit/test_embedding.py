@@ -10,9 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
+import httpx
 import pytest
 
 from mcp_url_connect.testing import MODES, FlowError, Mcpuc
+from tests.security.rpc import RawMcp
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -49,6 +51,28 @@ async def test_the_whole_flow_through_the_integrators_server(stack: Mcpuc, mode:
 
         again = await client.call_tool("hub_login", {})  # connected: no browser
         assert again.structured_content == {"login": "octocat"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_client_without_url_mode_gets_the_link_with_its_facts(stack: Mcpuc, mode: str) -> None:
+    """The link in a tool error keeps its `structuredContent` through the integrator's server (on
+    FastMCP: the adapter's `_answer`), the same link while unopened, then the tool's answer."""
+    user = f"embed-form-{mode}"
+    async with httpx.AsyncClient() as http:
+        raw = RawMcp(stack, http, mode, stack.token(user), capabilities={"elicitation": {"form": {}}})  # type: ignore[arg-type]
+        if mode == "legacy":
+            await raw.open()
+        first = (await raw.call_tool("hub_login"))["result"]
+        assert first["isError"] is True, first
+        facts = first["structuredContent"]
+        assert facts["provider"] == "mockhub"
+        assert facts["connect_url"] in first["content"][0]["text"]
+        again = (await raw.call_tool("hub_login"))["result"]
+        assert again["structuredContent"] == facts
+        assert again["content"][0]["text"].startswith("Still waiting for you to connect MockHub at ")
+        await stack.browser(user).approve(facts["connect_url"], login="octocat")
+        done = (await raw.call_tool("hub_login"))["result"]
+        assert done["structuredContent"] == {"login": "octocat"}, done
 
 
 async def test_our_connection_tools_on_the_sdk_server(tmp_path: Path) -> None:

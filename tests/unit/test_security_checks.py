@@ -52,6 +52,7 @@ from service.security_checks import (
     require_single_use_request_state,
     require_single_use_state,
     require_visible_client_name,
+    reusable_link_of_same_user_and_client,
     rotate_session_on_login,
     session_id_checked_by_sdk,
 )
@@ -199,6 +200,28 @@ def test_require_pending() -> None:
     for status in (ElicitationStatus.OPENED, ElicitationStatus.COMPLETE, ElicitationStatus.FAILED):
         with pytest.raises(LinkAlreadyUsed):
             require_pending(elicitation(status))
+
+
+def test_reusable_link_of_same_user_and_client() -> None:
+    mine = elicitation()
+    scopes = ("read:user",)
+
+    def reused(
+        *live: PendingElicitation, user: UserRef = ALICE, client: str = "c", until: float = 500.0
+    ) -> object:
+        return reusable_link_of_same_user_and_client(live, user, client, "mockhub", scopes, until)
+
+    assert reused(mine) is mine
+    assert reused(mine, until=600.0) is mine  # good until exactly then
+    assert reused(mine, until=600.5) is None  # too close to expiry
+    assert reused(mine, user=UserRef("https://as.example", "bob")) is None
+    assert reused(mine, user=UserRef("https://other.example", "alice")) is None
+    assert reused(mine, client="another-client") is None
+    assert reusable_link_of_same_user_and_client([mine], ALICE, "c", "github", scopes, 0.0) is None
+    assert reusable_link_of_same_user_and_client([mine], ALICE, "c", "mockhub", ("repo",), 0.0) is None
+    for status in (ElicitationStatus.OPENED, ElicitationStatus.COMPLETE, ElicitationStatus.FAILED):
+        assert reused(elicitation(status)) is None
+    assert reused(elicitation(ElicitationStatus.OPENED), mine) is mine
 
 
 def test_require_first_open() -> None:

@@ -532,6 +532,27 @@ async def test_too_many_pending_at_the_limit(store: Store) -> None:
     await store.create_elicitation(make_elicitation(BOB), max_live_per_user=3)  # per user
 
 
+async def test_live_elicitations_are_the_users_pending_and_opened_ones(
+    store: Store, harness: Harness
+) -> None:
+    short, opened, done, failed = (make_elicitation(ttl=ttl) for ttl in (10, 700, 600, 600))
+    for e in (short, opened, done, failed):
+        await store.create_elicitation(e, max_live_per_user=5)
+    await store.create_elicitation(make_elicitation(BOB), max_live_per_user=5)
+    await store.transition_elicitation(opened.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
+    await store.transition_elicitation(done.id, ElicitationStatus.PENDING, ElicitationStatus.COMPLETE)
+    await store.transition_elicitation(failed.id, ElicitationStatus.PENDING, ElicitationStatus.FAILED)
+    live = await store.live_elicitations(ALICE)
+    assert [(e.id, e.status) for e in live] == [
+        (opened.id, ElicitationStatus.OPENED),
+        (short.id, ElicitationStatus.PENDING),
+    ]
+    assert live[1] == short
+    harness.clock.advance(10)  # expires_at is exclusive
+    assert [e.id for e in await store.live_elicitations(ALICE)] == [opened.id]
+    assert await store.live_elicitations(UserRef("https://other.example", ALICE.sub)) == []
+
+
 async def test_opened_counts_expired_and_finished_do_not(store: Store, harness: Harness) -> None:
     short = make_elicitation(ttl=10)
     opened, done, failed = make_elicitation(), make_elicitation(), make_elicitation()

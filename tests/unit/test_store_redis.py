@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -675,6 +676,10 @@ async def test_minimal_acl_user_can_use_status_replace_and_locks(tmp_path: Path)
             owner = await store.acquire_lock("refresh:x", ttl_seconds=30)
             assert owner is not None
             assert await store.release_lock("refresh:x", owner)
+            now = time.time()  # the store's own clock
+            e = replace(make_elicitation(), created_at=now, expires_at=now + 600)
+            await store.create_elicitation(e, max_live_per_user=1)
+            assert await store.live_elicitations(e.user) == [e]
         finally:
             await store.close()
 

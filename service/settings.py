@@ -209,6 +209,10 @@ class Settings(BaseSettings):
         """Raise SettingsError naming the first invalid setting; return self for chaining."""
         require_public_url_is_an_origin(self.public_url)
         require_https_unless_loopback(self)
+        try:  # a malformed store URL is named as such before any rule about its host
+            check_store_url(self.effective_store_url)
+        except ValueError as exc:
+            raise SettingsError(f"{ENV_PREFIX}STORE_URL: {exc}") from None
         require_tls_to_redis_unless_loopback(self)
         for name in ("auth_issuer", "login_client_id", "session_secret", "encryption_keys"):
             if not getattr(self, name):
@@ -239,10 +243,6 @@ class Settings(BaseSettings):
             event_loop_name(self.event_loop)
         except ValueError as exc:
             raise SettingsError(str(exc)) from None
-        try:
-            check_store_url(self.effective_store_url)
-        except ValueError as exc:
-            raise SettingsError(f"{ENV_PREFIX}STORE_URL: {exc}") from None
         return self
 
 

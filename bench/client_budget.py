@@ -14,32 +14,69 @@ Takes about 10 * (wait + 0.25) s per wait, the waits in parallel.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import anyio
+from anyio.streams.text import TextReceiveStream
 
 from mock_providers.testing import Mcpuc
-from tests.integration.node_clients import NodeClient
-from tests.integration.node_servers import need_node
 
+NODE_DIR = Path(__file__).resolve().parents[1] / "tests" / "integration" / "node"
 GIVE_UP_WITHIN = 900.0  # seconds; 10 legs of the longest wait a proxy allows, with room
+
+
+def node_binary() -> str:
+    """install.sh's Node.js (node_modules/.bin/node), else `node` from PATH."""
+    local = NODE_DIR / "node_modules" / ".bin" / "node"
+    if os.access(local, os.X_OK):
+        return str(local)
+    found = shutil.which("node")
+    if found is None or not (NODE_DIR / "node_modules" / "@modelcontextprotocol" / "client").is_dir():
+        raise SystemExit("needs Node.js and the npm clients: bash tests/integration/node/install.sh")
+    return found
+
+
+async def client_events(command: list[str], env: dict[str, str]) -> list[dict[str, Any]]:
+    """The JSON events the client script prints, one a line, until it reports an error."""
+    events: list[dict[str, Any]] = []
+    async with await anyio.open_process(command, cwd=NODE_DIR, env={**os.environ, **env}) as process:
+        assert process.stdout is not None
+        buffered = ""
+        with anyio.fail_after(GIVE_UP_WITHIN):
+            async for chunk in TextReceiveStream(process.stdout):
+                buffered += chunk
+                *lines, buffered = buffered.split("\n")
+                for line in lines:
+                    try:
+                        event = json.loads(line)
+                    except ValueError:
+                        continue  # a library's stray console output
+                    if isinstance(event, dict):
+                        events.append(event)
+                        if event.get("event") == "error":
+                            process.terminate()
+                            return events
+    return events
 
 
 async def budget(wait: float, rows: list[str]) -> None:
     scratch = Path(tempfile.mkdtemp())
     stack = Mcpuc(scratch / "data", retry_wait_seconds=wait).start()
     try:
-        node = need_node("@modelcontextprotocol/client", (20, 0))
-        env = {"MCPUC_BEARER": stack.token("budget-user")}
-        log = scratch / "ts-v2-client.log"
-        async with NodeClient(node, "ts_v2_client.mjs", [stack.mcp_url, "whoami"], env, log) as run:
-            await run.expect("elicitation")
-            error = await run.expect("error", within=GIVE_UP_WITHIN)
-        legs = [e for e in run.events if e["event"] == "leg"]
-        answered = [e for e in run.events if e["event"] == "answered"]
+        command = [node_binary(), str(NODE_DIR / "ts_v2_client.mjs"), stack.mcp_url, "whoami"]
+        events = await client_events(command, {"MCPUC_BEARER": stack.token("budget-user")})
+        legs = [e for e in events if e["event"] == "leg"]
+        answered = [e for e in events if e["event"] == "answered"]
+        error = events[-1]
         seconds = (answered[-1]["ms"] - legs[1]["ms"]) / 1000
-        rows.append(f"{wait:>8.1f} s  {len(legs) - 1:>7}  {seconds:>8.1f} s  {error['message'][:70]}")
+        rows.append(
+            f"{wait:>8.1f} s  {len(legs) - 1:>7}  {seconds:>8.1f} s  {str(error.get('message'))[:70]}"
+        )
     finally:
         stack.stop()
 

@@ -114,16 +114,16 @@ class TokenLifecycle:
         name = refresh_lock_name(seen.key)
         deadline = self._clock() + self.lock_ttl + 1
         while True:
-            if await self._failed_recently(name):
-                # One failed call answers everyone waiting (and the next few seconds of callers):
-                # a failing provider sees one refresh, not one per caller.
-                raise ProviderApiError(
-                    f"{provider.display_name} could not refresh the token; try again shortly"
-                )
+            # One failed call answers everyone waiting (and the next few seconds of callers): a
+            # failing provider sees one refresh, not one per caller.
+            await self._fail_if_failed_recently(name, provider)
             owner = await store.acquire_lock(name, self.lock_ttl)
             if owner is not None:
                 done = self._refreshing[name] = anyio.Event()
                 try:
+                    # Again under the lock: a holder that failed between our check and our
+                    # acquire set the marker before releasing the lock.
+                    await self._fail_if_failed_recently(name, provider)
                     return await self._refresh_once(seen, provider)
                 finally:
                     try:
@@ -197,9 +197,11 @@ class TokenLifecycle:
             return await refresh(provider, tokens, timeout_seconds=self._timeout, outbound=self._outbound)
         raise TokenExchangeError("the token endpoint did not answer within the timeout")
 
-    async def _failed_recently(self, name: str) -> bool:
-        """Is the failure marker set? (A lock with a TTL doubles as a flag shared by replicas.)"""
-        return await self._store().lock_held(f"{name}:failed")
+    async def _fail_if_failed_recently(self, name: str, provider: ProviderConfig) -> None:
+        """Raise when the failure marker is set (a lock with a TTL doubles as a flag shared by
+        replicas; the failing holder sets it before it releases the refresh lock)."""
+        if await self._store().lock_held(f"{name}:failed"):
+            raise ProviderApiError(f"{provider.display_name} could not refresh the token; try again shortly")
 
     def _expired(self, connection: Connection) -> bool:
         expires_at = connection.tokens.expires_at

@@ -1,7 +1,7 @@
 """How long a 2026-07-28 retry is held while its flow is pending (`retry_wait_seconds`), in process.
 
 The broker's clock is injected and frozen, so the hold never ends by time here: only the flow's
-completion or a stopping replica ends it. The fixtures are those of test_resume_decline.py.
+completion or a stopping replica ends it (the harness: tests/support/modern_retry.py).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from service.connect_flow import ConnectFlow
 from service.lifecycle import TokenLifecycle
 from service.outbound_http import OutboundHttp
 from service.settings import Settings
-from tests.unit.test_resume_decline import World, ask, retry_with, whoami
+from tests.support.modern_retry import World, ask, retry_with, whoami
 from token_store import KeyRing, SQLiteStore, UserRef
 
 GUARD = 20.0  # seconds; only a broken hold gets near it

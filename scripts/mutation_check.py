@@ -750,7 +750,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "request_id_from",
         "service/request_id.py",
-        "    if value is not None and _SHAPE.fullmatch(value):\n",
+        "    if value is not None and REQUEST_ID_SHAPE.fullmatch(value):\n",
         "    if value is not None:\n",
         ["tests/unit/test_observability.py::test_request_id_shape"],
         "a client's X-Request-ID is used only when it has a plain shape",

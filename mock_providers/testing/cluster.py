@@ -4,7 +4,7 @@ deploy/nginx/nginx.conf as rendered for Kubernetes, mock_providers/testing/route
 tests/e2e/test_replicas.py, the drain and rolling-restart tests and scripts/drill.py run (the
 in-process one is mock_providers.testing.DemoServers).
 
-Everything listens on loopback: the replicas on 127.0.0.2 and 127.0.0.3 (one port, as pods
+Everything listens on loopback: the replicas on 127.0.0.1 and 127.0.0.2 (one port, as pods
 share one), found by the router through a DNS server of the cluster's own (`dns`), which answers
 the names the headless Service gives in Kubernetes. With ``redis_url=None`` the cluster runs a
 redis-server of its own (AOF on, ``appendfsync always``, as docs/redis.md recommends), which it
@@ -32,7 +32,9 @@ from mock_providers.testing.router import any_replica_name, replica_name, router
 from mock_providers.testing.servers import HOST, free_port
 
 REPLICAS = ("mcp-1", "mcp-2")
-REPLICA_ADDRESSES = {"mcp-1": "127.0.0.2", "mcp-2": "127.0.0.3"}
+# mcp-1 on the public URL's loopback address: tests that reach it directly pass the server's
+# DNS-rebinding check (its Host must be the public host or loopback's 127.0.0.1).
+REPLICA_ADDRESSES = {"mcp-1": "127.0.0.1", "mcp-2": "127.0.0.2"}
 CLI = [sys.executable, "-m", "service.cli"]
 START_SECONDS = 20.0
 # The router caches a replica's address for `valid=2s` (deploy/nginx/nginx.conf): a rolling

@@ -15,19 +15,21 @@ or a Kubernetes cluster.
 from __future__ import annotations
 
 import base64
+import contextlib
 import importlib.util
 import json
 import re
 import secrets
 import socket
 import subprocess
+import sys
 import threading
 import time
 import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
@@ -300,7 +302,27 @@ def test_k8s_configmap_and_secret_make_a_valid_configuration(yaml: ModuleType, t
     config_file = tmp_path / "config.toml"
     config_file.write_text(objects[("ConfigMap", "mcp-config-file")]["data"]["config.toml"])
     assert env["MCPUC_CONFIG_FILE"] == "/etc/mcp-url-connect/config.toml"
+    # The pod gets every key of the Secret as a file, named by MCPUC_<NAME>_FILE, and no secret in
+    # its environment (CIS 5.4.1). Here the files are written where the volume would be.
+    pod = objects[("StatefulSet", "mcp")]["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert not [s for s in container["envFrom"] if "secretRef" in s]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    [volume] = [v for v in pod["volumes"] if "secret" in v]
+    assert volume["secret"]["secretName"] == "mcp-secrets" and volume["secret"]["defaultMode"] == 0o440
+    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]  # the pod reads them
+    mounted = PurePosixPath(mounts[volume["name"]])
+    files = {e["name"]: e["value"] for e in container["env"] if e["name"].endswith("_FILE")}
+    assert set(files) == {name + "_FILE" for name in secret}, "one MCPUC_<NAME>_FILE per key of the Secret"
+    for name, value in secret.items():
+        assert files[name + "_FILE"] == str(mounted / name)
+        (tmp_path / name).write_text(value)
+    pod_files = {name + "_FILE": str(tmp_path / name) for name in secret}
     # MCPUC_REPLICA_ID is the pod name: StatefulSet "mcp", ordinal 0. validate() checks its form.
+    environ = {**env, **pod_files, "MCPUC_CONFIG_FILE": str(config_file), "MCPUC_REPLICA_ID": "mcp-0"}
+    with pytest.raises(SettingsError):  # a placeholder never runs
+        load_settings(environ).validate()
+    # The rest with the environment form: the same settings (tests/unit/test_settings.py).
     environ = {**env, **secret, "MCPUC_CONFIG_FILE": str(config_file), "MCPUC_REPLICA_ID": "mcp-0"}
     with pytest.raises(SettingsError):  # a placeholder never runs
         load_settings(environ).validate()
@@ -366,6 +388,36 @@ def test_k8s_statefulset_probes_identity_and_hardening(yaml: ModuleType) -> None
     for volume in volumes.values():
         if "configMap" in volume:
             assert ("ConfigMap", volume["configMap"]["name"]) in objects
+
+
+def test_k8s_network_policy_admits_only_the_router_and_the_scraper(yaml: ModuleType) -> None:
+    """CIS Kubernetes Benchmark 5.3.2: a NetworkPolicy selects the MCP pods. Their http port takes
+    traffic from the router's pods only; their metrics port from the monitoring namespace only."""
+    objects = _k8s(yaml)
+    pod_labels = objects[("StatefulSet", "mcp")]["spec"]["template"]["metadata"]["labels"]
+    router_labels = objects[("Deployment", "mcp-router")]["spec"]["template"]["metadata"]["labels"]
+    policies = [o for (kind, _), o in objects.items() if kind == "NetworkPolicy"]
+    selecting = [p for p in policies if p["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()]
+    [policy] = selecting
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    named_ports = {
+        p["name"]: p["containerPort"]
+        for p in objects[("StatefulSet", "mcp")]["spec"]["template"]["spec"]["containers"][0]["ports"]
+    }
+    admitted = {}
+    for rule in policy["spec"]["ingress"]:
+        [source] = rule["from"]
+        [port] = rule["ports"]
+        admitted[port["port"]] = source
+    assert set(admitted) == {named_ports["http"], named_ports["metrics"]}
+    router = admitted[named_ports["http"]]
+    assert (
+        set(router) == {"podSelector"}
+        and router["podSelector"]["matchLabels"].items() <= router_labels.items()
+    )
+    assert router["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "router"
+    scraper = admitted[named_ports["metrics"]]
+    assert scraper == {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
 
 
 def _mebibytes(quantity: str) -> float:
@@ -483,6 +535,76 @@ def test_redis_started_as_the_kit_runs_it_answers_oom_when_full(yaml: ModuleType
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_k8s_manifests_pass_kubernetes_validate_strict_for_the_two_newest_minors() -> None:
+    """Every manifest against the API schemas of the two newest Kubernetes minors that
+    kubernetes-validate knows, rejecting unknown fields (--strict). The HTTPRoute is a Gateway API
+    resource, which it has no schema for: checked in test_k8s_services_front_doors_and_redis."""
+    utils = pytest.importorskip("kubernetes_validate.utils", reason="kubernetes-validate is not installed")
+    minors = sorted(
+        {utils.major_minor(v) for v in utils.all_versions()}, key=lambda v: [int(p) for p in v.split(".")]
+    )
+    newest = minors[-2:]
+    assert len(newest) == 2
+    files = sorted(str(path) for path in K8S.glob("*.yaml"))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kubernetes_validate",
+            "--strict",
+            "--quiet",
+            *(f"-k{v}.0" for v in newest),
+            *files,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    unvalidated = [line for line in done.stdout.splitlines() if line.startswith("WARN")]
+    assert len(unvalidated) == len(newest) and all("kind HTTPRoute" in line for line in unvalidated), (
+        done.stdout
+    )
+
+
+PINNED = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")
+
+
+def _images(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "image" and isinstance(value, str):
+                yield value
+            else:
+                yield from _images(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _images(item)
+
+
+def test_every_image_and_the_buildkit_frontend_is_pinned_by_digest(yaml: ModuleType) -> None:
+    """A tag moves; a digest names one image (docs/deploy.md, "Pinned images", has the update
+    command). Compose's own builds (`build:`) are named by a local tag."""
+    references = [image for obj in _k8s(yaml).values() for image in _images(obj)]
+    assert len(references) >= 3  # mcp, redis, the router
+    for service in _compose(yaml)["services"].values():
+        if "build" not in service:
+            references.append(service["image"])
+    instructions = _dockerfile_instructions()
+    args = dict(rest.split("=", 1) for kw, rest in instructions if kw == "ARG" and "=" in rest)
+    references.append(args["PYTHON_IMAGE"])
+    stages = {rest.split()[-1] for kw, rest in instructions if kw == "FROM" and " AS " in rest}
+    for keyword, rest in instructions:
+        base = rest.split()[0]
+        if keyword == "FROM" and base != "${PYTHON_IMAGE}" and base not in stages:
+            references.append(base)
+    [syntax] = [line for line in DOCKERFILE.read_text().splitlines() if line.startswith("# syntax=")]
+    references.append(syntax.removeprefix("# syntax="))
+    unpinned = [reference for reference in references if not PINNED.fullmatch(reference)]
+    assert not unpinned, unpinned
 
 
 # ---- Dockerfile ---------------------------------------------------------------------------------------
@@ -1031,13 +1153,26 @@ def test_nginx_never_retries_an_oauth_callback_on_another_replica(router: Router
 
 
 def test_nginx_limits_each_client_and_serves_the_others(router: Router) -> None:
-    """Per client address: bursts past 100 requests (20 a second) get 429; another client is
-    served meanwhile."""
-    with httpx.Client(base_url=router.base, timeout=5) as client:
-        statuses = [client.get("/healthz").status_code for _ in range(160)]
-    assert statuses[:100] == [200] * 100
-    assert 429 in statuses
+    """Per client address: past 100 connections at once, or bursts past 200 requests (100 a
+    second), 429; another client is served meanwhile."""
     other = httpx.HTTPTransport(local_address="127.0.0.5")
+    stream = {"Mcp-Session-Id": "mcp-1.abc"}
+    limits = httpx.Limits(max_connections=None)
+    with (
+        httpx.Client(base_url=router.base, timeout=httpx.Timeout(5, read=3), limits=limits) as client,
+        contextlib.ExitStack() as streams,
+    ):
+        opened = [
+            streams.enter_context(client.stream("GET", "/mcp/stream", headers=stream)) for _ in range(100)
+        ]
+        assert {response.status_code for response in opened} == {200}
+        assert client.get("/healthz").status_code == 429  # the 101st connection (101 requests: no burst)
+        with httpx.Client(base_url=router.base, timeout=5, transport=other) as neighbour:
+            assert neighbour.get("/healthz").status_code == 200
+        router.stubs["mcp-1"].release.set()
+    with httpx.Client(base_url=router.base, timeout=5) as client:
+        statuses = [client.get("/healthz").status_code for _ in range(600)]
+    assert 429 in statuses
     with httpx.Client(base_url=router.base, timeout=5, transport=other) as client:
         assert client.get("/healthz").status_code == 200
 

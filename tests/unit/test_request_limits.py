@@ -7,7 +7,9 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 import pytest
 import uvicorn
 from starlette.applications import Starlette
@@ -16,6 +18,8 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from mock_providers.demo import build_demo
+from service.app import create_app
 from service.request_limits import (
     MAX_REQUEST_BODY_BYTES,
     MAX_REQUEST_HEAD_BYTES,
@@ -116,3 +120,17 @@ def test_a_large_head_in_one_piece_is_refused_on_a_real_socket(plain_port: int, 
     assert _status_of_one_piece_head(plain_port, 24 * 1024) == 200
     assert _status_of_one_piece_head(bounded_port, 24 * 1024) == 431
     assert _status_of_one_piece_head(bounded_port, 8 * 1024) == 200
+
+
+async def test_the_app_bounds_heads_and_bodies_on_every_route(tmp_path: Path) -> None:
+    """create_app installs the check: a browser route and /mcp both refuse a head or a body over
+    the limits, before any other middleware answers."""
+    settings = build_demo("127.0.0.1", 9310, 9311, tmp_path).settings
+    transport = httpx.ASGITransport(app=create_app(settings))
+    async with httpx.AsyncClient(transport=transport, base_url=settings.public_url) as http:
+        for path in ("/connections", "/mcp"):
+            big_head = await http.post(path, headers={"X-Fill": "f" * MAX_REQUEST_HEAD_BYTES})
+            assert big_head.status_code == 431, path
+            big_body = await http.post(path, content=b"x" * (MAX_REQUEST_BODY_BYTES + 1))
+            assert big_body.status_code == 413, path
+        assert (await http.get("/healthz")).status_code == 200

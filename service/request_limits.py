@@ -54,7 +54,6 @@ def require_bounded_request(app: ASGIApp) -> ASGIApp:
                     "headers": [
                         (b"content-type", b"text/plain; charset=utf-8"),
                         (b"content-length", str(len(body)).encode()),
-                        (b"connection", b"close"),
                     ],
                 }
             )

@@ -11,6 +11,8 @@ names (mock_providers/testing/cluster.py).
 
 from __future__ import annotations
 
+import json
+import re
 import signal
 from collections.abc import Iterator
 from typing import Any
@@ -36,7 +38,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     redis_url = need_redis()
     nginx = need_binary("nginx")
     need_binary("envsubst")
-    running = Cluster(tmp_path_factory.mktemp("router"), redis_url, nginx)
+    # JSON lines: each carries its request_id (docs/operations.md), compared with the router's.
+    running = Cluster(
+        tmp_path_factory.mktemp("router"), redis_url, nginx, environ={"MCPUC_LOG_FORMAT": "json"}
+    )
     try:
         yield running.start()
     finally:
@@ -82,6 +87,15 @@ async def test_no_log_line_of_a_flow_through_the_router_holds_a_code_state_or_li
         text = cluster.log(name).read_text()
         leaked = sorted(secret for secret in secrets if secret in text)
         assert not leaked, f"{name}'s log holds {len(leaked)} of the flow's codes, states or links"
+    # One request id from the router to the replica's lines: the callback's, for one.
+    [callback_id] = re.findall(r'"GET /callback/mockhub" .* request_id=(\S+)$', router_log, re.MULTILINE)
+    replica_lines = [
+        json.loads(line)
+        for name in REPLICAS
+        for line in cluster.log(name).read_text().splitlines()
+        if line.startswith("{")
+    ]
+    assert any(line.get("request_id") == callback_id for line in replica_lines), callback_id
 
 
 async def _session_on(cluster: Cluster, user: str, replica: str, seconds: float = 15.0) -> str:

@@ -28,6 +28,7 @@ pytestmark = pytest.mark.e2e
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     redis_url = need_redis()
     nginx = need_binary("nginx")
+    need_binary("envsubst")
     running = Cluster(tmp_path_factory.mktemp("cluster"), redis_url, nginx)
     try:
         yield running.start()

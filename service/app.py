@@ -29,6 +29,7 @@ from service.drain import Drain
 from service.mcp_server import ObservedMCPServer
 from service.metrics import serve_metrics
 from service.request_id import RequestIdMiddleware
+from service.request_limits import require_bounded_request
 from service.runtime import Runtime
 from service.sdk_hooks import SessionManager, adopt_session_manager, check_sdk_hooks
 from service.session_limits import SessionLimits
@@ -179,6 +180,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
         routes=routes,
         middleware=[
             Middleware(require_single_valued_headers),  # outermost: before anything reads a header
+            Middleware(require_bounded_request),  # a head or body over the limits, before it is read
             Middleware(drain.middleware),
             Middleware(RequestIdMiddleware),
             Middleware(SecurityHeadersMiddleware),

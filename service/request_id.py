@@ -16,12 +16,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from service.logs import request_context
 
 HEADER = "x-request-id"
-_SHAPE = re.compile(r"[A-Za-z0-9._:-]{1,128}")  # nginx's $request_id is 32 hex digits
+# nginx's $request_id is 32 hex digits; deploy/nginx/nginx.conf accepts a caller's id in this shape.
+REQUEST_ID_SHAPE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 def request_id_from(value: str | None) -> str:
     """The caller's id when it has our shape, else a fresh one."""
-    if value is not None and _SHAPE.fullmatch(value):
+    if value is not None and REQUEST_ID_SHAPE.fullmatch(value):
         return value
     return secrets.token_hex(16)
 

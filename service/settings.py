@@ -4,8 +4,8 @@ Precedence: environment > file (`MCPUC_CONFIG_FILE` or `--config`) > defaults. p
 reads and types every value; `load_settings` turns its errors into a `SettingsError` naming the
 setting, and `Settings.validate` refuses an unsafe combination (the app factory calls it, so no
 server runs on unvalidated settings). Every setting is documented in docs/configuration.md.
-Secrets (keys, client secrets) should come from the environment or a file readable only by the
-service user.
+Secrets (keys, client secrets, the store URL) come from the environment, or from a file named by
+`MCPUC_<NAME>_FILE` (a Kubernetes Secret mounted as files: `secrets_from_files`).
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ from token_store import POSTGRES_SCHEMES, check_store_url
 
 ENV_PREFIX = "MCPUC_"
 CONFIG_FILE_ENV = f"{ENV_PREFIX}CONFIG_FILE"
+FILE_SUFFIX = "_FILE"
+# The secret each provider table names (service/providers.py: build_provider reads it).
+PROVIDER_CLIENT_SECRET_ENV = re.compile(r"MCPUC_PROVIDER_[A-Z][A-Z0-9_]{0,31}_CLIENT_SECRET")
 PROVIDER_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")  # used with fullmatch
 REPLICA_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 # The one definition of these defaults (the CLI imports them).
@@ -365,10 +368,46 @@ def _providers_from(table: object, environ: Mapping[str, str]) -> dict[str, Prov
     return providers
 
 
+def secret_env_names(environ: Mapping[str, str]) -> set[str]:
+    """The environment variables that hold secrets: every setting declared with `repr=False`,
+    and each provider's client secret."""
+    names = {f"{ENV_PREFIX}{name.upper()}" for name, field in Settings.model_fields.items() if not field.repr}
+    for variable in environ:
+        base = variable.removesuffix(FILE_SUFFIX)
+        if PROVIDER_CLIENT_SECRET_ENV.fullmatch(base):
+            names.add(base)
+    return names
+
+
+def secrets_from_files(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` with each secret's `MCPUC_<NAME>_FILE` replaced by `MCPUC_<NAME>`, the content of
+    that file less one trailing newline (what `kubectl create secret --from-file` and editors
+    leave). A Secret mounted as files stays out of the process environment, which `/proc`, crash
+    reports and child processes expose (CIS Kubernetes Benchmark 5.4.1). Setting both forms is
+    refused: which one wins would be a guess. Errors name the variable and the path, never the
+    content."""
+    resolved = dict(environ)
+    for name in sorted(secret_env_names(environ)):
+        file_env = name + FILE_SUFFIX
+        if file_env not in environ:
+            continue
+        if name in environ:
+            raise SettingsError(f"{name} and {file_env} are both set: set one")
+        path = Path(environ[file_env])
+        try:
+            content = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+            raise SettingsError(f"{file_env}: cannot read {path}: {reason}") from None
+        resolved[name] = content.removesuffix("\n")
+        del resolved[file_env]
+    return resolved
+
+
 def load_settings(environ: Mapping[str, str] | None = None, config_file: Path | None = None) -> Settings:
-    """Settings from the environment and the optional TOML file (environment wins), not yet
-    validated: call `.validate()` (create_app does)."""
-    environ = os.environ if environ is None else environ
+    """Settings from the environment (secrets also from `*_FILE` files) and the optional TOML file
+    (environment wins), not yet validated: call `.validate()` (create_app does)."""
+    environ = secrets_from_files(os.environ if environ is None else environ)
     file_path = config_file or (Path(environ[CONFIG_FILE_ENV]) if CONFIG_FILE_ENV in environ else None)
     file_values = _file_values(file_path) if file_path is not None else {}
     providers = _providers_from(file_values.pop("providers", {}), environ)

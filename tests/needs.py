@@ -34,6 +34,7 @@ HOW_TO_GET = MappingProxyType(
     {
         "redis": "apt install redis-server, and start it on port 6379",
         "nginx": "apt install nginx",
+        "envsubst": "apt install gettext-base (renders the router's nginx template)",
         "chromium": "apt install chromium (playwright comes with `make test`)",
         "postgresql": "apt install postgresql (the tests start their own server from its initdb)",
     }

@@ -1,12 +1,16 @@
-"""Two `mcp-url-connect serve` processes sharing Redis behind real nginx configured from
-deploy/nginx/nginx.conf, with `mcp-url-connect mock-providers` as the issuer and provider: the
-process-level stack that tests/e2e/test_replicas.py, the drain and rolling-restart tests and
-scripts/drill.py run (the in-process one is mock_providers.testing.DemoServers).
+"""Two `mcp-url-connect serve` processes sharing Redis behind the router (real nginx running
+deploy/nginx/nginx.conf as rendered for Kubernetes, mock_providers/testing/router.py), with
+`mcp-url-connect mock-providers` as the issuer and provider: the process-level stack that
+tests/e2e/test_replicas.py, the drain and rolling-restart tests and scripts/drill.py run (the
+in-process one is mock_providers.testing.DemoServers).
 
-Everything listens on loopback. With ``redis_url=None`` the cluster runs a redis-server of its
-own (AOF on, ``appendfsync always``, as docs/redis.md recommends), which it can restart; with a
-shared Redis it uses a unique key prefix and deletes it at the end. With ``postgres_url`` the
-replicas share that PostgreSQL database alone (store and completion bus) and no Redis runs.
+Everything listens on loopback: the replicas on 127.0.0.1 and 127.0.0.2 (one port, as pods
+share one), found by the router through a DNS server of the cluster's own (`dns`), which answers
+the names the headless Service gives in Kubernetes. With ``redis_url=None`` the cluster runs a
+redis-server of its own (AOF on, ``appendfsync always``, as docs/redis.md recommends), which it
+can restart; with a shared Redis it uses a unique key prefix and deletes it at the end. With
+``postgres_url`` the replicas share that PostgreSQL database alone (store and completion bus) and
+no Redis runs.
 """
 
 from __future__ import annotations
@@ -25,13 +29,17 @@ from pathlib import Path
 import httpx
 import redis
 
+from mock_providers.testing.dns import DnsServer
+from mock_providers.testing.router import any_replica_name, replica_name, router_conf
 from mock_providers.testing.servers import HOST, free_port
 
-NGINX_CONF = Path(__file__).parents[2] / "deploy" / "nginx" / "nginx.conf"
 REPLICAS = ("mcp-1", "mcp-2")
+# mcp-1 on the public URL's loopback address: tests that reach it directly pass the server's
+# DNS-rebinding check (its Host must be the public host or loopback's 127.0.0.1).
+REPLICA_ADDRESSES = {"mcp-1": "127.0.0.1", "mcp-2": "127.0.0.2"}
 CLI = [sys.executable, "-m", "service.cli"]
 START_SECONDS = 20.0
-# nginx skips a refusing replica for `fail_timeout=2s` (deploy/nginx/nginx.conf): a rolling
+# The router caches a replica's address for `valid=2s` (deploy/nginx/nginx.conf): a rolling
 # restart waits that long, and a little more, after a replica is ready before stopping the next.
 SETTLE_SECONDS = 3.0
 # Then requests through nginx, each on a new connection so that every worker gets some: a worker
@@ -73,11 +81,23 @@ class Cluster:
     nginx_port: int = field(default_factory=free_port)
     providers_port: int = field(default_factory=free_port)
     redis_port: int = field(default_factory=free_port)
-    ports: dict[str, int] = field(default_factory=lambda: {r: free_port() for r in REPLICAS})
+    # One port for every replica, each on its own address (REPLICA_ADDRESSES, or where
+    # `move_replica` put it).
+    replica_port: int = field(default_factory=free_port)
+    addresses: dict[str, str] = field(default_factory=lambda: dict(REPLICA_ADDRESSES))
+    dns: DnsServer = field(default_factory=DnsServer)
     # Each replica's GET /metrics port (serve's default, 9464, would be shared by all of them).
     metrics_ports: dict[str, int] = field(default_factory=lambda: {r: free_port() for r in REPLICAS})
     key_prefix: str = field(default_factory=lambda: f"test-{uuid.uuid4().hex[:12]}:")
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def ports(self) -> dict[str, int]:
+        return {name: self.replica_port for name in REPLICAS}
+
+    def replica_url(self, name: str) -> str:
+        """Replica `name` reached directly, not through the router."""
+        return f"http://{self.addresses[name]}:{self.replica_port}"
 
     @property
     def data_dir(self) -> Path:
@@ -125,8 +145,24 @@ class Cluster:
         wait_for(discovery, providers, self.log("mock-providers"))
         for name in REPLICAS:
             self.start_replica(name)
+        self.publish_dns()
         self._start_nginx()
         return self
+
+    def publish_dns(self) -> None:
+        """What the headless Service publishes: every replica under the shared name, and each
+        under its own."""
+        self.dns.set(any_replica_name(), [self.addresses[name] for name in REPLICAS])
+        for name in REPLICAS:
+            self.dns.set(replica_name(name), [self.addresses[name]])
+
+    def move_replica(self, name: str, address: str) -> None:
+        """A rollout that recreates replica `name` at a new address: stop it (SIGTERM), start it
+        on `address`, and publish the new address."""
+        self.stop_replica(name)
+        self.addresses[name] = address
+        self.start_replica(name)
+        self.publish_dns()
 
     def serve_env(self) -> dict[str, str]:
         """The environment of `serve` (and `keys rotate`): what mock-providers wrote, the store,
@@ -144,11 +180,13 @@ class Cluster:
         """Start (or start again, on the same port) replica `name`; returns once it is ready."""
         env = {
             **self.serve_env(),
-            **{"MCPUC_REPLICA_ID": name, "MCPUC_HOST": HOST, "MCPUC_PORT": str(self.ports[name])},
+            "MCPUC_REPLICA_ID": name,
+            "MCPUC_HOST": self.addresses[name],
+            "MCPUC_PORT": str(self.replica_port),
             "MCPUC_METRICS_PORT": str(self.metrics_ports[name]),
         }
         replica = self._spawn(name, self.serve_command, env)
-        wait_for(f"http://{HOST}:{self.ports[name]}/readyz", replica, self.log(name))
+        wait_for(f"{self.replica_url(name)}/readyz", replica, self.log(name))
 
     def stop_replica(self, name: str, sig: signal.Signals = signal.SIGTERM, seconds: float = 30.0) -> int:
         """Send `sig` to replica `name` and wait for it to exit; its exit status."""
@@ -222,15 +260,7 @@ class Cluster:
         self.start_redis()
 
     def _start_nginx(self) -> None:
-        conf = NGINX_CONF.read_text()
-        for token, value in {
-            "listen 8080;": f"listen {HOST}:{self.nginx_port};",
-            "server mcp-1:8000 ": f"server {HOST}:{self.ports['mcp-1']} ",
-            "server mcp-2:8000 ": f"server {HOST}:{self.ports['mcp-2']} ",
-            "server mock-providers:8001;": f"server {HOST}:{self.providers_port};",
-        }.items():
-            assert token in conf, f"deploy/nginx/nginx.conf no longer contains {token!r}"
-            conf = conf.replace(token, value)
+        conf = router_conf(f"{HOST}:{self.nginx_port}", self.dns.address, self.replica_port)
         prefix = self.root / "nginx"
         (prefix / "logs").mkdir(parents=True, exist_ok=True)
         (prefix / "nginx.conf").write_text(conf)
@@ -250,6 +280,7 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        self.dns.close()
         if self.redis_url is not None and self.postgres_url is None:
             self._delete_prefix()
 

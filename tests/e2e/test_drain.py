@@ -18,7 +18,7 @@ import pytest
 
 from mock_providers.testing.client import mcp_client
 from mock_providers.testing.cluster import Cluster
-from mock_providers.testing.servers import HOST, DemoServers
+from mock_providers.testing.servers import DemoServers
 from tests.support.slow_cluster import running_slow_cluster
 
 pytestmark = pytest.mark.e2e
@@ -46,7 +46,7 @@ def error_lines(log: Path) -> list[str]:
 
 async def test_sigterm_lets_calls_in_flight_finish(cluster: Cluster) -> None:
     name = "mcp-1"
-    replica = Replica(cluster.data_dir, f"http://{HOST}:{cluster.ports[name]}/mcp")
+    replica = Replica(cluster.data_dir, f"{cluster.replica_url(name)}/mcp")
     log_start = len(cluster.log(name).read_text())
     results: dict[str, object] = {}
 

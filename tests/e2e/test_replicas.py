@@ -16,12 +16,12 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
+import httpx
 import pytest
 
 from mock_providers.testing.browser import Browser, callback_location
 from mock_providers.testing.client import legacy_elicitation, mcp_client
 from mock_providers.testing.cluster import REPLICAS, Cluster
-from mock_providers.testing.servers import HOST
 from tests.needs import need_binary, need_redis
 from tests.support.postgres import PostgresServer
 
@@ -31,6 +31,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module", params=["redis", "postgres"])
 def cluster(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Cluster]:
     nginx = need_binary("nginx")
+    need_binary("envsubst")
     if request.param == "redis":
         running = Cluster(tmp_path_factory.mktemp("cluster"), need_redis(), nginx)
     else:
@@ -60,8 +61,12 @@ async def test_callback_on_the_other_replica_still_notifies_the_session(
         other = next(name for name in REPLICAS if name != holder)
 
         location = urlsplit(await callback_location(browser, elicitation.url))
-        direct = urlunsplit(location._replace(netloc=f"{HOST}:{cluster.ports[other]}"))
-        page = await browser.get(direct)  # the callback lands on the replica without the session
+        direct = urlunsplit(location._replace(netloc=urlsplit(cluster.replica_url(other)).netloc))
+        # The callback lands on the replica without the session, as the browser sends it: the
+        # public Host and the browser's cookies (the replica has an address of its own).
+        cookies = "; ".join(f"{cookie.name}={cookie.value}" for cookie in browser.http.cookies.jar)
+        async with httpx.AsyncClient(timeout=15) as direct_client:
+            page = await direct_client.get(direct, headers={"Host": location.netloc, "Cookie": cookies})
         assert page.status_code == 200, page.text
         assert "/callback/mockhub" in cluster.log(other).read_text()
         assert "/callback/mockhub" not in cluster.log(holder).read_text()

@@ -194,6 +194,41 @@ async def test_oversized_body_to_mcp_is_413_before_any_store_work(servers: Serve
             a.check(elicitations_of(servers, user) == [], "no store work for an oversized request")
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_head_or_body_past_the_replica_limits_is_refused_however_it_arrives(
+    servers: Servers, mode: str
+) -> None:
+    """A head over 16 KiB sent in one write (h11 alone would parse it) gets 431, and a body over
+    1 MiB (under the SDK's own 4 MiB) 413, on /mcp and a browser route, before any store work;
+    another user's session is served afterwards (RFC 6585 §5, RFC 9110 §15.5.14)."""
+    user, other = unique("heady"), unique("bystander")
+    async with httpx.AsyncClient(timeout=30) as http:
+        raw = RawMcp(servers, http, mode, bearer(servers, user))
+        if mode == "legacy":
+            await raw.open()
+        bystander = RawMcp(servers, http, mode, bearer(servers, other))
+        if mode == "legacy":
+            await bystander.open()
+        headers = raw._headers("tools/call", "whoami")
+        async with attack(servers) as a:
+            host, port = servers.mcp_url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
+            reader, writer = await asyncio.open_connection(host, int(port))
+            fields = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+            head = f"POST /mcp HTTP/1.1\r\nhost: {host}:{port}\r\n{fields}x-fill: {'f' * 20000}\r\n"
+            writer.write(head.encode() + b"content-length: 2\r\n\r\n{}")  # one write, one read
+            await writer.drain()
+            status_line = await reader.readline()
+            writer.close()
+            a.check(status_line.split()[1] == b"431", f"one-piece 20 KiB head: {status_line!r}")
+            body = b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"whoami","arguments":'
+            body += b'{"x":"' + b"a" * (1024 * 1024) + b'"}}}'
+            a.status(await http.post(servers.mcp_url, content=body, headers=headers), 413)
+            a.status(await http.post(servers.public_url + "/connect", content=body), 413)
+            a.check(elicitations_of(servers, user) == [], "no store work for a refused request")
+            answer = await bystander.call_tool("whoami", {})
+            a.check("id" in answer, "another user's session is still served")
+
+
 async def test_oversized_headers_and_parameters_at_connect_and_callback_get_4xx(
     servers: Servers, browser: Browser
 ) -> None:
@@ -211,13 +246,14 @@ async def test_oversized_headers_and_parameters_at_connect_and_callback_get_4xx(
         a.status(await http.get(f"{base}/callback/mockhub", params=padded), 400)
         many = {f"p{i}": "x" for i in range(2000)} | {"state": unknown_state}
         a.status(await http.get(f"{base}/callback/mockhub", params=many), 400)
+        # Heads over 16 KiB: 431 before the routes (service/request_limits.py).
         cookie = {"Cookie": "mcpuc_session=" + "B" * 30_000}
-        a.status(await http.get(f"{base}/connect", params={"elicitationId": "bad*"}, headers=cookie), 400)
+        a.status(await http.get(f"{base}/connect", params={"elicitationId": "bad*"}, headers=cookie), 431)
         a.status(
-            await http.get(f"{base}/callback/mockhub", params={"state": unknown_state}, headers=cookie), 400
+            await http.get(f"{base}/callback/mockhub", params={"state": unknown_state}, headers=cookie), 431
         )
         headers = {f"X-Junk-{i}": "j" * 100 for i in range(300)}
-        a.status(await http.get(f"{base}/callback/mockhub", params={"state": "x"}, headers=headers), 400)
+        a.status(await http.get(f"{base}/callback/mockhub", params={"state": "x"}, headers=headers), 431)
         a.status(await http.get(f"{base}/connect", headers={"X-Huge": "h" * 200_000}), range(400, 500))
 
 

@@ -11,6 +11,7 @@ from tests.needs import need_binary, need_redis
 
 
 def running_slow_cluster(tmp_path_factory: Any, name: str, grace_seconds: float) -> Iterator[Cluster]:
+    need_binary("envsubst")  # the router's template (mock_providers/testing/router.py)
     running = Cluster(
         tmp_path_factory.mktemp(name),
         need_redis(),

@@ -15,17 +15,21 @@ or a Kubernetes cluster.
 from __future__ import annotations
 
 import base64
+import contextlib
+import importlib.util
 import json
 import re
 import secrets
 import socket
 import subprocess
+import sys
 import threading
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,6 +37,17 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from mock_providers.testing.dns import DnsServer
+from mock_providers.testing.router import (
+    LISTEN,
+    any_replica_name,
+    render,
+    replica_name,
+    router_conf,
+    router_environment,
+)
+from service.request_id import REQUEST_ID_SHAPE
+from service.request_limits import MAX_REQUEST_HEAD_BYTES
 from service.session_limits import SESSION_MEMORY_KIB
 from service.settings import DEFAULT_METRICS_PORT, SettingsError, load_settings
 from tests.needs import need_binary
@@ -62,12 +77,6 @@ SECRET_ENV = (
     "MCPUC_ENCRYPTION_KEYS",
     "MCPUC_REQUEST_STATE_KEYS",
 )
-NGINX_TOKENS = {  # the lines tests/e2e/test_replicas.py replaces, and how often each occurs
-    "listen 8080;": 1,
-    "server mcp-1:8000 ": 2,
-    "server mcp-2:8000 ": 2,
-    "server mock-providers:8001;": 1,
-}
 
 
 # One fsync policy everywhere: the one docs/redis.md recommends (compose, k8s and deploy.md agree).
@@ -191,7 +200,7 @@ def test_compose_nginx_redis_and_mock_providers(yaml: ModuleType) -> None:
     services = _compose(yaml)["services"]
     nginx = services["nginx"]
     assert nginx["image"].startswith("nginx:1.27")
-    assert "./nginx/nginx.conf:/etc/nginx/nginx.conf:ro" in nginx["volumes"]
+    assert "./nginx/nginx.conf:/etc/nginx/templates/nginx.conf.template:ro" in nginx["volumes"]
     assert (DEPLOY / "nginx" / "nginx.conf").is_file()
     assert [p.rsplit(":", 2)[-2:] for p in nginx["ports"]] == [["8080", "8080"]]
     assert set(nginx["depends_on"]) >= set(REPLICAS)
@@ -221,8 +230,12 @@ def test_compose_nginx_redis_and_mock_providers(yaml: ModuleType) -> None:
 
     # Every replica is routed by the nginx map, and what the replicas are told matches the mocks.
     conf = NGINX_CONF.read_text()
+    [pattern] = re.findall(r'"~\^\(\?<replica>([^)]*)\)\\\."', conf)
     for replica in REPLICAS:
-        assert re.search(rf"~\^{re.escape(replica)}\\\.\s+\S+;", conf), replica
+        assert re.fullmatch(pattern, replica), replica
+        assert services[replica]["networks"]["default"]["aliases"] == [
+            nginx["environment"]["MCPUC_ROUTER_ANY_REPLICA"]
+        ]
     example = _env_file(DEPLOY / "mcp.env.example")
     assert example["MCPUC_PUBLIC_URL"] == COMPOSE_MCP_PUBLIC_URL
     assert example["MCPUC_AUTH_ISSUER"] == COMPOSE_PROVIDERS_URL
@@ -289,7 +302,27 @@ def test_k8s_configmap_and_secret_make_a_valid_configuration(yaml: ModuleType, t
     config_file = tmp_path / "config.toml"
     config_file.write_text(objects[("ConfigMap", "mcp-config-file")]["data"]["config.toml"])
     assert env["MCPUC_CONFIG_FILE"] == "/etc/mcp-url-connect/config.toml"
+    # The pod gets every key of the Secret as a file, named by MCPUC_<NAME>_FILE, and no secret in
+    # its environment (CIS 5.4.1). Here the files are written where the volume would be.
+    pod = objects[("StatefulSet", "mcp")]["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert not [s for s in container["envFrom"] if "secretRef" in s]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    [volume] = [v for v in pod["volumes"] if "secret" in v]
+    assert volume["secret"]["secretName"] == "mcp-secrets" and volume["secret"]["defaultMode"] == 0o440
+    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]  # the pod reads them
+    mounted = PurePosixPath(mounts[volume["name"]])
+    files = {e["name"]: e["value"] for e in container["env"] if e["name"].endswith("_FILE")}
+    assert set(files) == {name + "_FILE" for name in secret}, "one MCPUC_<NAME>_FILE per key of the Secret"
+    for name, value in secret.items():
+        assert files[name + "_FILE"] == str(mounted / name)
+        (tmp_path / name).write_text(value)
+    pod_files = {name + "_FILE": str(tmp_path / name) for name in secret}
     # MCPUC_REPLICA_ID is the pod name: StatefulSet "mcp", ordinal 0. validate() checks its form.
+    environ = {**env, **pod_files, "MCPUC_CONFIG_FILE": str(config_file), "MCPUC_REPLICA_ID": "mcp-0"}
+    with pytest.raises(SettingsError):  # a placeholder never runs
+        load_settings(environ).validate()
+    # The rest with the environment form: the same settings (tests/unit/test_settings.py).
     environ = {**env, **secret, "MCPUC_CONFIG_FILE": str(config_file), "MCPUC_REPLICA_ID": "mcp-0"}
     with pytest.raises(SettingsError):  # a placeholder never runs
         load_settings(environ).validate()
@@ -357,6 +390,36 @@ def test_k8s_statefulset_probes_identity_and_hardening(yaml: ModuleType) -> None
             assert ("ConfigMap", volume["configMap"]["name"]) in objects
 
 
+def test_k8s_network_policy_admits_only_the_router_and_the_scraper(yaml: ModuleType) -> None:
+    """CIS Kubernetes Benchmark 5.3.2: a NetworkPolicy selects the MCP pods. Their http port takes
+    traffic from the router's pods only; their metrics port from the monitoring namespace only."""
+    objects = _k8s(yaml)
+    pod_labels = objects[("StatefulSet", "mcp")]["spec"]["template"]["metadata"]["labels"]
+    router_labels = objects[("Deployment", "mcp-router")]["spec"]["template"]["metadata"]["labels"]
+    policies = [o for (kind, _), o in objects.items() if kind == "NetworkPolicy"]
+    selecting = [p for p in policies if p["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()]
+    [policy] = selecting
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    named_ports = {
+        p["name"]: p["containerPort"]
+        for p in objects[("StatefulSet", "mcp")]["spec"]["template"]["spec"]["containers"][0]["ports"]
+    }
+    admitted = {}
+    for rule in policy["spec"]["ingress"]:
+        [source] = rule["from"]
+        [port] = rule["ports"]
+        admitted[port["port"]] = source
+    assert set(admitted) == {named_ports["http"], named_ports["metrics"]}
+    router = admitted[named_ports["http"]]
+    assert (
+        set(router) == {"podSelector"}
+        and router["podSelector"]["matchLabels"].items() <= router_labels.items()
+    )
+    assert router["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "router"
+    scraper = admitted[named_ports["metrics"]]
+    assert scraper == {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+
+
 def _mebibytes(quantity: str) -> float:
     number, unit = re.fullmatch(r"(\d+)(Mi|Gi)", quantity).groups()  # type: ignore[union-attr]
     return int(number) * (1024 if unit == "Gi" else 1)
@@ -375,31 +438,36 @@ def test_default_session_caps_fit_the_pod_memory_limit(yaml: ModuleType) -> None
     )
 
 
-def test_k8s_services_ingress_and_redis(yaml: ModuleType) -> None:
+def test_k8s_services_front_doors_and_redis(yaml: ModuleType) -> None:
     objects = _k8s(yaml)
     pod_labels = objects[("StatefulSet", "mcp")]["spec"]["template"]["metadata"]["labels"]
-    for name in ("mcp", "mcp-headless"):
-        service = objects[("Service", name)]["spec"]
-        assert service["selector"].items() <= pod_labels.items(), name
-        assert [p["port"] for p in service["ports"]] == [8000]
-    assert objects[("Service", "mcp")]["spec"].get("type", "ClusterIP") == "ClusterIP"
+    services = {name for kind, name in objects if kind == "Service"}
+    assert services == {"mcp-headless", "mcp-router", "redis"}  # nothing else reaches the pods
+    headless = objects[("Service", "mcp-headless")]["spec"]
+    assert headless["selector"].items() <= pod_labels.items()
+    assert headless["clusterIP"] == "None" and headless["publishNotReadyAddresses"] is False
+    assert [p["port"] for p in headless["ports"]] == [8000]
+    environment = router_environment("NAMESPACE")
+    assert environment["MCPUC_ROUTER_ANY_REPLICA"] == "mcp-headless.NAMESPACE.svc.cluster.local"
+    assert environment["MCPUC_ROUTER_REPLICA_SUFFIX"] == ".mcp-headless.NAMESPACE.svc.cluster.local"
+    assert environment["MCPUC_ROUTER_REPLICA_PORT"] == "8000"
 
+    router = objects[("Service", "mcp-router")]["spec"]
+    router_pod = objects[("Deployment", "mcp-router")]["spec"]["template"]
+    assert router["selector"].items() <= router_pod["metadata"]["labels"].items()
+    [router_port] = router["ports"]
+    host = urlsplit(objects[("ConfigMap", "mcp-env")]["data"]["MCPUC_PUBLIC_URL"]).hostname
+    # The front doors all lead to the router, and need no controller annotation.
+    route = objects[("HTTPRoute", "mcp")]
+    assert route["spec"]["hostnames"] == [host]
+    [rule] = route["spec"]["rules"]
+    assert rule["backendRefs"] == [{"name": "mcp-router", "port": router_port["port"]}]
     ingress = objects[("Ingress", "mcp")]
-    annotations = ingress["metadata"]["annotations"]
-    prefix = "nginx.ingress.kubernetes.io/"
-    assert annotations[prefix + "proxy-buffering"] == "off"
-    assert annotations[prefix + "proxy-body-size"] == "1m"
-    assert int(annotations[prefix + "proxy-read-timeout"]) >= 3600
-    snippet = annotations[prefix + "configuration-snippet"]
-    assert "$http_mcp_session_id" in snippet
-    assert "mcp-headless.NAMESPACE.svc.cluster.local:8000" in snippet
-    assert "^(?<mcp_pod>mcp-[0-9]{1,3})\\." in snippet  # anchored and narrow: no open proxy
-    [rule] = ingress["spec"]["rules"]
-    env = objects[("ConfigMap", "mcp-env")]["data"]
-    assert rule["host"] == urlsplit(env["MCPUC_PUBLIC_URL"]).hostname
-    backend = rule["http"]["paths"][0]["backend"]["service"]
-    service_ports = [p["name"] for p in objects[("Service", backend["name"])]["spec"]["ports"]]
-    assert backend["port"]["name"] in service_ports
+    assert "annotations" not in ingress["metadata"]
+    [ingress_rule] = ingress["spec"]["rules"]
+    assert ingress_rule["host"] == host
+    backend = ingress_rule["http"]["paths"][0]["backend"]["service"]
+    assert backend == {"name": "mcp-router", "port": {"name": router_port["name"]}}
 
     redis = objects[("StatefulSet", "redis")]["spec"]
     container = redis["template"]["spec"]["containers"][0]
@@ -411,6 +479,132 @@ def test_k8s_services_ingress_and_redis(yaml: ModuleType) -> None:
     secret = objects[("Secret", "mcp-secrets")]["stringData"]
     assert urlsplit(secret["MCPUC_STORE_URL"]).hostname == "redis"
     assert ("Service", "redis") in objects
+
+
+def _maxmemory(command: str) -> tuple[float, str]:
+    match = re.search(r"--maxmemory (\d+)mb --maxmemory-policy (\S+)", command)
+    assert match, command
+    return float(match.group(1)), match.group(2)
+
+
+def test_every_redis_the_kit_runs_answers_oom_before_its_memory_limit(yaml: ModuleType) -> None:
+    """docs/redis.md, "Memory and eviction": noeviction, and maxmemory well under the container's
+    limit (the AOF rewrite's fork and the buffers need the rest), so a full Redis answers -OOM
+    instead of being killed."""
+    redis = _k8s(yaml)[("StatefulSet", "redis")]["spec"]["template"]["spec"]["containers"][0]
+    compose = _compose(yaml)["services"]["redis"]
+    for command, limit in (
+        (redis["args"][0], _mebibytes(redis["resources"]["limits"]["memory"])),
+        (" ".join(compose["command"]), float(compose["mem_limit"].removesuffix("m"))),
+    ):
+        maxmemory, policy = _maxmemory(command)
+        assert policy == "noeviction"
+        assert maxmemory <= 0.7 * limit, (maxmemory, limit)
+
+
+def test_redis_started_as_the_kit_runs_it_answers_oom_when_full(yaml: ModuleType, tmp_path: Path) -> None:
+    redis_server = need_binary("redis-server")
+    _, policy = _maxmemory(
+        _k8s(yaml)[("StatefulSet", "redis")]["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    )
+    port = _free_port()
+    process = subprocess.Popen(  # the kit's policy, a limit small enough to reach here
+        [
+            *(redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)),
+            *("--maxmemory", "2mb", "--maxmemory-policy", policy),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        import redis as redis_client
+
+        client = redis_client.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis_client.ConnectionError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+        with pytest.raises(redis_client.exceptions.OutOfMemoryError):  # -OOM
+            for i in range(1000):
+                client.set(f"k{i}", b"x" * 16384)
+        assert client.get("k0") == b"x" * 16384  # nothing was evicted
+        client.close()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_k8s_manifests_pass_kubernetes_validate_strict_for_the_two_newest_minors() -> None:
+    """Every manifest against the API schemas of the two newest Kubernetes minors that
+    kubernetes-validate knows, rejecting unknown fields (--strict). The HTTPRoute is a Gateway API
+    resource, which it has no schema for: checked in test_k8s_services_front_doors_and_redis."""
+    utils = pytest.importorskip("kubernetes_validate.utils", reason="kubernetes-validate is not installed")
+    minors = sorted(
+        {utils.major_minor(v) for v in utils.all_versions()}, key=lambda v: [int(p) for p in v.split(".")]
+    )
+    newest = minors[-2:]
+    assert len(newest) == 2
+    files = sorted(str(path) for path in K8S.glob("*.yaml"))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kubernetes_validate",
+            "--strict",
+            "--quiet",
+            *(f"-k{v}.0" for v in newest),
+            *files,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    unvalidated = [line for line in done.stdout.splitlines() if line.startswith("WARN")]
+    assert len(unvalidated) == len(newest) and all("kind HTTPRoute" in line for line in unvalidated), (
+        done.stdout
+    )
+
+
+PINNED = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")
+
+
+def _images(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "image" and isinstance(value, str):
+                yield value
+            else:
+                yield from _images(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _images(item)
+
+
+def test_every_image_and_the_buildkit_frontend_is_pinned_by_digest(yaml: ModuleType) -> None:
+    """A tag moves; a digest names one image (docs/deploy.md, "Pinned images", has the update
+    command). Compose's own builds (`build:`) are named by a local tag."""
+    references = [image for obj in _k8s(yaml).values() for image in _images(obj)]
+    assert len(references) >= 3  # mcp, redis, the router
+    for service in _compose(yaml)["services"].values():
+        if "build" not in service:
+            references.append(service["image"])
+    instructions = _dockerfile_instructions()
+    args = dict(rest.split("=", 1) for kw, rest in instructions if kw == "ARG" and "=" in rest)
+    references.append(args["PYTHON_IMAGE"])
+    stages = {rest.split()[-1] for kw, rest in instructions if kw == "FROM" and " AS " in rest}
+    for keyword, rest in instructions:
+        base = rest.split()[0]
+        if keyword == "FROM" and base != "${PYTHON_IMAGE}" and base not in stages:
+            references.append(base)
+    [syntax] = [line for line in DOCKERFILE.read_text().splitlines() if line.startswith("# syntax=")]
+    references.append(syntax.removeprefix("# syntax="))
+    unpinned = [reference for reference in references if not PINNED.fullmatch(reference)]
+    assert not unpinned, unpinned
 
 
 # ---- Dockerfile ---------------------------------------------------------------------------------------
@@ -436,7 +630,8 @@ def test_dockerfile_is_multi_stage_slim_non_root_with_a_healthcheck() -> None:
         if kw == "FROM"
     ]
     stage_names = {rest.split()[-1] for kw, rest in instructions if kw == "FROM" and " AS " in rest}
-    assert len(stages) >= 2 and all(s == "python:3.11-slim" or s in stage_names for s in stages)
+    assert len(stages) >= 2
+    assert all(s.startswith("python:3.11-slim@sha256:") or s in stage_names for s in stages), stages
     # The production image is the default target: the last stage, built on `base`.
     last_from = max(i for i, (kw, _) in enumerate(instructions) if kw == "FROM")
     assert instructions[last_from] == ("FROM", "base AS runtime")
@@ -536,40 +731,71 @@ def test_dockerfile_copies_only_what_exists_and_is_not_ignored() -> None:
     assert "deploy/mcp.env" in ignored and ".venv" in ignored
 
 
-# ---- nginx ----------------------------------------------------------------------------------------------
-def test_nginx_conf_keeps_the_replaceable_lines_and_streaming_settings() -> None:
+# ---- nginx: the router ----------------------------------------------------------------------------------
+# Variables the router's container sets itself; the template uses the others (and the image's
+# NGINX_LOCAL_RESOLVERS).
+ROUTER_ENTRYPOINT_ENV = {"POD_NAMESPACE", "NGINX_ENTRYPOINT_LOCAL_RESOLVERS", "NGINX_ENVSUBST_OUTPUT_DIR"}
+REPLICA_ADDRESSES = {"mcp-1": "127.0.0.2", "mcp-2": "127.0.0.3"}
+
+
+def test_nginx_conf_keeps_the_streaming_settings_and_names_only_variables_that_are_set(
+    yaml: ModuleType,
+) -> None:
     conf = NGINX_CONF.read_text()
-    for token, count in NGINX_TOKENS.items():
-        assert conf.count(token) == count, token
+    assert conf.count(LISTEN) == 1
     directives = [line.split("#")[0].strip() for line in conf.splitlines()]
     assert not [d for d in directives if d.startswith("user ")], "no user directive"
     for needed in (
         "pid nginx.pid;",
         "error_log stderr notice;",
+        "error_log stderr crit;",
         "client_max_body_size 1m;",
+        "proxy_request_buffering off;",
         "proxy_buffering off;",
         "proxy_http_version 1.1;",
         "proxy_set_header Host $http_host;",
-        "proxy_pass http://$mcp_upstream;",
-        "proxy_pass http://mcp_any;",
-        "map $http_mcp_session_id $mcp_upstream {",
+        "proxy_pass http://$mcp_upstream:${MCPUC_ROUTER_REPLICA_PORT};",
+        "proxy_pass http://$mcp_any:${MCPUC_ROUTER_REPLICA_PORT};",
+        "map $http_mcp_session_id $mcp_replica {",
+        "resolver ${NGINX_LOCAL_RESOLVERS} valid=2s;",
     ):
         assert needed in directives, needed
     for directive in ("client_body_temp_path", "proxy_temp_path", "fastcgi_temp_path", "uwsgi_temp_path"):
         [line] = [d for d in directives if d.startswith(directive + " ")]
         assert not line.split()[1].startswith("/"), f"{directive} must be relative to the prefix"
+    # envsubst replaces `$NAME` as well as `${NAME}`: nginx's own variables are lower case, and
+    # every upper-case name is one that Kubernetes and compose both set.
+    names = set(re.findall(r"\$\{?([A-Z_][A-Z0-9_]*)", conf))
+    k8s = set(router_environment()) - ROUTER_ENTRYPOINT_ENV
+    assert names == k8s | {"NGINX_LOCAL_RESOLVERS"}
+    compose = _compose(yaml)["services"]["nginx"]["environment"]
+    assert set(compose) - ROUTER_ENTRYPOINT_ENV == k8s
+    for environment in (compose, router_environment()):
+        assert environment["NGINX_ENTRYPOINT_LOCAL_RESOLVERS"] == "1"
+        assert environment["NGINX_ENVSUBST_OUTPUT_DIR"] == "/etc/nginx"
 
 
-def _render(conf: str, listen: int, ports: dict[str, int]) -> str:
-    values = {
-        "listen 8080;": f"listen 127.0.0.1:{listen};",
-        "server mcp-1:8000 ": f"server 127.0.0.1:{ports['mcp-1']} ",
-        "server mcp-2:8000 ": f"server 127.0.0.1:{ports['mcp-2']} ",
-        "server mock-providers:8001;": f"server 127.0.0.1:{_free_port()};",
-    }
-    for token, value in values.items():
-        conf = conf.replace(token, value)
-    return conf
+def test_the_router_configmap_is_the_template_compose_mounts(yaml: ModuleType) -> None:
+    """One file: compose mounts deploy/nginx/nginx.conf, Kubernetes mounts its copy."""
+    spec = importlib.util.spec_from_file_location(
+        "router_configmap", ROOT / "scripts" / "router_configmap.py"
+    )
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert (K8S / "router-config.yaml").read_text() == script.render(NGINX_CONF.read_text()), (
+        "run scripts/router_configmap.py"
+    )
+    objects = _k8s(yaml)
+    template = objects[("ConfigMap", "mcp-router-template")]["data"]["nginx.conf.template"]
+    assert template == NGINX_CONF.read_text()
+    pod = objects[("Deployment", "mcp-router")]["spec"]["template"]["spec"]
+    mounts = {m["mountPath"]: m["name"] for m in pod["containers"][0]["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes[mounts["/etc/nginx/templates"]]["configMap"]["name"] == "mcp-router-template"
+    assert "emptyDir" in volumes[mounts["/etc/nginx"]]  # the rendered file, pid, temporary files
+    nginx = _compose(yaml)["services"]["nginx"]
+    assert "./nginx/nginx.conf:/etc/nginx/templates/nginx.conf.template:ro" in nginx["volumes"]
 
 
 def _nginx_test(nginx: str, prefix: Path) -> None:
@@ -583,34 +809,28 @@ def _nginx_test(nginx: str, prefix: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_nginx_accepts_the_conf(tmp_path: Path) -> None:
+def test_nginx_accepts_the_conf_as_rendered_for_kubernetes_and_compose(
+    yaml: ModuleType, tmp_path: Path
+) -> None:
     nginx = need_binary("nginx")
-    (tmp_path / "nginx.conf").write_text(_render(NGINX_CONF.read_text(), 8080, {r: 8000 for r in REPLICAS}))
-    _nginx_test(nginx, tmp_path)
-
-
-def test_nginx_accepts_the_ingress_snippet(yaml: ModuleType, tmp_path: Path) -> None:
-    nginx = need_binary("nginx")
-    ingress = _k8s(yaml)[("Ingress", "mcp")]
-    snippet = ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/configuration-snippet"]
-    # The controller puts the snippet in the location, before its own proxy_pass.
-    (tmp_path / "nginx.conf").write_text(
-        "pid nginx.pid; error_log stderr; events {}\n"
-        "http {\n client_body_temp_path client_body_temp; proxy_temp_path proxy_temp;\n"
-        " fastcgi_temp_path fastcgi_temp; uwsgi_temp_path uwsgi_temp; scgi_temp_path scgi_temp;\n"
-        " resolver 127.0.0.1 valid=30s;\n"
-        f" server {{ listen 127.0.0.1:{_free_port()};\n  location / {{\n"
-        + snippet.replace("NAMESPACE", "default")
-        + "\n   proxy_pass http://127.0.0.1:9;\n  }\n }\n}\n"
-    )
-    _nginx_test(nginx, tmp_path)
+    need_binary("envsubst")
+    (tmp_path / "k8s").mkdir()
+    (tmp_path / "k8s" / "nginx.conf").write_text(router_conf("127.0.0.1:8080", "127.0.0.1:53", 8000))
+    _nginx_test(nginx, tmp_path / "k8s")
+    compose = {**_compose(yaml)["services"]["nginx"]["environment"], "NGINX_LOCAL_RESOLVERS": "127.0.0.11"}
+    (tmp_path / "compose").mkdir()
+    (tmp_path / "compose" / "nginx.conf").write_text(render(compose))
+    _nginx_test(nginx, tmp_path / "compose")
 
 
 class StubReplica:
-    """An HTTP server standing in for one replica: says who it is and what Host it got; streams SSE."""
+    """An HTTP server standing in for one replica at `address`:`port`: says who and where it is
+    and what Host it got; streams SSE on /mcp/stream; drops the connection, unanswered, on
+    /drop and the OAuth callbacks."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, address: str = "127.0.0.1", port: int = 0) -> None:
         self.name = name
+        self.address = address
         self.seen: list[dict[str, Any]] = []
         self.release = threading.Event()
         stub = self
@@ -639,6 +859,9 @@ class StubReplica:
                         "fields": [name.lower() for name in self.headers],
                     }
                 )
+                if self.path.startswith(("/drop", "/callback/", "/login/callback")):
+                    self.close_connection = True
+                    return
                 if self.path == "/mcp/stream":
                     self.send_response(200)
                     self.send_header("Content-Type", "text/event-stream")
@@ -650,14 +873,16 @@ class StubReplica:
                     self.wfile.write(b"data: second\n\n")
                     self.close_connection = True
                     return
-                answer = json.dumps({"replica": stub.name, "host": self.headers.get("Host")}).encode()
+                answer = json.dumps(
+                    {"replica": stub.name, "address": stub.address, "host": self.headers.get("Host")}
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()
                 self.wfile.write(answer)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((address, port), Handler)
         self.server.daemon_threads = True
         self.port: int = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -668,17 +893,47 @@ class StubReplica:
         self.server.server_close()
 
 
-@pytest.fixture
-def proxied(tmp_path: Path) -> Iterator[tuple[str, dict[str, StubReplica]]]:
+@dataclass
+class Router:
+    """The router's nginx, as rendered for Kubernetes, in front of stub replicas that a DNS
+    server of the test's own publishes under the headless Service's names."""
+
+    base: str
+    dns: DnsServer
+    replica_port: int
+    log: Path
+    stubs: dict[str, StubReplica] = field(default_factory=dict)
+
+    def publish(self) -> None:
+        self.dns.set(any_replica_name(), [stub.address for stub in self.stubs.values()])
+        for name, stub in self.stubs.items():
+            self.dns.set(replica_name(name), [stub.address])
+
+    def move(self, name: str, address: str) -> None:
+        """A rollout: replica `name` recreated at `address`, and its new address published."""
+        self.stubs[name].stop()
+        self.stubs[name] = StubReplica(name, address, self.replica_port)
+        self.publish()
+
+    def log_text(self) -> str:
+        time.sleep(0.2)  # nginx writes its log lines after answering
+        return self.log.read_text()
+
+
+def _start_router(tmp_path: Path, publish: bool = True) -> Iterator[Router]:
     nginx = need_binary("nginx")
-    stubs = {name: StubReplica(name) for name in REPLICAS}
+    need_binary("envsubst")
     port = _free_port()
+    router = Router(f"http://127.0.0.1:{port}", DnsServer(), _free_port(), tmp_path / "nginx.log")
+    router.stubs = {name: StubReplica(name, a, router.replica_port) for name, a in REPLICA_ADDRESSES.items()}
+    if publish:
+        router.publish()
     prefix = tmp_path / "nginx"
     prefix.mkdir()
     (prefix / "nginx.conf").write_text(
-        _render(NGINX_CONF.read_text(), port, {n: s.port for n, s in stubs.items()})
+        router_conf(f"127.0.0.1:{port}", router.dns.address, router.replica_port)
     )
-    log = (tmp_path / "nginx.log").open("w")
+    log = router.log.open("w")
     process = subprocess.Popen(
         [nginx, "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-e", "stderr", "-g", "daemon off;"],
         stdout=log,
@@ -691,16 +946,27 @@ def proxied(tmp_path: Path) -> Iterator[tuple[str, dict[str, StubReplica]]]:
                 socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
                 break
             except OSError:
-                assert process.poll() is None, (tmp_path / "nginx.log").read_text()
+                assert process.poll() is None, router.log.read_text()
                 assert time.monotonic() < deadline, "nginx did not start"
                 time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}", stubs
+        yield router
     finally:
         process.terminate()
         process.wait(timeout=10)
         log.close()
-        for stub in stubs.values():
+        for stub in router.stubs.values():
             stub.stop()
+        router.dns.close()
+
+
+@pytest.fixture
+def router(tmp_path: Path) -> Iterator[Router]:
+    yield from _start_router(tmp_path)
+
+
+@pytest.fixture
+def proxied(router: Router) -> tuple[str, dict[str, StubReplica]]:
+    return router.base, router.stubs
 
 
 def test_nginx_routes_sessions_passes_host_streams_and_caps_bodies(
@@ -717,9 +983,15 @@ def test_nginx_routes_sessions_passes_host_streams_and_caps_bodies(
         for replica in REPLICAS:
             for _ in range(4):
                 answer = client.post("/mcp", content=b"{}", headers={"Mcp-Session-Id": f"{replica}.abc123"})
-                assert answer.json() == {"replica": replica, "host": public_host}
-        # A stale or forged prefix still reaches one of ours (which answers 404 for the session).
-        assert client.post("/mcp", headers={"Mcp-Session-Id": "mcp-10.x"}).json()["replica"] in REPLICAS
+                assert answer.json() == {
+                    "replica": replica,
+                    "address": REPLICA_ADDRESSES[replica],
+                    "host": public_host,
+                }
+        # A replica that does not exist (scaled away): its name does not resolve, the session is
+        # gone. Any other prefix reaches one of ours (which answers 404 for the session).
+        stale = client.post("/mcp", headers={"Mcp-Session-Id": "mcp-10.x"})
+        assert stale.status_code == 404 and stale.json()["error"]["message"] == "Session not found"
         assert client.post("/mcp", headers={"Mcp-Session-Id": "evil.example.com.x"}).status_code == 200
         # Bodies over 1 MiB never reach a replica.
         before = sum(len(s.seen) for s in stubs.values())
@@ -834,26 +1106,154 @@ def test_nginx_passes_one_request_id_and_keeps_metrics_private(
     assert not [r for r in seen if r["path"].startswith("/metrics")]
 
 
-def test_nginx_error_log_quotes_no_codes_states_or_links(
-    proxied: tuple[str, dict[str, StubReplica]], tmp_path: Path
-) -> None:
-    """Replicas down: nginx logs the failed upstream requests, but never their query strings."""
-    base, stubs = proxied
-    for stub in stubs.values():
-        stub.stop()
-    with httpx.Client(base_url=base, timeout=5) as client:
+FORGED_REQUEST_IDS = (
+    'x" 200 0 0.001 upstream=forged',  # a fake end of the log line
+    "a" * 129,  # too long
+    "id with spaces",
+    "\u00e9t\u00e9",  # not ASCII
+)
+
+
+def test_nginx_accepts_a_request_id_only_in_the_replicas_shape(router: Router) -> None:
+    """The caller's X-Request-ID reaches nginx's log line and the replica only in the shape the
+    replicas accept (service/request_id.py: REQUEST_ID_SHAPE); anything else is replaced by a
+    fresh id, the same in nginx's line and at the replica."""
+    conf = NGINX_CONF.read_text()
+    [pattern] = re.findall(r'^\s*"~\^(.*)\$"\s+\$http_x_request_id;$', conf, re.MULTILINE)
+    assert pattern == REQUEST_ID_SHAPE.pattern
+    with httpx.Client(base_url=router.base, timeout=5) as client:
+        for forged in FORGED_REQUEST_IDS:
+            answer = client.get("/connections", headers={"X-Request-ID": forged.encode()})
+            assert answer.status_code == 200
+        client.get("/connections", headers={"X-Request-ID": "edge-42.a:b_c"})
+    seen = [r["request_id"] for s in router.stubs.values() for r in s.seen]
+    assert "edge-42.a:b_c" in seen
+    fresh = [i for i in seen if i != "edge-42.a:b_c"]
+    assert len(fresh) == len(FORGED_REQUEST_IDS) and all(re.fullmatch(r"[0-9a-f]{32}", i) for i in fresh)
+    log = router.log_text()
+    logged = re.findall(r"request_id=(\S*)$", log, re.MULTILINE)
+    assert sorted(logged) == sorted(seen)  # the same id in nginx's line as at the replica
+    assert "forged" not in log and "with spaces" not in log
+
+
+def test_nginx_never_retries_an_oauth_callback_on_another_replica(router: Router) -> None:
+    """The callbacks' state is single-use (RFC 6749 §10.12; RFC 9700 §4.7.1): a replica that
+    failed after receiving a callback may have taken it, so nginx never sends it to a second
+    replica. Other routes are retried (the control)."""
+    with httpx.Client(base_url=router.base, timeout=5) as client:
+        for path in ("/callback/mockhub?code=c&state=s", "/login/callback?code=c&state=s"):
+            before = sum(len(s.seen) for s in router.stubs.values())
+            assert client.get(path).status_code == 502
+            assert sum(len(s.seen) for s in router.stubs.values()) == before + 1, path
+        before = sum(len(s.seen) for s in router.stubs.values())
+        assert client.get("/drop").status_code == 502
+        assert sum(len(s.seen) for s in router.stubs.values()) == before + 2  # retried once
+        # The replicas still serve everything else.
+        assert client.get("/connections").status_code == 200
+
+
+def test_nginx_limits_each_client_and_serves_the_others(router: Router) -> None:
+    """Per client address: past 100 connections at once, or bursts past 200 requests (100 a
+    second), 429; another client is served meanwhile."""
+    other = httpx.HTTPTransport(local_address="127.0.0.5")
+    stream = {"Mcp-Session-Id": "mcp-1.abc"}
+    limits = httpx.Limits(max_connections=None)
+    with (
+        httpx.Client(base_url=router.base, timeout=httpx.Timeout(5, read=3), limits=limits) as client,
+        contextlib.ExitStack() as streams,
+    ):
+        opened = [
+            streams.enter_context(client.stream("GET", "/mcp/stream", headers=stream)) for _ in range(100)
+        ]
+        assert {response.status_code for response in opened} == {200}
+        assert client.get("/healthz").status_code == 429  # the 101st connection (101 requests: no burst)
+        with httpx.Client(base_url=router.base, timeout=5, transport=other) as neighbour:
+            assert neighbour.get("/healthz").status_code == 200
+        router.stubs["mcp-1"].release.set()
+    with httpx.Client(base_url=router.base, timeout=5) as client:
+        statuses = [client.get("/healthz").status_code for _ in range(600)]
+    assert 429 in statuses
+    with httpx.Client(base_url=router.base, timeout=5, transport=other) as client:
+        assert client.get("/healthz").status_code == 200
+
+
+def test_nginx_refuses_request_heads_the_replicas_would(router: Router) -> None:
+    """RFC 9110 §5.4 (a server may refuse a head too large to process): nginx's limit is under
+    the replicas' own (service/request_limits.py: MAX_REQUEST_HEAD_BYTES), so what nginx passes a
+    replica accepts."""
+    with httpx.Client(base_url=router.base, timeout=5) as client:
+        fits = {f"X-Fill-{i}": "f" * 5000 for i in range(2)}
+        assert client.get("/connections", headers=fits).status_code == 200
+        assert sum(len(k) + len(v) + 4 for k, v in fits.items()) < MAX_REQUEST_HEAD_BYTES
+        line = client.get("/connections", headers={"X-Fill": "f" * 7000})
+        assert line.status_code == 400
+        too_many = {f"X-Fill-{i}": "f" * 5000 for i in range(4)}
+        assert client.get("/connections", headers=too_many).status_code == 400
+        assert client.get("/connections").status_code == 200
+    served = [r for s in router.stubs.values() for r in s.seen if r["path"] == "/connections"]
+    assert len(served) == 2
+
+
+def test_the_router_finds_replicas_in_dns_at_request_time(tmp_path: Path) -> None:
+    """The router starts with no replica ready (none in DNS), serves them once they are
+    published, and follows a replica recreated at a new address (a rollout)."""
+    started = _start_router(tmp_path, publish=False)
+    router = next(started)
+    session = {"Mcp-Session-Id": "mcp-1.abc"}
+    try:
+        with httpx.Client(base_url=router.base, timeout=5) as client:
+            gone = client.post("/mcp", content=b"{}", headers=session)
+            assert gone.status_code == 404 and gone.json()["error"]["message"] == "Session not found"
+            assert client.get("/connections").status_code == 502
+            router.publish()
+            assert _eventually(lambda: _address(client, session) == "127.0.0.2")
+            router.move("mcp-1", "127.0.0.4")
+            assert _eventually(lambda: _address(client, session) == "127.0.0.4")
+            # The other replica's sessions never noticed.
+            assert _address(client, {"Mcp-Session-Id": "mcp-2.abc"}) == "127.0.0.3"
+            addresses = {client.get("/connections").json()["address"] for _ in range(8)}
+            assert addresses == {"127.0.0.3", "127.0.0.4"}
+    finally:
+        started.close()
+
+
+def _address(client: httpx.Client, headers: dict[str, str]) -> str | None:
+    answer = client.post("/mcp", content=b"{}", headers=headers)
+    return str(answer.json()["address"]) if answer.status_code == 200 else None
+
+
+def _eventually(check: Callable[[], bool], seconds: float = 10.0) -> bool:
+    """Poll `check` until it holds: the router's cached DNS answers expire after `valid=2s`."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def test_nginx_error_log_quotes_no_codes_states_or_links(router: Router) -> None:
+    """Replicas down or not in DNS: the failures show in the access log (502 from the upstream),
+    and no log line carries a code, a state or a connect link, on any path."""
+    router.stubs["mcp-1"].stop()
+    router.stubs["mcp-2"].stop()
+    router.dns.remove(replica_name("mcp-2"))  # a replica whose name no longer resolves
+    with httpx.Client(base_url=router.base, timeout=5) as client:
         for path in (
             "/callback/mockhub?code=SECRETCODE1&state=SECRETSTATE1&iss=x",
             "/login/callback?code=SECRETCODE2&state=SECRETSTATE2",
             "/connect?elicitationId=SECRETLINK3",
+            "/login?next=%2Fconnect%3FelicitationId%3DSECRETLINK4",
+            "/connections?elicitationId=SECRETLINK5",
         ):
             assert client.get(path).status_code == 502
-        assert client.get("/connections?probe=visible").status_code == 502
+        for replica in REPLICAS:
+            gone = client.get("/mcp?state=SECRETSTATE6", headers={"Mcp-Session-Id": f"{replica}.x"})
+            assert gone.status_code == 404
         # No replica and no session id: a plain 502, not a made-up "session not found".
         assert client.post("/mcp", content=b"{}").status_code == 502
-    time.sleep(0.2)  # nginx writes its log lines after answering
-    log = (tmp_path / "nginx.log").read_text()
-    assert "probe=visible" in log  # the control: such failures are logged with their request line
+    log = router.log_text()
+    assert log.count("upstream_status=502") >= 7  # the control: every failure is logged
     for secret in ("SECRETCODE", "SECRETSTATE", "SECRETLINK"):
         assert secret not in log
 

@@ -144,6 +144,57 @@ def test_provider_secret_of_another_provider_is_not_used(tmp_path: Path) -> None
         load_settings(environ, write(tmp_path, PROVIDER_TOML))
 
 
+SECRET_ENV = {  # every secret setting, and a provider's client secret
+    "MCPUC_LOGIN_CLIENT_SECRET": LOGIN_SECRET,
+    "MCPUC_SESSION_SECRET": SESSION_SECRET,
+    "MCPUC_ENCRYPTION_KEYS": f"k1:{ENCRYPTION_KEY}",
+    "MCPUC_REQUEST_STATE_KEYS": REQUEST_STATE_KEY,
+    "MCPUC_STORE_URL": "rediss://:pa55word@redis.example:6380/0",
+    "MCPUC_PROVIDER_MOCKHUB_CLIENT_SECRET": HUB_SECRET,
+}
+
+
+def test_every_secret_setting_is_read_from_its_file(tmp_path: Path) -> None:
+    """A Secret mounted as files (`MCPUC_<NAME>_FILE`) gives the same settings as the environment
+    form: one trailing newline is stripped, anything else is kept."""
+    config = write(tmp_path, PROVIDER_TOML)
+    from_env = load_settings(SECRET_ENV, config)
+    files: dict[str, str] = {}
+    for name, value in SECRET_ENV.items():
+        path = tmp_path / name.lower()
+        path.write_text(value + "\n")
+        files[name + "_FILE"] = str(path)
+    from_files = load_settings(files, config)
+    assert from_files == from_env
+    assert from_files.providers["mockhub"].client_secret == HUB_SECRET
+    assert from_files.store_url == SECRET_ENV["MCPUC_STORE_URL"]
+    # One newline only: a value that really ends in whitespace is kept as written.
+    (tmp_path / "two").write_text("x" * 40 + "\n\n")
+    two = load_settings({"MCPUC_SESSION_SECRET_FILE": str(tmp_path / "two")})
+    assert two.session_secret == "x" * 40 + "\n"
+
+
+def test_the_secret_settings_are_the_repr_hidden_ones() -> None:
+    from service.settings import secret_env_names
+
+    names = secret_env_names({"MCPUC_PROVIDER_MOCKHUB_CLIENT_SECRET_FILE": "/x", "MCPUC_PORT_FILE": "/y"})
+    assert names == set(SECRET_ENV)
+
+
+def test_a_secret_set_twice_or_an_unreadable_file_names_the_variable_not_the_value(tmp_path: Path) -> None:
+    path = tmp_path / "secret"
+    path.write_text(SESSION_SECRET)
+    with pytest.raises(SettingsError, match="MCPUC_SESSION_SECRET and MCPUC_SESSION_SECRET_FILE") as both:
+        load_settings({"MCPUC_SESSION_SECRET": SESSION_SECRET, "MCPUC_SESSION_SECRET_FILE": str(path)})
+    with pytest.raises(SettingsError, match="MCPUC_LOGIN_CLIENT_SECRET_FILE: cannot read") as missing:
+        load_settings({"MCPUC_LOGIN_CLIENT_SECRET_FILE": str(tmp_path / "absent")})
+    (tmp_path / "binary").write_bytes(b"\xff" + SESSION_SECRET.encode())
+    with pytest.raises(SettingsError, match="MCPUC_SESSION_SECRET_FILE: cannot read") as undecodable:
+        load_settings({"MCPUC_SESSION_SECRET_FILE": str(tmp_path / "binary")})
+    for error in (both, missing, undecodable):
+        assert SESSION_SECRET not in str(error.value)
+
+
 def test_provider_display_name_defaults_to_its_name(tmp_path: Path) -> None:
     config = write(tmp_path, PROVIDER_TOML.replace('display_name = "MockHub"\n', ""))
     environ = {"MCPUC_PROVIDER_MOCKHUB_CLIENT_SECRET": HUB_SECRET}

@@ -782,7 +782,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "ObservedMCPServer.unknown_tool",
         "service/mcp_server.py",
-        "        if self._tool_manager.get_tool(name) is None:\n",
+        "        if not has_tool(self, name):\n",
         "        if False:\n",
         ["tests/e2e/test_operability.py::test_an_unknown_tool_name_does_not_become_a_label"],
         "an unknown tool is -32602 and never a metric label",

@@ -28,6 +28,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from service.completion import CompletionHub
 from token_store import PendingElicitation, StoreUnavailable
+from token_store.redis_store import redis_client
 
 logger = logging.getLogger(__name__)
 RECONNECT_DELAY = 1.0
@@ -61,7 +62,9 @@ class LocalBus:
 
 
 class RedisBus:
-    """Several replicas: PUBLISH on one channel, every replica subscribed."""
+    """Several replicas: PUBLISH on one channel, every replica subscribed. Behind Sentinel the
+    channel is the current primary's: a failover closes the subscription, and the next one,
+    made on the new primary, resyncs from the store."""
 
     def __init__(
         self,
@@ -71,7 +74,7 @@ class RedisBus:
         *,
         on_resubscribed: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        self._client = redis.from_url(url, socket_timeout=None, socket_connect_timeout=2.0)
+        self._client = redis_client(url, socket_timeout=None, socket_connect_timeout=2.0)
         self._channel = f"{prefix}completions"
         self._hub = hub
         self._on_resubscribed = on_resubscribed

@@ -220,3 +220,172 @@ def redis_server(directory: Path, *args: str) -> RedisServer:
     """`with redis_server(dir) as server:` a started private server, stopped afterwards."""
     __tracebackhide__ = True
     return RedisServer(directory, *args)
+
+
+# --- a private Sentinel group: a primary, a replica and three sentinels -------------------------
+
+SENTINEL_SERVICE = "mcpuc-test"
+
+
+class SentinelGroup:
+    """A primary, one replica and three sentinels (quorum 2) on free loopback ports.
+
+    `failover()` makes the sentinels promote the replica (`SENTINEL FAILOVER`) and returns once
+    every sentinel names the new primary and the old one replicates from it."""
+
+    SENTINELS = 3
+
+    def __init__(self, directory: Path) -> None:
+        __tracebackhide__ = True
+        self.directory = directory
+        self.nodes = [RedisServer(directory / "node-a"), RedisServer(directory / "node-b")]
+        self.sentinel_ports = [free_port() for _ in range(self.SENTINELS)]
+        self.sentinels: list[subprocess.Popen[bytes]] = []
+
+    def url(self, password: str = "") -> str:
+        hosts = ",".join(f"{REDIS_HOST}:{port}" for port in self.sentinel_ports)
+        auth = f":{password}@" if password else ""
+        return f"redis+sentinel://{auth}{hosts}/{SENTINEL_SERVICE}"
+
+    def sentinel_client(self, index: int = 0) -> redis.Redis:
+        return redis.Redis(
+            host=REDIS_HOST, port=self.sentinel_ports[index], socket_timeout=5, retry=Retry(NoBackoff(), 0)
+        )
+
+    def primary_port(self) -> int:
+        client = self.sentinel_client()
+        try:
+            _, port = client.sentinel_get_master_addr_by_name(SENTINEL_SERVICE)
+            return int(port)
+        finally:
+            client.close()
+
+    def primary(self) -> redis.Redis:
+        port = self.primary_port()
+        return redis.Redis(host=REDIS_HOST, port=port, socket_timeout=5, retry=Retry(NoBackoff(), 0))
+
+    def start(self) -> None:
+        first, second = self.nodes
+        first.start()
+        second.args = ("--replicaof", REDIS_HOST, str(first.port))
+        second.start()
+        for index, port in enumerate(self.sentinel_ports):
+            conf = self.directory / f"sentinel-{index}.conf"
+            conf.write_text(
+                f"port {port}\nbind {REDIS_HOST}\ndir {self.directory}\n"
+                f"sentinel monitor {SENTINEL_SERVICE} {REDIS_HOST} {first.port} 2\n"
+                f"sentinel down-after-milliseconds {SENTINEL_SERVICE} 1000\n"
+                f"sentinel failover-timeout {SENTINEL_SERVICE} 5000\n"
+            )
+            log = (self.directory / f"sentinel-{index}.log").open("ab")
+            command = [REDIS_SERVER, str(conf), "--sentinel"]
+            self.sentinels.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT))
+            log.close()
+        self._wait_until_settled(first.port)
+
+    def _wait_until_settled(self, primary_port: int, timeout: float = 30) -> None:
+        """Every sentinel names `primary_port`, knows the other node as a healthy replica and the
+        other sentinels; the replica's link to the primary is up."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(self._settled(index, primary_port) for index in range(self.SENTINELS)):
+                return
+            time.sleep(0.1)
+        raise RuntimeError("the sentinel group did not settle; see sentinel-*.log")
+
+    def _settled(self, index: int, primary_port: int) -> bool:
+        client = self.sentinel_client(index)
+        try:
+            _, port = client.sentinel_get_master_addr_by_name(SENTINEL_SERVICE)
+            replicas = client.sentinel_slaves(SENTINEL_SERVICE)
+            others = client.sentinel_sentinels(SENTINEL_SERVICE)
+        except (redis.RedisError, OSError, TypeError):
+            return False
+        finally:
+            client.close()
+        if int(port) != primary_port or len(others) < self.SENTINELS - 1:
+            return False
+        down = {"s_down", "o_down", "disconnected"}
+        healthy = [r for r in replicas if r.get("master-link-status") == "ok" and not down & set(r["flags"])]
+        return len(healthy) == len(self.nodes) - 1
+
+    def failover(self, timeout: float = 30) -> int:
+        """Promote the replica; the new primary's port, once every sentinel names it. (A sentinel
+        refuses with NOGOODSLAVE until its periodic INFO has seen the replica healthy again after
+        the previous failover: asked again until then.)"""
+        old = self.primary_port()
+        new = next(node.port for node in self.nodes if node.port != old)
+        deadline = time.monotonic() + timeout
+        while True:
+            client = self.sentinel_client()
+            try:
+                client.execute_command("SENTINEL", "FAILOVER", SENTINEL_SERVICE)
+                break
+            except redis.ResponseError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+            finally:
+                client.close()
+        while time.monotonic() < deadline:
+            if all(self._names(index) == new for index in range(self.SENTINELS)):
+                return new
+            time.sleep(0.05)
+        raise RuntimeError("the failover did not finish; see sentinel-*.log")
+
+    def wait_replicated(self, timeout: float = 30) -> None:
+        """Until the demoted primary replicates from the new one (Sentinel reconfigures it on its
+        next periodic check, about 10 s after the promotion)."""
+        primary = self.primary_port()
+        deadline = time.monotonic() + timeout
+        while not all(self._replicates(n.port, primary) for n in self.nodes if n.port != primary):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the old primary did not become a replica; see sentinel-*.log")
+            time.sleep(0.1)
+
+    def _names(self, index: int) -> int | None:
+        client = self.sentinel_client(index)
+        try:
+            _, port = client.sentinel_get_master_addr_by_name(SENTINEL_SERVICE)
+            return int(port)
+        except (redis.RedisError, OSError, TypeError):
+            return None
+        finally:
+            client.close()
+
+    @staticmethod
+    def _replicates(port: int, primary_port: int) -> bool:
+        client = redis.Redis(host=REDIS_HOST, port=port, socket_timeout=5, retry=Retry(NoBackoff(), 0))
+        try:
+            info = client.info("replication")
+        except (redis.RedisError, OSError):
+            return False
+        finally:
+            client.close()
+        return info.get("master_port") == primary_port and info.get("master_link_status") == "up"
+
+    def stop(self) -> None:
+        for process in self.sentinels:
+            if process.poll() is None:
+                process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.sentinels = []
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> SentinelGroup:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

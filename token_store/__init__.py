@@ -30,13 +30,14 @@ from token_store.postgres import PostgresStore
 from token_store.postgres import check_url as check_postgres_url
 from token_store.redis_store import DEFAULT_PREFIX as DEFAULT_REDIS_PREFIX
 from token_store.redis_store import SCHEMES as REDIS_SCHEMES
-from token_store.redis_store import RedisStore
+from token_store.redis_store import SENTINEL_SCHEME, RedisStore, SentinelURL
 from token_store.sqlite import SQLiteStore
 
 __all__ = [
     "DEFAULT_REDIS_PREFIX",
     "LIVE_STATUSES",
     "POSTGRES_SCHEMES",
+    "REDIS_SCHEMES",
     "STORE_SCHEMES",
     "Connection",
     "ConnectionKey",
@@ -69,21 +70,27 @@ async def open_store(
     *,
     prefix: str = DEFAULT_REDIS_PREFIX,
     clock: Callable[[], float] = time.time,
+    wait_replicas: int = 0,
+    wait_timeout: float = 1.0,
 ) -> Store:
     """Open the backend `url` names (`check_store_url` says which).
 
     Supported: `sqlite:///absolute/path.db`, `sqlite:///./relative.db`,
-    `redis://[[user]:password@]host[:port][/db]` or `rediss://...` (TLS; see docs/redis.md), and
+    `redis://[[user]:password@]host[:port][/db]` or `rediss://...` (TLS; see docs/redis.md),
+    `redis+sentinel://[[user]:password@]host:port[,host:port...]/service_name[/db]`, and
     `postgresql://user:password@host[:port]/database[?sslmode=...]` or `postgres://...`
     (docs/postgres.md). `prefix` namespaces the Redis keys (`DEFAULT_REDIS_PREFIX` unless given);
     the others ignore it. `clock` judges every TTL of every backend (Redis locks excepted: they
-    expire by the server's clock).
+    expire by the server's clock). `wait_replicas`/`wait_timeout`: Redis only, see
+    `RedisStore.open`.
     """
     scheme = check_store_url(url)
     if scheme == "sqlite":
         return await SQLiteStore.open(_sqlite_path(url), keyring, clock=clock)
     if scheme in REDIS_SCHEMES:
-        return await RedisStore.open(url, keyring, prefix=prefix, clock=clock)
+        return await RedisStore.open(
+            url, keyring, prefix=prefix, clock=clock, wait_replicas=wait_replicas, wait_timeout=wait_timeout
+        )
     return await PostgresStore.open(url, keyring, clock=clock)
 
 
@@ -95,7 +102,11 @@ def check_store_url(url: str) -> str:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - parses the port: a ValueError when it is not a number in range
     except ValueError:
-        raise ValueError(f"malformed URL (supported schemes: {supported})") from None
+        if not url.lower().startswith(SENTINEL_SCHEME + "://"):
+            raise ValueError(f"malformed URL (supported schemes: {supported})") from None
+        parts = urlsplit(url)  # several host:port pairs, which `parts.port` cannot read
+    if parts.scheme.lower() == SENTINEL_SCHEME:
+        SentinelURL.parse(url)  # its ValueError names the part that is wrong, never the URL
     scheme = parts.scheme.lower()
     if scheme not in STORE_SCHEMES:
         raise ValueError(f"unsupported store URL scheme {scheme!r} (supported: {supported})")

@@ -33,10 +33,11 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
@@ -55,7 +56,8 @@ from token_store.models import (
 
 _log = logging.getLogger(__name__)
 
-SCHEMES = ("redis", "rediss")
+SENTINEL_SCHEME = "redis+sentinel"
+SCHEMES = ("redis", "rediss", SENTINEL_SCHEME)
 DEFAULT_PREFIX = "mcpuc:"  # the one default of the key prefix (token_store.DEFAULT_REDIS_PREFIX)
 _SCAN_COUNT = 500
 _REENCRYPT_ATTEMPTS = 3  # per field, when a concurrent write changed it between read and write-back
@@ -155,6 +157,14 @@ local cur = redis.call('HMGET', KEYS[1], 'status', 'record', 'user')
 if not cur[1] or not cur[2] or not cur[3] then return false end
 local provider = cjson.decode(cur[2]).provider
 return {cur[1], cur[2], redis.call('HGETALL', ARGV[1] .. cur[3] .. ':' .. provider)}
+"""
+
+# KEYS: connection hash, the user's provider index. ARGV: account, value, provider.
+# A script rather than MULTI/EXEC so that `WAIT` can follow it on the same connection.
+_PUT_CONNECTION = """
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[3])
+return 1
 """
 
 # KEYS: connection hash, the user's provider index. ARGV: account, provider.
@@ -314,8 +324,19 @@ class _Keys:
 class RedisStore:
     """`Store` over Redis (>= 6.2). Create it with `await RedisStore.open(...)`."""
 
-    def __init__(self, client: Redis, keyring: KeyRing, prefix: str, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        client: Redis,
+        keyring: KeyRing,
+        prefix: str,
+        clock: Callable[[], float],
+        *,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
+    ) -> None:
         self._client: Redis | None = client
+        self._wait_replicas = wait_replicas
+        self._wait_timeout_ms = max(1, math.ceil(wait_timeout * 1000))
         self._keyring = keyring
         self._keys = _Keys(prefix)
         self._clock = clock
@@ -325,6 +346,7 @@ class RedisStore:
         self._open_elicitation = client.register_script(_OPEN_ELICITATION)
         self._elicitation_with_connection = client.register_script(_ELICITATION_WITH_CONNECTION)
         self._complete_elicitation = client.register_script(_COMPLETE_ELICITATION)
+        self._put_connection = client.register_script(_PUT_CONNECTION)
         self._delete_connection = client.register_script(_DELETE_CONNECTION)
         self._cas_field = client.register_script(_CAS_FIELD)
         self._cas_string = client.register_script(_CAS_STRING)
@@ -342,33 +364,23 @@ class RedisStore:
         prefix: str = DEFAULT_PREFIX,
         clock: Callable[[], float] = time.time,
         socket_timeout: float = 2.0,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
     ) -> RedisStore:
-        """Connect to `url` (redis:// or rediss://) and check it answers; `StoreUnavailable` otherwise.
+        """Connect to `url` (redis://, rediss:// or redis+sentinel://) and check it answers;
+        `StoreUnavailable` otherwise.
 
         `clock` judges whether a record is still valid; Redis's own TTLs only bound how long a
         record lingers, except for locks, which expire by the Redis server's clock.
+        `wait_replicas` > 0: a write that stores a token set returns only once that many replicas
+        acknowledged it (`WAIT`, at most `wait_timeout` seconds; `require_replica_acknowledgement`).
         """
-        scheme = urlsplit(url).scheme.lower()
-        if scheme not in SCHEMES:
-            raise ValueError(f"not a redis URL (scheme {scheme!r})")
         if not prefix:
             raise ValueError("redis key prefix must not be empty")
-        try:
-            client = Redis.from_url(
-                url,
-                socket_timeout=socket_timeout,
-                socket_connect_timeout=socket_timeout,
-                # No blind retries: replaying GETDEL or a compare-and-set whose reply was lost would
-                # misreport the outcome, and a retry would stretch the time bound past socket_timeout.
-                # A connection the server closed is replaced when the pool hands it out, so a
-                # restarted Redis is used again without retries.
-                retry=Retry(NoBackoff(), 0),
-                **_no_maintenance_notifications(),
-            )
-        except (ValueError, TypeError):
-            # Name nothing from the URL: it may carry a password.
-            raise ValueError("malformed redis URL") from None
-        store = cls(client, keyring, prefix, clock)
+        if wait_replicas < 0 or not 0 < wait_timeout < math.inf:
+            raise ValueError("wait_replicas must be >= 0 and wait_timeout positive and finite")
+        client = redis_client(url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
+        store = cls(client, keyring, prefix, clock, wait_replicas=wait_replicas, wait_timeout=wait_timeout)
         try:
             await store.ping()
         except BaseException:
@@ -381,11 +393,10 @@ class RedisStore:
         key = connection.key
         tag = user_tag(key.user)
         value = self._connection_value(connection)
-        # One MULTI/EXEC: the index never misses a connection that exists.
-        async with self._guard("put_connection") as client, client.pipeline(transaction=True) as pipe:
-            pipe.hset(self._keys.conn(tag, key.provider), key.account, value)
-            pipe.sadd(self._keys.providers(tag), key.provider)
-            await pipe.execute()
+        # One script: the index never misses a connection that exists.
+        keys = [self._keys.conn(tag, key.provider), self._keys.providers(tag)]
+        async with self._replicated("put_connection") as client:
+            await self._put_connection(keys=keys, args=[key.account, value, key.provider], client=client)
 
     async def get_connection(
         self, user: UserRef, provider: str, account: str | None = None
@@ -439,10 +450,10 @@ class RedisStore:
         key = connection.key
         value = self._connection_value(connection)
         name = self._keys.conn(user_tag(key.user), key.provider)
-        async with self._guard("replace_connection"):
+        async with self._replicated("replace_connection") as client:
             # The field exists, so the provider index already names it: one key, one script.
             replaced = await self._replace_connection(
-                keys=[name], args=[key.account, _num(expected_updated_at), value]
+                keys=[name], args=[key.account, _num(expected_updated_at), value], client=client
             )
         return bool(replaced)
 
@@ -581,8 +592,8 @@ class RedisStore:
             self._keys.conn(tag, key.provider),
             self._keys.providers(tag),
         ]
-        async with self._guard("complete_elicitation"):
-            record = await self._complete_elicitation(keys=keys, args=args)
+        async with self._replicated("complete_elicitation") as client:
+            record = await self._complete_elicitation(keys=keys, args=args, client=client)
         if record is None:
             return None
         return replace(PendingElicitation.from_json(record), status=ElicitationStatus.COMPLETE)
@@ -737,6 +748,22 @@ class RedisStore:
             # The error class is enough to diagnose; record data never goes into the message.
             raise StoreUnavailable(f"redis store: {op} failed ({type(exc).__name__})") from exc
 
+    @contextlib.asynccontextmanager
+    async def _replicated(self, op: str) -> AsyncIterator[Redis]:
+        """`_guard`, and with `wait_replicas` set, the writes made on the yielded client are
+        acknowledged by that many replicas before the block returns (one connection: `WAIT`
+        counts the writes of the connection it runs on)."""
+        async with self._guard(op) as client:
+            if not self._wait_replicas:
+                yield client
+                return
+            async with client.client() as connection:
+                yield connection
+                acknowledged = await connection.execute_command(  # type: ignore[no-untyped-call]
+                    "WAIT", self._wait_replicas, self._wait_timeout_ms
+                )
+            require_replica_acknowledgement(op, int(acknowledged), self._wait_replicas)
+
     def _connection_value(self, connection: Connection) -> bytes:
         key = connection.key
         return _StoredConnection(
@@ -843,6 +870,101 @@ class _StoredConnection:
             )
         except (ValueError, TypeError, KeyError, AttributeError, binascii.Error):
             return None
+
+
+def require_replica_acknowledgement(op: str, acknowledged: int, wanted: int) -> None:
+    """A token set stored with `wait_replicas` set is on that many replicas too, or the write
+    reports `StoreUnavailable`: Redis replication is asynchronous, and a failover promotes a
+    replica that may lack the primary's last writes (Redis, "WAIT": "it will not make Redis a
+    strongly consistent store", but a write acknowledged by N replicas survives the loss of
+    the primary when one of them is promoted). The write itself is not undone: the caller's
+    retry finds it if the primary survives."""
+    if acknowledged < wanted:
+        raise StoreUnavailable(f"redis store: {op} not acknowledged by {wanted} replica(s) in time")
+
+
+@dataclass(frozen=True)
+class SentinelURL:
+    """`redis+sentinel://[[user]:password@]host:port[,host:port...]/service_name[/db]`: the
+    sentinels to ask, the name of the monitored primary, and the credentials of its data nodes."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    service_name: str
+    username: str | None = None
+    password: str | None = None
+    db: int = 0
+
+    @classmethod
+    def parse(cls, url: str) -> SentinelURL:
+        """ValueError naming the part that is wrong, never the URL (it may hold a password)."""
+        parts = urlsplit(url)
+        if parts.scheme.lower() != SENTINEL_SCHEME:
+            raise ValueError("not a redis+sentinel URL")
+        if parts.query or parts.fragment:
+            raise ValueError("redis+sentinel URL takes no query or fragment")
+        userinfo, _, hosts = parts.netloc.rpartition("@")
+        username, _, password = userinfo.partition(":")
+        sentinels = tuple(_host_port(item) for item in hosts.split(","))
+        path = [unquote(p) for p in parts.path.split("/")[1:]]
+        if not path or not path[0] or len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
+            raise ValueError("redis+sentinel URL must end in /service_name or /service_name/db")
+        return cls(
+            sentinels=sentinels,
+            service_name=path[0],
+            username=unquote(username) or None,
+            password=unquote(password) or None,
+            db=int(path[1]) if len(path) == 2 else 0,
+        )
+
+
+def _host_port(item: str) -> tuple[str, int]:
+    host, sep, port = item.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("redis+sentinel URL: every sentinel must be host:port")
+    return host, int(port)
+
+
+def redis_client(url: str, *, socket_timeout: float | None, socket_connect_timeout: float) -> Redis:
+    """The client for a store URL: one endpoint (redis://, rediss://), or the primary that the
+    sentinels of a redis+sentinel:// URL name, found again after a failover (redis-py's Sentinel:
+    a connection opened after the failover asks the sentinels; one still open to the demoted
+    primary is closed by Sentinel, or fails with READONLY, so the call in flight fails and the
+    next reaches the new primary)."""
+    options: dict[str, Any] = {
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": socket_connect_timeout,
+        # No blind retries: replaying GETDEL or a compare-and-set whose reply was lost would
+        # misreport the outcome, and a retry would stretch the time bound past socket_timeout.
+        # A connection the server closed is replaced when the pool hands it out, so a
+        # restarted Redis is used again without retries.
+        "retry": Retry(NoBackoff(), 0),
+        **_no_maintenance_notifications(),
+    }
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == SENTINEL_SCHEME:
+        parsed = SentinelURL.parse(url)
+        sentinel_options = {
+            "socket_timeout": socket_connect_timeout,
+            "socket_connect_timeout": socket_connect_timeout,
+            "retry": Retry(NoBackoff(), 0),
+        }
+        sentinel = Sentinel(list(parsed.sentinels), sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
+        primary: Redis = sentinel.master_for(
+            parsed.service_name,
+            username=parsed.username,
+            password=parsed.password,
+            db=parsed.db,
+            **options,
+        )
+        return primary
+    if scheme not in SCHEMES:
+        raise ValueError(f"not a redis URL (scheme {scheme!r})")
+    try:
+        return Redis.from_url(url, **options)
+    except (ValueError, TypeError):
+        # Name nothing from the URL: it may carry a password.
+        raise ValueError("malformed redis URL") from None
 
 
 def _no_maintenance_notifications() -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Shared helpers for the store tests (no tests here): record factories, a fake clock, one `Harness`
-per backend (SQLite, Redis, PostgreSQL), the Redis skip rule, and a private redis-server for the
-fault tests.
+per backend (SQLite, Redis, Redis behind Sentinel, PostgreSQL), the Redis skip rule, and a private
+redis-server for the fault tests.
 
 A harness does what an attacker or an operator would do underneath a store (edit a stored blob,
 move a record, reopen the store, read the raw bytes at rest, break the backend), so the contract
@@ -24,13 +24,16 @@ from typing import Any, Protocol, TypeVar
 import asyncpg
 import pytest
 import redis
+import redis.asyncio
 from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.sentinel import SentinelConnectionPool
 
 from tests.needs import (  # noqa: F401 - re-exported for the store tests
     REDIS_HOST,
     REDIS_PORT,
     REDIS_URL,
     RedisServer,
+    SentinelGroup,
     free_port,
     glob_escape,
     redis_prefix,
@@ -236,11 +239,11 @@ class RedisHarness:
     name = "redis"
     short_lock_ttl = 0.2  # real time: Redis expires the lock key itself (PX)
 
-    def __init__(self, url: str, prefix: str) -> None:
+    def __init__(self, url: str, prefix: str, raw: redis.Redis | None = None) -> None:
         self.url = url
         self.prefix = prefix
         self.clock = FakeClock()
-        self.raw = redis.Redis.from_url(url, socket_timeout=5)
+        self.raw = raw if raw is not None else redis.Redis.from_url(url, socket_timeout=5)
         self.stores: list[RedisStore] = []
 
     async def open(self, keyring: KeyRing) -> Store:
@@ -328,6 +331,30 @@ class RedisHarness:
         if keys:
             self.raw.unlink(*keys)
         self.raw.close()
+
+
+class SentinelHarness(RedisHarness):
+    """The Redis harness behind Sentinel: the store finds the primary through the sentinels; the
+    raw client talks to the primary they name."""
+
+    name = "sentinel"
+
+    def __init__(self, group: SentinelGroup, prefix: str) -> None:
+        super().__init__(group.url(), prefix, group.primary())
+
+    async def break_backend(self) -> None:
+        # Sentinels that do not answer, and no connection open: the primary cannot be found.
+        dead = free_port()
+        for store in self.stores:
+            client = store._client
+            if client is None:
+                continue
+            pool = client.connection_pool
+            assert isinstance(pool, SentinelConnectionPool)
+            pool.sentinel_manager.sentinels = [
+                redis.asyncio.Redis(host=REDIS_HOST, port=dead, socket_connect_timeout=0.5)
+            ]
+            await pool.disconnect()
 
 
 _T = TypeVar("_T")

@@ -30,6 +30,7 @@ from tests.support.store_contract import (
     PostgresHarness,
     PostgresSchema,
     RedisHarness,
+    SentinelHarness,
     SQLiteHarness,
     encoded_forms,
     flip_ciphertext_byte,
@@ -57,7 +58,7 @@ def keyring() -> KeyRing:
     return KeyRing([("k1", KeyRing.generate_key())])
 
 
-@pytest.fixture(params=["sqlite", "redis", "postgres"])
+@pytest.fixture(params=["sqlite", "redis", "sentinel", "postgres"])
 async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
     if request.param == "sqlite":
         yield SQLiteHarness(tmp_path / "data" / "store.sqlite3")
@@ -72,7 +73,11 @@ async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
                     await opened.close()
         return
     with redis_prefix() as prefix:
-        redis_harness = RedisHarness(REDIS_URL, prefix)
+        redis_harness = (
+            SentinelHarness(request.getfixturevalue("sentinel_group"), prefix)
+            if request.param == "sentinel"
+            else RedisHarness(REDIS_URL, prefix)
+        )
         try:
             yield redis_harness
         finally:

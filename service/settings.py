@@ -244,9 +244,10 @@ class Settings(BaseSettings):
             check_store_url(self.effective_store_url)
         except ValueError as exc:
             raise SettingsError(f"{ENV_PREFIX}STORE_URL: {exc}") from None
-        if self.store_wait_replicas < 0 or not 0 < self.store_wait_timeout <= 60:
+        if self.store_wait_replicas < 0 or not 0 < self.store_wait_timeout < 2:
+            # Below the store's 2 s socket timeout: a WAIT must end with its count, not a timeout.
             raise SettingsError(
-                "MCPUC_STORE_WAIT_REPLICAS must be >= 0 and MCPUC_STORE_WAIT_TIMEOUT in (0, 60] seconds"
+                "MCPUC_STORE_WAIT_REPLICAS must be >= 0 and MCPUC_STORE_WAIT_TIMEOUT in (0, 2) seconds"
             )
         return self
 

@@ -333,6 +333,16 @@ class SentinelGroup:
             time.sleep(0.05)
         raise RuntimeError("the failover did not finish; see sentinel-*.log")
 
+    def restart_stopped_as_replicas(self) -> None:
+        """Start the stopped nodes again as replicas of the current primary, as an operator
+        brings a failed primary back, and wait until they replicate."""
+        primary = self.primary_port()
+        for node in self.nodes:
+            if node.process is None:
+                node.args = ("--replicaof", REDIS_HOST, str(primary))
+                node.start()
+        self.wait_replicated()
+
     def wait_replicated(self, timeout: float = 30) -> None:
         """Until the demoted primary replicates from the new one (Sentinel reconfigures it on its
         next periodic check, about 10 s after the promotion)."""

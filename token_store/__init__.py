@@ -50,6 +50,7 @@ __all__ = [
     "PostgresStore",
     "RedisStore",
     "SQLiteStore",
+    "SentinelURL",
     "Store",
     "StoreError",
     "StoreUnavailable",

@@ -377,8 +377,9 @@ class RedisStore:
         """
         if not prefix:
             raise ValueError("redis key prefix must not be empty")
-        if wait_replicas < 0 or not 0 < wait_timeout < math.inf:
-            raise ValueError("wait_replicas must be >= 0 and wait_timeout positive and finite")
+        if wait_replicas < 0 or not 0 < wait_timeout < socket_timeout:
+            # A WAIT longer than the socket timeout would end as a timeout, not as its count.
+            raise ValueError("wait_replicas must be >= 0, and 0 < wait_timeout < socket_timeout")
         client = redis_client(url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
         store = cls(client, keyring, prefix, clock, wait_replicas=wait_replicas, wait_timeout=wait_timeout)
         try:

@@ -1148,6 +1148,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         [f"{CONTRACT}::test_open_elicitation_stores_the_state_and_opens_once[postgres]"],
         "open_elicitation stores a state only when it opened the elicitation",
     ),
+    m(
+        "require_replica_acknowledgement",
+        "token_store/redis_store.py",
+        "    if acknowledged < wanted:\n",
+        "    if False:\n",
+        [
+            "tests/unit/test_store_sentinel.py::"
+            "test_a_write_no_replica_acknowledges_fails_and_other_users_still_work"
+        ],
+        "with MCPUC_STORE_WAIT_REPLICAS, a token set no replica acknowledged is reported unstored",
+    ),
 )
 # --------------------------------------------------------------------------------------------------
 # Machinery

@@ -38,7 +38,7 @@ from service.server_runtime import (
     event_loop_name,
 )
 from service.urls import LOOPBACK_HOSTS, https_unless_loopback
-from token_store import POSTGRES_SCHEMES, REDIS_SCHEMES, SentinelURL, check_store_url
+from token_store import POSTGRES_SCHEMES, REDIS_SCHEMES, ClusterURL, SentinelURL, check_store_url
 
 ENV_PREFIX = "MCPUC_"
 CONFIG_FILE_ENV = f"{ENV_PREFIX}CONFIG_FILE"
@@ -293,15 +293,23 @@ def require_tls_to_redis_unless_loopback(settings: Settings) -> None:
     host, which redis-py reads as localhost) never leaves the machine.
     """
     url = urlsplit(settings.effective_store_url)
-    if url.scheme.lower() == "redis+sentinel":  # the sentinels and the nodes they name: plain text
+    if url.scheme.lower() in ("redis+sentinel", "redis+cluster"):  # plain text, every node named
         try:
-            hosts = [host for host, _ in SentinelURL.parse(settings.effective_store_url).sentinels]
+            hosts = [
+                host
+                for host, _ in (
+                    SentinelURL.parse(settings.effective_store_url).sentinels
+                    if url.scheme.lower() == "redis+sentinel"
+                    else ClusterURL.parse(settings.effective_store_url).nodes
+                )
+            ]
         except ValueError:
             return  # check_store_url names what is wrong
         local = all(host in LOOPBACK_HOSTS for host in hosts)
     else:
         local = url.hostname is None or url.hostname in LOOPBACK_HOSTS
-    if url.scheme.lower() in ("redis", "redis+sentinel") and not local and not settings.allow_plaintext_redis:
+    plain = ("redis", "redis+sentinel", "redis+cluster")
+    if url.scheme.lower() in plain and not local and not settings.allow_plaintext_redis:
         raise SettingsError(
             "MCPUC_STORE_URL: plain redis:// only to loopback; use rediss:// (TLS), or set "
             "MCPUC_ALLOW_PLAINTEXT_REDIS=true for a network you trust"

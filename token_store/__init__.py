@@ -28,9 +28,16 @@ from token_store.models import (
 from token_store.postgres import SCHEMES as POSTGRES_SCHEMES
 from token_store.postgres import PostgresStore
 from token_store.postgres import check_url as check_postgres_url
+from token_store.redis_store import (
+    CLUSTER_SCHEME,
+    SENTINEL_SCHEME,
+    ClusterURL,
+    RedisStore,
+    SentinelURL,
+    slot_tag,
+)
 from token_store.redis_store import DEFAULT_PREFIX as DEFAULT_REDIS_PREFIX
 from token_store.redis_store import SCHEMES as REDIS_SCHEMES
-from token_store.redis_store import SENTINEL_SCHEME, RedisStore, SentinelURL
 from token_store.sqlite import SQLiteStore
 
 __all__ = [
@@ -39,6 +46,7 @@ __all__ = [
     "POSTGRES_SCHEMES",
     "REDIS_SCHEMES",
     "STORE_SCHEMES",
+    "ClusterURL",
     "Connection",
     "ConnectionKey",
     "ConnectionStatus",
@@ -60,6 +68,7 @@ __all__ = [
     "check_store_url",
     "models",
     "open_store",
+    "slot_tag",
 ]
 
 STORE_SCHEMES = ("sqlite", *REDIS_SCHEMES, *POSTGRES_SCHEMES)  # what `open_store` opens
@@ -78,7 +87,8 @@ async def open_store(
 
     Supported: `sqlite:///absolute/path.db`, `sqlite:///./relative.db`,
     `redis://[[user]:password@]host[:port][/db]` or `rediss://...` (TLS; see docs/redis.md),
-    `redis+sentinel://[[user]:password@]host:port[,host:port...]/service_name[/db]`, and
+    `redis+sentinel://[[user]:password@]host:port[,host:port...]/service_name[/db]`,
+    `redis+cluster://[[user]:password@]host:port[,host:port...]` (ids then carry `slot_tag`), and
     `postgresql://user:password@host[:port]/database[?sslmode=...]` or `postgres://...`
     (docs/postgres.md). `prefix` namespaces the Redis keys (`DEFAULT_REDIS_PREFIX` unless given);
     the others ignore it. `clock` judges every TTL of every backend (Redis locks excepted: they
@@ -103,11 +113,14 @@ def check_store_url(url: str) -> str:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - parses the port: a ValueError when it is not a number in range
     except ValueError:
-        if not url.lower().startswith(SENTINEL_SCHEME + "://"):
+        if not url.lower().startswith((SENTINEL_SCHEME + "://", CLUSTER_SCHEME + "://")):
             raise ValueError(f"malformed URL (supported schemes: {supported})") from None
         parts = urlsplit(url)  # several host:port pairs, which `parts.port` cannot read
+    # Their ValueErrors name the part that is wrong, never the URL.
     if parts.scheme.lower() == SENTINEL_SCHEME:
-        SentinelURL.parse(url)  # its ValueError names the part that is wrong, never the URL
+        SentinelURL.parse(url)
+    elif parts.scheme.lower() == CLUSTER_SCHEME:
+        ClusterURL.parse(url)
     scheme = parts.scheme.lower()
     if scheme not in STORE_SCHEMES:
         raise ValueError(f"unsupported store URL scheme {scheme!r} (supported: {supported})")

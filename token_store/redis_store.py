@@ -36,6 +36,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
@@ -57,10 +58,13 @@ from token_store.models import (
 _log = logging.getLogger(__name__)
 
 SENTINEL_SCHEME = "redis+sentinel"
-SCHEMES = ("redis", "rediss", SENTINEL_SCHEME)
+CLUSTER_SCHEME = "redis+cluster"
+SCHEMES = ("redis", "rediss", SENTINEL_SCHEME, CLUSTER_SCHEME)
+SLOT_TAG_CHARS = 4  # hex: the 14 bits that pick one of Redis Cluster's 16384 hash slots
 DEFAULT_PREFIX = "mcpuc:"  # the one default of the key prefix (token_store.DEFAULT_REDIS_PREFIX)
 _SCAN_COUNT = 500
 _REENCRYPT_ATTEMPTS = 3  # per field, when a concurrent write changed it between read and write-back
+_SLOT_ATTEMPTS = 5  # Cluster: a nonce slot's read-then-replace, when concurrent puts changed it
 _USER_TAG_CHARS = 32  # 128 bits of sha256: collisions are out of reach, keys stay short
 
 # KEYS: elicitation hash, the user's live set.
@@ -83,15 +87,18 @@ return {1, live}
 
 # The status compare-and-set, a Lua function the three scripts below share. KEYS[1]: elicitation
 # hash. ARGV[1..6]: expected, new, now, "1" when `new` is live, live-set key prefix, id.
-# The live set's name comes from the record (the caller knows only the id), so the scripts touch a
-# key they do not declare: fine on a single primary (with or without Sentinel), not on Cluster.
+# The live set's name comes from the record (the caller knows only the id). On a single primary
+# (with or without Sentinel) the script names it without declaring it; on Cluster the caller reads
+# the record's user first and declares the live set as KEYS[LIVE_KEY] (each script sets LIVE_KEY),
+# which must be the record's, or nothing changes.
 # Returns the stored record JSON, or false when the record is missing, expired or not in `expected`.
 _TRANSITION_FUNCTION = """
 local function transition()
   local cur = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'user', 'record')
   if cur[1] ~= ARGV[1] or not cur[2] or tonumber(cur[2]) <= tonumber(ARGV[3]) then return false end
-  redis.call('HSET', KEYS[1], 'status', ARGV[2])
   local live_set = ARGV[5] .. cur[3]
+  if KEYS[LIVE_KEY] and KEYS[LIVE_KEY] ~= live_set then return false end
+  redis.call('HSET', KEYS[1], 'status', ARGV[2])
   if ARGV[4] == '1' then
     redis.call('ZADD', live_set, cur[2], ARGV[6])
     local ttl = redis.call('PTTL', KEYS[1])
@@ -104,13 +111,14 @@ local function transition()
 end
 """
 
-_TRANSITION_ELICITATION = _TRANSITION_FUNCTION + "return transition()\n"
+_TRANSITION_ELICITATION = "local LIVE_KEY = 2\n" + _TRANSITION_FUNCTION + "return transition()\n"
 
 # KEYS[2]: state key. ARGV[7]: sealed state, ARGV[8]: its TTL in ms. The state is checked first
 # (a script is not rolled back), stored only when this call opened the elicitation.
 # Returns {1, record} when opened, {0} when the elicitation was not pending, {-1} when the state exists.
 _OPEN_ELICITATION = (
-    _TRANSITION_FUNCTION
+    "local LIVE_KEY = 3\n"
+    + _TRANSITION_FUNCTION
     + """
 if redis.call('EXISTS', KEYS[2]) == 1 then return {-1} end
 local record = transition()
@@ -130,7 +138,8 @@ return {1, record}
 # exponent) is copied: an old value without one (edited underneath the store) leaves the new one
 # as is, so a reconnect repairs it rather than carrying a number Python would refuse.
 _COMPLETE_ELICITATION = (
-    _TRANSITION_FUNCTION
+    "local LIVE_KEY = 4\n"
+    + _TRANSITION_FUNCTION
     + """
 local value = ARGV[9]
 local old = redis.call('HGET', KEYS[2], ARGV[7])
@@ -151,7 +160,8 @@ return transition()
 
 # KEYS: elicitation hash. ARGV: connection hash prefix (`{prefix}conn:`). Returns {status, record,
 # the flattened connection hash of the elicitation's user at its provider}, or false when the
-# elicitation is missing. Like the transition, it reads a key it does not declare (not for Cluster).
+# elicitation is missing. It reads a key it does not declare: a single primary only (on Cluster
+# the store reads the two keys one after the other).
 _ELICITATION_WITH_CONNECTION = """
 local cur = redis.call('HMGET', KEYS[1], 'status', 'record', 'user')
 if not cur[1] or not cur[2] or not cur[3] then return false end
@@ -172,6 +182,14 @@ _DELETE_CONNECTION = """
 local deleted = redis.call('HDEL', KEYS[1], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[2]) end
 return deleted
+"""
+
+# KEYS: connection hash, the user's provider index. ARGV: provider. Returns the deleted hash, flat.
+_DELETE_CONNECTIONS = """
+local fields = redis.call('HGETALL', KEYS[1])
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[1])
+return fields
 """
 
 # KEYS: connection hash. ARGV: account, old value, new value. Replace only what was read.
@@ -237,11 +255,18 @@ return 1
 )
 
 # KEYS: nonce key, slot key. ARGV: expires_at, px, nonce key prefix, the nonce's digest.
-# The nonce the slot held is deleted (a key named by the slot's value, not declared: not for
-# Cluster, like the transition), so a slot holds one live nonce.
+# The nonce the slot held is deleted, so a slot holds one live nonce. On a single primary its key
+# is named from the slot's value, undeclared; on Cluster the caller reads the slot first and passes
+# the digest it read as ARGV[5] and that nonce's key as KEYS[3]: returns 0, changing nothing, when
+# the slot changed meanwhile (the caller reads it again).
 _PUT_SLOTTED_NONCE = """
 local old = redis.call('GET', KEYS[2])
-if old and old ~= ARGV[4] then redis.call('DEL', ARGV[3] .. old) end
+if ARGV[5] then
+  if (old or '') ~= ARGV[5] then return 0 end
+  if KEYS[3] and old ~= ARGV[4] then redis.call('DEL', KEYS[3]) end
+elseif old and old ~= ARGV[4] then
+  redis.call('DEL', ARGV[3] .. old)
+end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[2])
 return 1
@@ -272,45 +297,71 @@ def user_tag(user: UserRef) -> str:
     return hashlib.sha256(canonical).hexdigest()[:_USER_TAG_CHARS]
 
 
+def slot_tag(user: UserRef) -> str:
+    """The user's Redis Cluster hash tag: 4 hex characters, 14 bits of `user_tag`, one of 16384
+    values as the cluster has slots. Every key of the user carries it as `{tag}`, and so do the
+    elicitation ids, OAuth states and requestState nonces minted for the user (they begin with
+    it), so the record an id names lies in its user's slot (docs/redis.md, "Cluster")."""
+    return _slot_tag_of(user_tag(user))
+
+
+def _slot_tag_of(tag: str) -> str:
+    return f"{int(tag[:4], 16) % 16384:0{SLOT_TAG_CHARS}x}"
+
+
 @dataclass(frozen=True)
 class _Keys:
+    """Key names. `cluster`: each name carries a hash tag, `{slot tag}`, right after its kind:
+    the user's for the user's keys, the one an id, state or nonce begins with for theirs."""
+
     prefix: str
+    cluster: bool = False
+
+    def user(self, tag: str) -> str:
+        return f"{{{_slot_tag_of(tag)}}}{tag}" if self.cluster else tag
+
+    def carried(self, opaque: str) -> str:
+        """The hash tag an id, state or nonce carries (nothing on a single primary)."""
+        return f"{{{opaque[:SLOT_TAG_CHARS]}}}" if self.cluster else ""
 
     @property
     def conn_prefix(self) -> str:
         return f"{self.prefix}conn:"
 
     def conn(self, tag: str, provider: str) -> str:
-        return f"{self.conn_prefix}{tag}:{provider}"
+        return f"{self.conn_prefix}{self.user(tag)}:{provider}"
 
     def providers(self, tag: str) -> str:
-        return f"{self.prefix}user:{tag}:providers"
+        return f"{self.prefix}user:{self.user(tag)}:providers"
 
     def defaults(self, tag: str) -> str:
-        return f"{self.prefix}user:{tag}:defaults"
+        return f"{self.prefix}user:{self.user(tag)}:defaults"
 
     def elic(self, elicitation_id: str) -> str:
-        return f"{self.prefix}elic:{elicitation_id}"
+        return f"{self.prefix}elic:{self.carried(elicitation_id)}{elicitation_id}"
 
-    @property
-    def elic_user_prefix(self) -> str:
-        return f"{self.prefix}elic-user:"
+    def elic_user_prefix(self, elicitation_id: str) -> str:
+        """The live-set name without the user tag, for the transition script's ARGV."""
+        return f"{self.prefix}elic-user:{self.carried(elicitation_id)}"
 
     def elic_user(self, tag: str) -> str:
-        return f"{self.elic_user_prefix}{tag}"
-
-    def state(self, digest: str) -> str:
-        return f"{self.prefix}state:{digest}"
-
-    def nonce(self, digest: str) -> str:
-        return f"{self.nonce_prefix}{digest}"
+        return f"{self.prefix}elic-user:{self.user(tag)}"
 
     @property
-    def nonce_prefix(self) -> str:
-        return f"{self.prefix}nonce:"
+    def state_prefix(self) -> str:
+        return f"{self.prefix}state:"
 
-    def nonce_slot(self, digest: str) -> str:
-        return f"{self.prefix}nonce-slot:{digest}"
+    def state(self, state: str, digest: str) -> str:
+        return f"{self.state_prefix}{self.carried(state)}{digest}"
+
+    def nonce(self, nonce: str, digest: str) -> str:
+        return f"{self.nonce_prefix(nonce)}{digest}"
+
+    def nonce_prefix(self, nonce: str) -> str:
+        return f"{self.prefix}nonce:{self.carried(nonce)}"
+
+    def nonce_slot(self, nonce: str, digest: str) -> str:
+        return f"{self.prefix}nonce-slot:{self.carried(nonce)}{digest}"
 
     def lock(self, digest: str) -> str:
         return f"{self.prefix}lock:{digest}"
@@ -326,7 +377,7 @@ class RedisStore:
 
     def __init__(
         self,
-        client: Redis,
+        client: Redis | RedisCluster,
         keyring: KeyRing,
         prefix: str,
         clock: Callable[[], float],
@@ -334,11 +385,11 @@ class RedisStore:
         wait_replicas: int = 0,
         wait_timeout: float = 1.0,
     ) -> None:
-        self._client: Redis | None = client
+        self._client: Redis | RedisCluster | None = client
         self._wait_replicas = wait_replicas
         self._wait_timeout_ms = max(1, math.ceil(wait_timeout * 1000))
         self._keyring = keyring
-        self._keys = _Keys(prefix)
+        self._keys = _Keys(prefix, cluster=isinstance(client, RedisCluster))
         self._clock = clock
         # Scripts are sent by SHA; redis-py loads them again when a restarted server has forgotten them.
         self._create_elicitation = client.register_script(_CREATE_ELICITATION)
@@ -348,6 +399,7 @@ class RedisStore:
         self._complete_elicitation = client.register_script(_COMPLETE_ELICITATION)
         self._put_connection = client.register_script(_PUT_CONNECTION)
         self._delete_connection = client.register_script(_DELETE_CONNECTION)
+        self._delete_connections = client.register_script(_DELETE_CONNECTIONS)
         self._cas_field = client.register_script(_CAS_FIELD)
         self._cas_string = client.register_script(_CAS_STRING)
         self._replace_connection = client.register_script(_REPLACE_CONNECTION)
@@ -380,6 +432,10 @@ class RedisStore:
         if wait_replicas < 0 or not 0 < wait_timeout < socket_timeout:
             # A WAIT longer than the socket timeout would end as a timeout, not as its count.
             raise ValueError("wait_replicas must be >= 0, and 0 < wait_timeout < socket_timeout")
+        if wait_replicas and urlsplit(url).scheme.lower() == CLUSTER_SCHEME:
+            raise ValueError("wait_replicas is for a single primary or Sentinel, not Cluster")
+        if urlsplit(url).scheme.lower() == CLUSTER_SCHEME and ("{" in prefix or "}" in prefix):
+            raise ValueError("on Redis Cluster the key prefix must not contain { or }")
         client = redis_client(url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
         store = cls(client, keyring, prefix, clock, wait_replicas=wait_replicas, wait_timeout=wait_timeout)
         try:
@@ -420,7 +476,8 @@ class RedisStore:
             providers = sorted(_text(p) for p in await client.smembers(self._keys.providers(tag)))
             if not providers:
                 return []
-            async with client.pipeline(transaction=True) as pipe:
+            # One round trip; on Cluster without MULTI (reads only, one node: the user's slot).
+            async with client.pipeline(transaction=not self._keys.cluster) as pipe:
                 for provider in providers:
                     pipe.hgetall(self._keys.conn(tag, provider))
                 hashes = await pipe.execute()
@@ -439,13 +496,10 @@ class RedisStore:
     async def delete_connections(self, user: UserRef, provider: str) -> list[Connection]:
         tag = user_tag(user)
         name = self._keys.conn(tag, provider)
-        # Read and delete in one MULTI/EXEC: what is returned is exactly what was deleted.
-        async with self._guard("delete_connections") as client, client.pipeline(transaction=True) as pipe:
-            pipe.hgetall(name)
-            pipe.delete(name)
-            pipe.srem(self._keys.providers(tag), provider)
-            fields, _, _ = await pipe.execute()
-        return self._open_hash(user, provider, fields)
+        # Read and delete in one script: what is returned is exactly what was deleted.
+        async with self._guard("delete_connections"):
+            flat = await self._delete_connections(keys=[name, self._keys.providers(tag)], args=[provider])
+        return self._open_hash(user, provider, dict(zip(flat[::2], flat[1::2], strict=True)))
 
     async def replace_connection(self, connection: Connection, expected_updated_at: float) -> bool:
         key = connection.key
@@ -507,6 +561,7 @@ class RedisStore:
         e = elicitation
         now = self._clock()
         tag = user_tag(e.user)
+        require_slot_tag(self._keys.cluster, e.id, tag)
         args: list[str | int] = [
             _num(now),
             max_live_per_user,
@@ -543,10 +598,22 @@ class RedisStore:
         self, elicitation_id: str
     ) -> tuple[PendingElicitation, Connection | None] | None:
         now = self._clock()
-        async with self._guard("get_elicitation_with_connection"):
-            reply = await self._elicitation_with_connection(
-                keys=[self._keys.elic(elicitation_id)], args=[self._keys.conn_prefix]
-            )
+        reply: Any
+        async with self._guard("get_elicitation_with_connection") as client:
+            if self._keys.cluster:
+                # Two reads: the connection's key name comes from the record.
+                found: list[Any] = await client.hmget(
+                    self._keys.elic(elicitation_id), ["status", "record", "user"]
+                )
+                if None in found:
+                    return None
+                name = self._keys.conn(_text(found[2]), PendingElicitation.from_json(found[1]).provider)
+                fields = await client.hgetall(name)
+                reply = [found[0], found[1], [item for pair in fields.items() for item in pair]]
+            else:
+                reply = await self._elicitation_with_connection(
+                    keys=[self._keys.elic(elicitation_id)], args=[self._keys.conn_prefix]
+                )
         if reply is None:
             return None
         status, record, flat = reply
@@ -562,19 +629,37 @@ class RedisStore:
         self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
     ) -> PendingElicitation | None:
         args = self._transition_args(elicitation_id, expected, new)
-        async with self._guard("transition_elicitation"):
+        async with self._guard("transition_elicitation") as client:
+            live = await self._declared_live_set(client, elicitation_id)
+            if live is None:
+                return None
             # Compare-and-set on the status inside one script: each transition happens once.
-            record = await self._transition_elicitation(keys=[self._keys.elic(elicitation_id)], args=args)
+            record = await self._transition_elicitation(
+                keys=[self._keys.elic(elicitation_id), *live], args=args
+            )
         return None if record is None else replace(PendingElicitation.from_json(record), status=new)
+
+    async def _declared_live_set(self, client: Redis | RedisCluster, elicitation_id: str) -> list[str] | None:
+        """On Cluster, the live set of the elicitation's user, read from the record so that the
+        transition script can declare it (its name needs the user, the caller has only the id);
+        None when there is no record. Nothing to declare on a single primary."""
+        if not self._keys.cluster:
+            return []
+        tag = await client.hget(self._keys.elic(elicitation_id), "user")
+        return None if tag is None else [self._keys.elic_user(_text(tag))]
 
     async def open_elicitation(self, state: OAuthState) -> PendingElicitation | None:
         elicitation_id = state.elicitation.id
         digest, blob = codec.seal_state(self._keyring, state)
         args = self._transition_args(elicitation_id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
         args += [blob, _ttl_ms(state.expires_at, self._clock())]
-        keys = [self._keys.elic(elicitation_id), self._keys.state(digest)]
-        async with self._guard("open_elicitation"):
-            reply = await self._open_elicitation(keys=keys, args=args)
+        require_slot_tag(self._keys.cluster, state.state, elicitation_id[:SLOT_TAG_CHARS])
+        keys = [self._keys.elic(elicitation_id), self._keys.state(state.state, digest)]
+        async with self._guard("open_elicitation") as client:
+            live = await self._declared_live_set(client, elicitation_id)
+            if live is None:
+                return None
+            reply = await self._open_elicitation(keys=[*keys, *live], args=args)
         if reply[0] == -1:
             raise StoreUnavailable("redis store: open_elicitation failed (state already exists)")
         if reply[0] != 1:
@@ -593,6 +678,10 @@ class RedisStore:
             self._keys.conn(tag, key.provider),
             self._keys.providers(tag),
         ]
+        if self._keys.cluster:
+            # The caller binds the connection's user to the elicitation's; the script checks it.
+            require_slot_tag(True, elicitation_id, tag)
+            keys.append(self._keys.elic_user(tag))
         async with self._replicated("complete_elicitation") as client:
             record = await self._complete_elicitation(keys=keys, args=args, client=client)
         if record is None:
@@ -608,7 +697,7 @@ class RedisStore:
             new.value,
             _num(self._clock()),
             "1" if new.is_live else "0",
-            self._keys.elic_user_prefix,
+            self._keys.elic_user_prefix(elicitation_id),
             elicitation_id,
         ]
 
@@ -618,7 +707,7 @@ class RedisStore:
         px = _ttl_ms(state.expires_at, self._clock())
         async with self._guard("put_oauth_state") as client:
             # NX: a stored state is never replaced, only taken once (or left to expire).
-            stored = await client.set(self._keys.state(digest), blob, px=px, nx=True)
+            stored = await client.set(self._keys.state(state.state, digest), blob, px=px, nx=True)
         if not stored:
             raise StoreUnavailable("redis store: put_oauth_state failed (state already exists)")
 
@@ -627,7 +716,7 @@ class RedisStore:
         now = self._clock()
         async with self._guard("take_oauth_state") as client:
             # GETDEL: of two concurrent takes, exactly one gets the value.
-            blob = await client.getdel(self._keys.state(digest))
+            blob = await client.getdel(self._keys.state(state, digest))
         taken = None if blob is None else codec.open_state(self._keyring, digest, _bytes(blob))
         return taken if taken is not None and taken.expires_at > now else None
 
@@ -635,21 +724,35 @@ class RedisStore:
         now = self._clock()
         expires_at = now + ttl_seconds
         digest = codec.lookup_key(nonce)
+        key = self._keys.nonce(nonce, digest)
         if slot is not None:
-            async with self._guard("put_nonce"):
-                await self._put_slotted_nonce(
-                    keys=[self._keys.nonce(digest), self._keys.nonce_slot(codec.lookup_key(slot))],
-                    args=[_num(expires_at), _ttl_ms(expires_at, now), self._keys.nonce_prefix, digest],
-                )
-            return
+            slot_key = self._keys.nonce_slot(nonce, codec.lookup_key(slot))
+            args: list[str | int] = [
+                _num(expires_at),
+                _ttl_ms(expires_at, now),
+                self._keys.nonce_prefix(nonce),
+                digest,
+            ]
+            async with self._guard("put_nonce") as client:
+                if not self._keys.cluster:
+                    await self._put_slotted_nonce(keys=[key, slot_key], args=args)
+                    return
+                for _ in range(_SLOT_ATTEMPTS):
+                    # Declare the nonce the slot holds: read it, then replace it only if unchanged.
+                    old = await client.get(slot_key)
+                    held = [] if old is None else [self._keys.nonce(nonce, _text(old))]
+                    expected = "" if old is None else _text(old)
+                    if await self._put_slotted_nonce(keys=[key, slot_key, *held], args=[*args, expected]):
+                        return
+            raise StoreUnavailable("redis store: put_nonce failed (its slot kept changing)")
         async with self._guard("put_nonce") as client:
-            await client.set(self._keys.nonce(digest), _num(expires_at), px=_ttl_ms(expires_at, now))
+            await client.set(key, _num(expires_at), px=_ttl_ms(expires_at, now))
 
     async def take_nonce(self, nonce: str) -> bool:
         now = self._clock()
         async with self._guard("take_nonce") as client:
             # GETDEL rather than DEL: as atomic, and the stored expiry lets the store's clock decide.
-            expires_at = await client.getdel(self._keys.nonce(codec.lookup_key(nonce)))
+            expires_at = await client.getdel(self._keys.nonce(nonce, codec.lookup_key(nonce)))
         if expires_at is None:
             return False
         try:
@@ -671,7 +774,7 @@ class RedisStore:
                 rewritten += await self._reencrypt_state(client, _text(name))
         return rewritten
 
-    async def _reencrypt_hash(self, client: Redis, name: str) -> int:
+    async def _reencrypt_hash(self, client: Redis | RedisCluster, name: str) -> int:
         parsed = self._parse_conn_name(name)
         if parsed is None:
             return 0
@@ -707,8 +810,10 @@ class RedisStore:
         blob = codec.reseal_tokens(self._keyring, ConnectionKey(user, provider, account), stored.blob)
         return None if blob is None else replace(stored, blob=blob).dump()
 
-    async def _reencrypt_state(self, client: Redis, name: str) -> int:
-        digest = name.removeprefix(self._keys.state(""))
+    async def _reencrypt_state(self, client: Redis | RedisCluster, name: str) -> int:
+        digest = name.removeprefix(self._keys.state_prefix)
+        if self._keys.cluster:
+            digest = digest[SLOT_TAG_CHARS + 2 :]  # after the `{tag}`
         blob = await client.get(name)
         if blob is None:
             return 0
@@ -718,10 +823,15 @@ class RedisStore:
         return int(await self._cas_string(keys=[name], args=[blob, new]))
 
     def _parse_conn_name(self, name: str) -> tuple[str, str] | None:
-        # `{prefix}conn:{tag}:{provider}`; the tag has a fixed length, so a provider may contain ':'.
+        # `{prefix}conn:{tag}:{provider}` (on Cluster `{prefix}conn:{{slot}}{tag}:{provider}`); the
+        # tag has a fixed length, so a provider may contain ':'.
         rest = name.removeprefix(self._keys.conn_prefix)
+        if self._keys.cluster:
+            rest = rest[SLOT_TAG_CHARS + 2 :]
         tag, provider = rest[:_USER_TAG_CHARS], rest[_USER_TAG_CHARS + 1 :]
         if len(tag) != _USER_TAG_CHARS or rest[_USER_TAG_CHARS : _USER_TAG_CHARS + 1] != ":" or not provider:
+            return None
+        if self._keys.conn(tag, provider) != name:
             return None
         return tag, provider
 
@@ -738,7 +848,7 @@ class RedisStore:
 
     # --- helpers --------------------------------------------------------------------------
     @contextlib.asynccontextmanager
-    async def _guard(self, op: str) -> AsyncIterator[Redis]:
+    async def _guard(self, op: str) -> AsyncIterator[Redis | RedisCluster]:
         """The client, with every Redis failure turned into `StoreUnavailable` naming only `op`."""
         client = self._client
         if client is None:
@@ -750,7 +860,7 @@ class RedisStore:
             raise StoreUnavailable(f"redis store: {op} failed ({type(exc).__name__})") from exc
 
     @contextlib.asynccontextmanager
-    async def _replicated(self, op: str) -> AsyncIterator[Redis]:
+    async def _replicated(self, op: str) -> AsyncIterator[Redis | RedisCluster]:
         """`_guard`, and with `wait_replicas` set, the writes made on the yielded client are
         acknowledged by that many replicas before the block returns (one connection: `WAIT`
         counts the writes of the connection it runs on)."""
@@ -758,6 +868,7 @@ class RedisStore:
             if not self._wait_replicas:
                 yield client
                 return
+            assert isinstance(client, Redis)  # `open` refuses wait_replicas on Cluster
             async with client.client() as connection:
                 yield connection
                 acknowledged = await connection.execute_command(  # type: ignore[no-untyped-call]
@@ -873,6 +984,18 @@ class _StoredConnection:
             return None
 
 
+def require_slot_tag(cluster: bool, opaque: str, user_tag_or_slot: str) -> None:
+    """On Redis Cluster, an id, state or nonce begins with the slot tag of the records it is stored
+    with (`slot_tag`), so that one script's keys share a hash slot (Redis Cluster specification,
+    "Hash tags": multi-key operations need every key in one slot). `user_tag_or_slot`: a user
+    tag, or the slot tag itself. A mismatch is a programming error: ValueError."""
+    if not cluster:
+        return
+    wanted = user_tag_or_slot if len(user_tag_or_slot) == SLOT_TAG_CHARS else _slot_tag_of(user_tag_or_slot)
+    if opaque[:SLOT_TAG_CHARS] != wanted:
+        raise ValueError("on Redis Cluster an id or state must begin with its user's slot tag (slot_tag)")
+
+
 def require_replica_acknowledgement(op: str, acknowledged: int, wanted: int) -> None:
     """A token set stored with `wait_replicas` set is on that many replicas too, or the write
     reports `StoreUnavailable`: Redis replication is asynchronous, and a failover promotes a
@@ -918,15 +1041,45 @@ class SentinelURL:
         )
 
 
-def _host_port(item: str) -> tuple[str, int]:
+@dataclass(frozen=True)
+class ClusterURL:
+    """`redis+cluster://[[user]:password@]host:port[,host:port...]`: some of the cluster's nodes
+    (the client learns the rest from them) and the credentials of every node."""
+
+    nodes: tuple[tuple[str, int], ...]
+    username: str | None = None
+    password: str | None = None
+
+    @classmethod
+    def parse(cls, url: str) -> ClusterURL:
+        """ValueError naming the part that is wrong, never the URL (it may hold a password)."""
+        parts = urlsplit(url)
+        if parts.scheme.lower() != CLUSTER_SCHEME:
+            raise ValueError("not a redis+cluster URL")
+        if parts.query or parts.fragment or parts.path not in ("", "/"):
+            raise ValueError(
+                "redis+cluster URL takes no path (a cluster has database 0 only), query or fragment"
+            )
+        userinfo, _, hosts = parts.netloc.rpartition("@")
+        username, _, password = userinfo.partition(":")
+        return cls(
+            nodes=tuple(_host_port(item, "redis+cluster URL: every node") for item in hosts.split(",")),
+            username=unquote(username) or None,
+            password=unquote(password) or None,
+        )
+
+
+def _host_port(item: str, what: str = "redis+sentinel URL: every sentinel") -> tuple[str, int]:
     host, sep, port = item.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError("redis+sentinel URL: every sentinel must be host:port")
+        raise ValueError(f"{what} must be host:port")
     return host, int(port)
 
 
-def redis_client(url: str, *, socket_timeout: float | None, socket_connect_timeout: float) -> Redis:
+def redis_client(
+    url: str, *, socket_timeout: float | None, socket_connect_timeout: float
+) -> Redis | RedisCluster:
     """The client for a store URL: one endpoint (redis://, rediss://), or the primary that the
     sentinels of a redis+sentinel:// URL name, found again after a failover (redis-py's Sentinel:
     a connection opened after the failover asks the sentinels; one still open to the demoted
@@ -943,6 +1096,18 @@ def redis_client(url: str, *, socket_timeout: float | None, socket_connect_timeo
         **_no_maintenance_notifications(),
     }
     scheme = urlsplit(url).scheme.lower()
+    if scheme == CLUSTER_SCHEME:
+        nodes = ClusterURL.parse(url)
+        cluster_options = {k: v for k, v in options.items() if k != "retry"}
+        return RedisCluster(
+            startup_nodes=[ClusterNode(host, port) for host, port in nodes.nodes],
+            username=nodes.username,
+            password=nodes.password,
+            # As for one primary, no blind retries of a call whose reply was lost; a MOVED
+            # redirection after a resharding or failover is still followed (not a retry).
+            retry=Retry(NoBackoff(), 0),
+            **cluster_options,
+        )
     if scheme == SENTINEL_SCHEME:
         parsed = SentinelURL.parse(url)
         sentinel_options = {

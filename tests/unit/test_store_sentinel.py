@@ -84,9 +84,9 @@ async def test_after_the_primary_dies_the_same_store_follows_the_promoted_replic
         keyring,
         prefix=prefix,
         clock=FakeClock(),
-        socket_timeout=1.0,
+        socket_timeout=2.0,
         wait_replicas=1,
-        wait_timeout=0.5,
+        wait_timeout=1.5,
     )
     try:
         alice = make_connection()

@@ -1,5 +1,5 @@
-"""Fixtures every suite shares: the scripted browsers, a private PostgreSQL server and a private
-Redis Sentinel group. (The testing
+"""Fixtures every suite shares: the scripted browsers, a private PostgreSQL server, a private
+Redis Sentinel group and a private Redis Cluster. (The testing
 kit's `mcpuc` fixture comes from its pytest plugin, registered by the package's `pytest11` entry
 point: `make` installs it.)"""
 
@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 import pytest
 
 from mock_providers.testing.browser import Browser
-from tests.needs import SentinelGroup
+from tests.needs import ClusterGroup, SentinelGroup
 from tests.support.postgres import PostgresServer
 
 
@@ -51,4 +51,12 @@ def sentinel_group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sentine
     redis-server, fails in CI). Tests that fail it over leave it failed over: they name the
     primary through the sentinels, never by port."""
     with SentinelGroup(tmp_path_factory.mktemp("sentinel")) as group:
+        yield group
+
+
+@pytest.fixture(scope="session")
+def cluster_group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterGroup]:
+    """Three Redis Cluster primaries for the session (skips locally without redis-server or
+    redis-cli, fails in CI)."""
+    with ClusterGroup(tmp_path_factory.mktemp("cluster")) as group:
         yield group

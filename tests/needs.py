@@ -399,3 +399,106 @@ class SentinelGroup:
         self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+# --- a private Redis Cluster: three primaries ----------------------------------------------------
+
+REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+CLUSTER_BUS_OFFSET = 10000  # Redis Cluster's bus listens on port + 10000
+
+
+def free_cluster_port() -> int:
+    """A free loopback port whose cluster bus port (+10000) is free too."""
+    for _ in range(200):
+        port = free_port()
+        if port + CLUSTER_BUS_OFFSET > 65535:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind((REDIS_HOST, port + CLUSTER_BUS_OFFSET))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port pair for a cluster node")
+
+
+class ClusterGroup:
+    """Three cluster-enabled primaries on loopback, joined with `redis-cli --cluster create`."""
+
+    def __init__(self, directory: Path, primaries: int = 3) -> None:
+        __tracebackhide__ = True
+        if not os.access(REDIS_CLI, os.X_OK):
+            skip_or_fail_in_ci(f"redis-cli ({REDIS_CLI})", HOW_TO_GET["redis"])
+        self.nodes = [RedisServer(directory / f"node-{index}") for index in range(primaries)]
+        for node in self.nodes:
+            node.port = free_cluster_port()
+            node.args = (
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                "2000",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            )
+
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"{REDIS_HOST}:{node.port}" for node in self.nodes)
+
+    def client(self) -> redis.RedisCluster:
+        return redis.RedisCluster(host=REDIS_HOST, port=self.nodes[0].port, socket_timeout=5)
+
+    def start(self) -> None:
+        for node in self.nodes:
+            node.start()
+        addresses = [f"{REDIS_HOST}:{node.port}" for node in self.nodes]
+        subprocess.run(
+            [REDIS_CLI, "--cluster", "create", *addresses, "--cluster-yes"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        self.wait_ok()
+
+    def wait_ok(self, timeout: float = 30) -> None:
+        """Until every node reports cluster_state:ok."""
+        deadline = time.monotonic() + timeout
+        while not all(self._ok(node) for node in self.nodes):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the cluster did not reach cluster_state:ok; see redis.log")
+            time.sleep(0.1)
+
+    @staticmethod
+    def _ok(node: RedisServer) -> bool:
+        client = node.client()
+        try:
+            return b"cluster_state:ok" in client.execute_command("CLUSTER", "INFO")
+        except (redis.RedisError, OSError):
+            return False
+        finally:
+            client.close()
+
+    def restart(self, node: RedisServer, sig: signal.Signals = signal.SIGTERM) -> None:
+        node.stop(sig)
+        node.start()
+        self.wait_ok()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> ClusterGroup:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -64,7 +64,7 @@ SLOT_TAG_CHARS = 4  # hex: the 14 bits that pick one of Redis Cluster's 16384 ha
 DEFAULT_PREFIX = "mcpuc:"  # the one default of the key prefix (token_store.DEFAULT_REDIS_PREFIX)
 _SCAN_COUNT = 500
 _REENCRYPT_ATTEMPTS = 3  # per field, when a concurrent write changed it between read and write-back
-_SLOT_ATTEMPTS = 5  # Cluster: a nonce slot's read-then-replace, when concurrent puts changed it
+_SLOT_ATTEMPTS = 16  # Cluster: a nonce slot's read-then-replace; each round one concurrent put wins
 _USER_TAG_CHARS = 32  # 128 bits of sha256: collisions are out of reach, keys stay short
 
 # KEYS: elicitation hash, the user's live set.
@@ -679,8 +679,11 @@ class RedisStore:
             self._keys.providers(tag),
         ]
         if self._keys.cluster:
+            if elicitation_id[:SLOT_TAG_CHARS] != _slot_tag_of(tag):
+                # Not in the user's slot, so not the user's: the connection is stored all the same.
+                await self.put_connection(connection)
+                return None
             # The caller binds the connection's user to the elicitation's; the script checks it.
-            require_slot_tag(True, elicitation_id, tag)
             keys.append(self._keys.elic_user(tag))
         async with self._replicated("complete_elicitation") as client:
             record = await self._complete_elicitation(keys=keys, args=args, client=client)

@@ -1,6 +1,6 @@
 """Shared helpers for the store tests (no tests here): record factories, a fake clock, one `Harness`
-per backend (SQLite, Redis, Redis behind Sentinel, PostgreSQL), the Redis skip rule, and a private
-redis-server for the fault tests.
+per backend (SQLite, Redis, Redis behind Sentinel, Redis Cluster, PostgreSQL), the Redis skip rule,
+and a private redis-server for the fault tests.
 
 A harness does what an attacker or an operator would do underneath a store (edit a stored blob,
 move a record, reopen the store, read the raw bytes at rest, break the backend), so the contract
@@ -32,6 +32,7 @@ from tests.needs import (  # noqa: F401 - re-exported for the store tests
     REDIS_HOST,
     REDIS_PORT,
     REDIS_URL,
+    ClusterGroup,
     RedisServer,
     SentinelGroup,
     free_port,
@@ -51,6 +52,7 @@ from token_store import (
     Store,
     TokenSet,
     UserRef,
+    slot_tag,
 )
 from token_store.postgres import PostgresStore
 from token_store.redis_store import RedisStore
@@ -95,7 +97,7 @@ def make_elicitation(
     user: UserRef = ALICE, *, ttl: float = 600, provider: str = "github"
 ) -> PendingElicitation:
     return PendingElicitation(
-        id=secrets.token_urlsafe(16),
+        id=slot_tag(user) + secrets.token_urlsafe(16),  # as the service mints them (mint_opaque_id)
         user=user,
         client_id="client-1",
         mcp_session_id="session-1",
@@ -108,7 +110,7 @@ def make_elicitation(
 
 def make_state(*, ttl: float = 600) -> OAuthState:
     return OAuthState(
-        state=secrets.token_urlsafe(24),
+        state=slot_tag(ALICE) + secrets.token_urlsafe(24),
         elicitation=make_elicitation(),
         browser_binding="b" * 64,
         code_verifier=f"cv-{secrets.token_urlsafe(48)}",
@@ -239,7 +241,7 @@ class RedisHarness:
     name = "redis"
     short_lock_ttl = 0.2  # real time: Redis expires the lock key itself (PX)
 
-    def __init__(self, url: str, prefix: str, raw: redis.Redis | None = None) -> None:
+    def __init__(self, url: str, prefix: str, raw: redis.Redis | redis.RedisCluster | None = None) -> None:
         self.url = url
         self.prefix = prefix
         self.clock = FakeClock()
@@ -257,8 +259,16 @@ class RedisHarness:
     def lock_key(self, name: str) -> str:
         return f"{self.prefix}lock:{hashlib.sha256(name.encode()).hexdigest()}"
 
+    def user_part(self, user: UserRef) -> str:
+        """The user's part of key names (docs/redis.md, "Keys")."""
+        return user_tag(user)
+
+    def carried(self, opaque: str) -> str:
+        """What the key of an id, state or nonce carries before its digest: nothing here."""
+        return ""
+
     def conn_key(self, key: ConnectionKey) -> str:
-        return f"{self.prefix}conn:{user_tag(key.user)}:{key.provider}"
+        return f"{self.prefix}conn:{self.user_part(key.user)}:{key.provider}"
 
     def read_value(self, key: ConnectionKey) -> dict[str, Any]:
         raw = self.raw.hget(self.conn_key(key), key.account)
@@ -283,10 +293,10 @@ class RedisHarness:
         raw = self.raw.hget(self.conn_key(src), src.account)
         assert raw is not None
         self.raw.hset(self.conn_key(dst), dst.account, raw)
-        self.raw.sadd(f"{self.prefix}user:{user_tag(dst.user)}:providers", dst.provider)
+        self.raw.sadd(f"{self.prefix}user:{self.user_part(dst.user)}:providers", dst.provider)
 
     def read_state_blob(self, state: str) -> bytes | None:
-        raw = self.raw.get(f"{self.prefix}state:{state_digest(state)}")
+        raw = self.raw.get(f"{self.prefix}state:{self.carried(state)}{state_digest(state)}")
         return None if raw is None else bytes(raw)
 
     def count_nonces(self) -> int:
@@ -355,6 +365,39 @@ class SentinelHarness(RedisHarness):
                 redis.asyncio.Redis(host=REDIS_HOST, port=dead, socket_connect_timeout=0.5)
             ]
             await pool.disconnect()
+
+
+class ClusterHarness(RedisHarness):
+    """The Redis harness on a private three-primary cluster: the documented Cluster layout, where
+    each key carries its hash tag, `{slot tag}` (docs/redis.md, "Cluster")."""
+
+    name = "cluster"
+
+    def __init__(self, group: ClusterGroup, prefix: str) -> None:
+        super().__init__(group.url(), prefix, group.client())
+
+    def user_part(self, user: UserRef) -> str:
+        tag = user_tag(user)
+        return f"{{{int(tag[:4], 16) % 16384:04x}}}{tag}"
+
+    def carried(self, opaque: str) -> str:
+        return f"{{{opaque[:4]}}}"
+
+    async def break_backend(self) -> None:
+        # Every node the clients know now points at a port nothing listens on.
+        dead = free_port()
+        for store in self.stores:
+            client = store._client
+            if client is None:
+                continue
+            assert isinstance(client, redis.asyncio.RedisCluster)
+            for node in client.get_nodes():
+                await node.disconnect()
+                node.connection_kwargs["port"] = dead
+                node.port = dead
+            for node in client.nodes_manager.startup_nodes.values():
+                node.connection_kwargs["port"] = dead
+                node.port = dead
 
 
 _T = TypeVar("_T")

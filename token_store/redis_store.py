@@ -40,7 +40,7 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from token_store import codec
 from token_store.base import StoreUnavailable, TooManyPending
@@ -858,8 +858,9 @@ class RedisStore:
             raise StoreUnavailable(f"redis store: {op} after close")
         try:
             yield client
-        except (RedisError, OSError) as exc:
+        except (RedisError, RedisClusterException, OSError) as exc:
             # The error class is enough to diagnose; record data never goes into the message.
+            # (redis-py's cluster errors, such as no reachable node, are not RedisErrors.)
             raise StoreUnavailable(f"redis store: {op} failed ({type(exc).__name__})") from exc
 
     @contextlib.asynccontextmanager

@@ -26,7 +26,10 @@ import pytest
 import redis
 import redis.asyncio
 from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import SentinelConnectionPool
+from redis.backoff import NoBackoff
+from redis.commands.core import AsyncScript
 
 from tests.needs import (  # noqa: F401 - re-exported for the store tests
     REDIS_HOST,
@@ -384,20 +387,20 @@ class ClusterHarness(RedisHarness):
         return f"{{{opaque[:4]}}}"
 
     async def break_backend(self) -> None:
-        # Every node the clients know now points at a port nothing listens on.
+        # Each open store's client replaced by one whose only node is a port nothing listens on.
         dead = free_port()
         for store in self.stores:
             client = store._client
             if client is None:
                 continue
-            assert isinstance(client, redis.asyncio.RedisCluster)
-            for node in client.get_nodes():
-                await node.disconnect()
-                node.connection_kwargs["port"] = dead
-                node.port = dead
-            for node in client.nodes_manager.startup_nodes.values():
-                node.connection_kwargs["port"] = dead
-                node.port = dead
+            await client.aclose()
+            unreachable = redis.asyncio.RedisCluster(
+                host=REDIS_HOST, port=dead, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0)
+            )
+            store._client = unreachable
+            for script in vars(store).values():  # the Lua scripts run on the client they were registered with
+                if isinstance(script, AsyncScript):
+                    script.registered_client = unreachable
 
 
 _T = TypeVar("_T")

@@ -481,6 +481,19 @@ class ClusterGroup:
         finally:
             client.close()
 
+    def node_for(self, key: str) -> RedisServer:
+        """The primary that owns `key`'s hash slot."""
+        client = self.nodes[0].client()
+        try:
+            slot = int(client.execute_command("CLUSTER", "KEYSLOT", key))
+            for start, end, primary, *_ in client.execute_command("CLUSTER", "SLOTS"):
+                if start <= slot <= end:
+                    port = int(primary[1])
+                    return next(node for node in self.nodes if node.port == port)
+        finally:
+            client.close()
+        raise RuntimeError(f"no primary owns slot {slot}")
+
     def restart(self, node: RedisServer, sig: signal.Signals = signal.SIGTERM) -> None:
         node.stop(sig)
         node.start()

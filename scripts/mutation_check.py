@@ -1159,6 +1159,17 @@ MUTATIONS: tuple[Mutation, ...] = (
         ],
         "with MCPUC_STORE_WAIT_REPLICAS, a token set no replica acknowledged is reported unstored",
     ),
+    m(
+        "require_slot_tag",
+        "token_store/redis_store.py",
+        "    if opaque[:SLOT_TAG_CHARS] != wanted:\n",
+        "    if False:\n",
+        [
+            "tests/unit/test_store_cluster.py::"
+            "test_an_id_without_its_users_slot_tag_is_refused_and_other_users_still_work"
+        ],
+        "on Redis Cluster an id or state lies in its user's hash slot, or is refused",
+    ),
 )
 # --------------------------------------------------------------------------------------------------
 # Machinery

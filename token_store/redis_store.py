@@ -192,6 +192,24 @@ redis.call('SREM', KEYS[2], ARGV[1])
 return fields
 """
 
+# KEYS: connection hash, the user's provider index. ARGV: account, value, provider.
+# `copy_connections_from`: store the value unless the field holds one at least as new (by
+# updated_at): a connection made or refreshed on the target since is never overwritten.
+# Returns 1 when stored.
+_COPY_CONNECTION = """
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur then
+  local ok, old = pcall(cjson.decode, cur)
+  local ok_new, new = pcall(cjson.decode, ARGV[2])
+  if not ok_new or type(new) ~= 'table' then return 0 end
+  if ok and type(old) == 'table' and type(old.updated_at) == 'number'
+    and old.updated_at >= new.updated_at then return 0 end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[3])
+return 1
+"""
+
 # KEYS: connection hash. ARGV: account, old value, new value. Replace only what was read.
 _CAS_FIELD = """
 if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
@@ -400,6 +418,7 @@ class RedisStore:
         self._put_connection = client.register_script(_PUT_CONNECTION)
         self._delete_connection = client.register_script(_DELETE_CONNECTION)
         self._delete_connections = client.register_script(_DELETE_CONNECTIONS)
+        self._copy_connection = client.register_script(_COPY_CONNECTION)
         self._cas_field = client.register_script(_CAS_FIELD)
         self._cas_string = client.register_script(_CAS_STRING)
         self._replace_connection = client.register_script(_REPLACE_CONNECTION)
@@ -429,7 +448,7 @@ class RedisStore:
         """
         if not prefix:
             raise ValueError("redis key prefix must not be empty")
-        if wait_replicas < 0 or not 0 < wait_timeout < socket_timeout:
+        if wait_replicas < 0 or (wait_replicas and not 0 < wait_timeout < socket_timeout):
             # A WAIT longer than the socket timeout would end as a timeout, not as its count.
             raise ValueError("wait_replicas must be >= 0, and 0 < wait_timeout < socket_timeout")
         if wait_replicas and urlsplit(url).scheme.lower() == CLUSTER_SCHEME:
@@ -824,6 +843,50 @@ class RedisStore:
         if new is None:
             return 0
         return int(await self._cas_string(keys=[name], args=[blob, new]))
+
+    # --- moving to another layout ---------------------------------------------------------
+    async def copy_connections_from(self, source: RedisStore) -> int:
+        """Copy every connection and remembered default account of `source` (another Redis store,
+        such as a single primary whose deployment moves to Cluster) into this store, in this
+        store's layout; return how many connections were written.
+
+        Values are copied as they are: a sealed token set's associated data is its connection key
+        (user, provider, account), not the Redis key name, so it opens under any layout. A
+        connection this store already holds at least as new (`updated_at`) is kept, so running the
+        copy again after the replicas switched picks up what the old store got meanwhile without
+        undoing what the new one got. Pending flows, states, nonces and locks are not copied:
+        they live for minutes, and a flow cut by the switch is asked again."""
+        copied = 0
+        async with source._guard("copy_connections_from") as old, self._guard("copy_connections_from") as new:
+            async for name in old.scan_iter(
+                match=source._keys.pattern("conn"), count=_SCAN_COUNT, _type="hash"
+            ):
+                parsed = source._parse_conn_name(_text(name))
+                if parsed is None:
+                    continue
+                tag, provider = parsed
+                keys = [self._keys.conn(tag, provider), self._keys.providers(tag)]
+                for account, value in (await old.hgetall(name)).items():
+                    copied += int(await self._copy_connection(keys=keys, args=[account, value, provider]))
+            async for name in old.scan_iter(
+                match=source._keys.pattern("user"), count=_SCAN_COUNT, _type="hash"
+            ):
+                owner = source._parse_defaults_name(_text(name))
+                if owner is None:
+                    continue
+                target = self._keys.defaults(owner)
+                for chosen_at, account in (await old.hgetall(name)).items():
+                    await new.hsetnx(target, chosen_at, account)  # a choice made on the target stays
+        return copied
+
+    def _parse_defaults_name(self, name: str) -> str | None:
+        """The user tag of a `{prefix}user:{tag}:defaults` name in this store's layout."""
+        rest = name.removeprefix(f"{self._keys.prefix}user:").removesuffix(":defaults")
+        if self._keys.cluster:
+            rest = rest[SLOT_TAG_CHARS + 2 :]
+        if len(rest) != _USER_TAG_CHARS or self._keys.defaults(rest) != name:
+            return None
+        return rest
 
     def _parse_conn_name(self, name: str) -> tuple[str, str] | None:
         # `{prefix}conn:{tag}:{provider}` (on Cluster `{prefix}conn:{{slot}}{tag}:{provider}`); the

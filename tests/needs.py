@@ -333,6 +333,16 @@ class SentinelGroup:
             time.sleep(0.05)
         raise RuntimeError("the failover did not finish; see sentinel-*.log")
 
+    def wait_promoted(self, old_port: int, timeout: float = 20) -> int:
+        """Until the sentinels name a primary other than `old_port` (after it died); its port."""
+        deadline = time.monotonic() + timeout
+        while (port := self._names(0)) in (old_port, None):
+            if time.monotonic() > deadline:
+                raise RuntimeError("no replica was promoted; see sentinel-*.log")
+            time.sleep(0.1)
+        assert port is not None
+        return port
+
     def restart_stopped_as_replicas(self) -> None:
         """Start the stopped nodes again as replicas of the current primary, as an operator
         brings a failed primary back, and wait until they replicate."""

@@ -24,13 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-import pytest
 
 from bench.processes import Stack, redis_available
 from mock_providers.testing.client import accept, mcp_client
 from mock_providers.testing.replicas import REDIS_URL
-from tests.needs import ClusterGroup, SentinelGroup
-from tests.support.postgres import PostgresServer
+from mock_providers.testing.store_servers import ClusterGroup, MissingService, PostgresServer, SentinelGroup
 
 BACKENDS = ("SQLite", "Redis", "Redis Cluster", "Sentinel", "PostgreSQL")
 PG_CALLS = ("execute", "executemany", "fetch", "fetchrow", "fetchval")
@@ -138,8 +136,8 @@ async def measure(backend: str, root: Path, calls: int, flows: int) -> Row:
     with contextlib.ExitStack() as stack_of:
         try:
             url, prefix = stack_of.enter_context(backend_url(backend, root / "store"))
-        except (LookupError, pytest.skip.Exception) as exc:
-            row.missing = str(exc) if isinstance(exc, LookupError) else "not available on this machine"
+        except (LookupError, MissingService) as exc:
+            row.missing = str(exc)
             return row
         settings = {"MCPUC_STORE_URL": url, "MCPUC_REDIS_PREFIX": prefix} if url else {}
         stack = Stack(root / "server", server="bench", settings=settings).start()

@@ -17,9 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.needs import SentinelGroup
-from tests.support.store_contract import FakeClock, make_connection
-from token_store import KeyRing, RedisStore
+from mock_providers.testing.store_servers import SentinelGroup
+from token_store import Connection, ConnectionKey, KeyRing, RedisStore, TokenSet, UserRef
 
 
 async def measure(url: str, wait_replicas: int, writes: int) -> tuple[float, float, float]:
@@ -27,10 +26,13 @@ async def measure(url: str, wait_replicas: int, writes: int) -> tuple[float, flo
         url,
         KeyRing([("k1", KeyRing.generate_key())]),
         prefix="bench-wait:",
-        clock=FakeClock(),
         wait_replicas=wait_replicas,
     )
-    connection = make_connection()
+    tokens = TokenSet(
+        access_token="at-bench", refresh_token="rt-bench", expires_at=time.time() + 3600, scopes=()
+    )
+    key = ConnectionKey(UserRef("https://as.example", "bench"), "github", "1")
+    connection = Connection(key, tokens, "bench", connected_at=time.time(), updated_at=time.time())
     try:
         for _ in range(100):
             await store.put_connection(connection)

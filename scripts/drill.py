@@ -17,7 +17,8 @@ providers on free 127.0.0.1 ports) and stops by itself: each round is bounded by
   within --notify-seconds while the replica holding the session stayed up (a flow whose replica
   was stopped is counted under "replica gone": its session, and the stream, went with it);
 - tokens lost: users whose connection is missing from the store after their flow's success page;
-- first good call: seconds from the fault's start to the first tool call answered after it.
+- first good call: for the users whose calls failed after the fault began, the longest time from
+  the fault's start to their first call answered after a failure (the worst user's recovery).
 
 Faults: `none` (baseline), `kill` (SIGKILL one replica, start it again), `redis` (restart Redis),
 `rolling` (SIGTERM and restart each replica in turn, docs/deploy.md "Rolling restart"),
@@ -59,8 +60,7 @@ from mock_providers.app import ADMIN_PATH
 from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import Recorder, accept, connect_url, mcp_client
 from mock_providers.testing.cluster import REPLICAS, Cluster
-from tests.needs import ClusterGroup, SentinelGroup
-from tests.support.postgres import PostgresServer
+from mock_providers.testing.store_servers import ClusterGroup, PostgresServer, SentinelGroup
 from token_store import KeyRing, UserRef, open_store
 
 FAULTS = ("none", "kill", "redis", "rolling", "token500", "tokenhang", "rotate", "store")
@@ -85,7 +85,8 @@ class Flow:
     done: bool = False  # ended with a working call
     notification: str = ""  # legacy: "arrived", "lost", "replica gone"
     errors: list[str] = field(default_factory=list)
-    answered_at: list[float] = field(default_factory=list)  # time.monotonic() of each good call
+    answered_at: list[float] = field(default_factory=list)  # when each good call was sent
+    failed_at: list[float] = field(default_factory=list)  # when each failed call was sent
 
 
 @dataclass
@@ -153,12 +154,14 @@ class Drill:
                     while extra < EXTRA_CALLS or not self.fault_over.is_set():
                         result.calls += not resend
                         resend = False
+                        sent = time.monotonic()
                         answer = await client.call_tool("whoami", {})
                         if answer.is_error:
                             result.failed_calls += 1
+                            result.failed_at.append(sent)
                             result.errors.append(f"whoami: {answer.content}")
                         else:
-                            result.answered_at.append(time.monotonic())
+                            result.answered_at.append(sent)
                         extra += 1
                         await anyio.sleep(CALL_GAP_SECONDS)
                     result.done = True
@@ -171,6 +174,7 @@ class Drill:
                     resend = True
                 else:
                     result.failed_calls += 1
+                    result.failed_at.append(time.monotonic())
                     result.errors.append(_describe(exc))
                     extra += result.connected
                     failures_left -= 1
@@ -296,7 +300,8 @@ class Drill:
                 for index in range(self.users):
                     group.start_soon(one, index)
         lost = await self._tokens_lost([f for f in flows if f.connected])
-        after = [t for f in flows for t in f.answered_at if t >= self.fault_started > 0]
+        recovered = [recovery(f, self.fault_started) for f in flows]
+        affected = [seconds for seconds in recovered if seconds is not None]
         calls = sum(f.calls for f in flows)
         failed = sum(f.failed_calls for f in flows)
         return {
@@ -308,7 +313,7 @@ class Drill:
             "notifications lost": sum(f.notification == "lost" for f in flows),
             "replica gone": sum(f.notification == "replica gone" for f in flows),
             "tokens lost": lost,
-            "first good call": f"{min(after) - self.fault_started:.1f} s" if after else "none",
+            "first good call": f"{max(affected):.1f} s" if affected else "no call failed",
             "timed out": bounded.cancelled_caught,
             "errors": sorted({e for f in flows for e in f.errors})[:5],
         }
@@ -327,6 +332,16 @@ class Drill:
             return missing
         finally:
             await store.close()
+
+
+def recovery(flow: Flow, fault_started: float) -> float | None:
+    """For a user whose call failed after the fault began: seconds from the fault's start to their
+    first good call sent after that failure (inf if none came). None for a user the fault spared."""
+    failures = [t for t in flow.failed_at if t >= fault_started > 0]
+    if not failures:
+        return None
+    good = [t for t in flow.answered_at if t > failures[0]]
+    return min(good) - fault_started if good else float("inf")
 
 
 def session_gone(exc: BaseException) -> bool:

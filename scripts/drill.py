@@ -17,8 +17,8 @@ providers on free 127.0.0.1 ports) and stops by itself: each round is bounded by
   within --notify-seconds while the replica holding the session stayed up (a flow whose replica
   was stopped is counted under "replica gone": its session, and the stream, went with it);
 - tokens lost: users whose connection is missing from the store after their flow's success page;
-- first good call: for the users whose calls failed after the fault began, the longest time from
-  the fault's start to their first call answered after a failure (the worst user's recovery).
+- first good call: seconds from the fault's start to the first call answered that was sent after
+  the last failed one (when the service was back for everyone).
 
 Faults: `none` (baseline), `kill` (SIGKILL one replica, start it again), `redis` (restart Redis),
 `rolling` (SIGTERM and restart each replica in turn, docs/deploy.md "Rolling restart"),
@@ -300,8 +300,7 @@ class Drill:
                 for index in range(self.users):
                     group.start_soon(one, index)
         lost = await self._tokens_lost([f for f in flows if f.connected])
-        recovered = [recovery(f, self.fault_started) for f in flows]
-        affected = [seconds for seconds in recovered if seconds is not None]
+        back = recovery(flows, self.fault_started)
         calls = sum(f.calls for f in flows)
         failed = sum(f.failed_calls for f in flows)
         return {
@@ -313,7 +312,7 @@ class Drill:
             "notifications lost": sum(f.notification == "lost" for f in flows),
             "replica gone": sum(f.notification == "replica gone" for f in flows),
             "tokens lost": lost,
-            "first good call": f"{max(affected):.1f} s" if affected else "no call failed",
+            "first good call": back,
             "timed out": bounded.cancelled_caught,
             "errors": sorted({e for f in flows for e in f.errors})[:5],
         }
@@ -334,14 +333,14 @@ class Drill:
             await store.close()
 
 
-def recovery(flow: Flow, fault_started: float) -> float | None:
-    """For a user whose call failed after the fault began: seconds from the fault's start to their
-    first good call sent after that failure (inf if none came). None for a user the fault spared."""
-    failures = [t for t in flow.failed_at if t >= fault_started > 0]
+def recovery(flows: list[Flow], fault_started: float) -> str:
+    """Seconds from the fault's start to the first good call sent after the last failed one: when
+    the service was back for everyone."""
+    failures = [t for f in flows for t in f.failed_at if t >= fault_started > 0]
     if not failures:
-        return None
-    good = [t for t in flow.answered_at if t > failures[0]]
-    return min(good) - fault_started if good else float("inf")
+        return "no call failed"
+    good = [t for f in flows for t in f.answered_at if t > max(failures)]
+    return f"{min(good) - fault_started:.1f} s" if good else "none after the last failure"
 
 
 def session_gone(exc: BaseException) -> bool:

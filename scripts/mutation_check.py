@@ -1170,7 +1170,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "require_slot_tag",
         "token_store/redis_store.py",
-        "    if opaque[:SLOT_TAG_CHARS] != wanted:\n",
+        "    if opaque[:SLOT_TAG_CHARS] != slot:\n",
         "    if False:\n",
         [
             "tests/unit/test_store_cluster.py::"

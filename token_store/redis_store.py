@@ -580,7 +580,8 @@ class RedisStore:
         e = elicitation
         now = self._clock()
         tag = user_tag(e.user)
-        require_slot_tag(self._keys.cluster, e.id, tag)
+        if self._keys.cluster:
+            require_slot_tag(e.id, _slot_tag_of(tag))
         args: list[str | int] = [
             _num(now),
             max_live_per_user,
@@ -672,7 +673,8 @@ class RedisStore:
         digest, blob = codec.seal_state(self._keyring, state)
         args = self._transition_args(elicitation_id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
         args += [blob, _ttl_ms(state.expires_at, self._clock())]
-        require_slot_tag(self._keys.cluster, state.state, elicitation_id[:SLOT_TAG_CHARS])
+        if self._keys.cluster:
+            require_slot_tag(state.state, elicitation_id[:SLOT_TAG_CHARS])
         keys = [self._keys.elic(elicitation_id), self._keys.state(state.state, digest)]
         async with self._guard("open_elicitation") as client:
             live = await self._declared_live_set(client, elicitation_id)
@@ -1051,15 +1053,12 @@ class _StoredConnection:
             return None
 
 
-def require_slot_tag(cluster: bool, opaque: str, user_tag_or_slot: str) -> None:
-    """On Redis Cluster, an id, state or nonce begins with the slot tag of the records it is stored
-    with (`slot_tag`), so that one script's keys share a hash slot (Redis Cluster specification,
-    "Hash tags": multi-key operations need every key in one slot). `user_tag_or_slot`: a user
-    tag, or the slot tag itself. A mismatch is a programming error: ValueError."""
-    if not cluster:
-        return
-    wanted = user_tag_or_slot if len(user_tag_or_slot) == SLOT_TAG_CHARS else _slot_tag_of(user_tag_or_slot)
-    if opaque[:SLOT_TAG_CHARS] != wanted:
+def require_slot_tag(opaque: str, slot: str) -> None:
+    """On Redis Cluster, an id or state begins with `slot`, the slot tag of the records it is
+    stored with (`slot_tag`), so that one script's keys share a hash slot (Redis Cluster
+    specification, "Hash tags": a multi-key operation needs every key in one slot). A mismatch
+    is a programming error: ValueError."""
+    if opaque[:SLOT_TAG_CHARS] != slot:
         raise ValueError("on Redis Cluster an id or state must begin with its user's slot tag (slot_tag)")
 
 

@@ -292,19 +292,20 @@ def require_tls_to_redis_unless_loopback(settings: Settings) -> None:
     confidentiality of requests: TLS against eavesdroppers). `redis://` to loopback (or with no
     host, which redis-py reads as localhost) never leaves the machine.
     """
+    try:
+        check_store_url(settings.effective_store_url)
+    except ValueError:
+        return  # a malformed URL: `validate` names what is wrong
     url = urlsplit(settings.effective_store_url)
     if url.scheme.lower() in ("redis+sentinel", "redis+cluster"):  # plain text, every node named
-        try:
-            hosts = [
-                host
-                for host, _ in (
-                    SentinelURL.parse(settings.effective_store_url).sentinels
-                    if url.scheme.lower() == "redis+sentinel"
-                    else ClusterURL.parse(settings.effective_store_url).nodes
-                )
-            ]
-        except ValueError:
-            return  # check_store_url names what is wrong
+        hosts = [
+            host
+            for host, _ in (
+                SentinelURL.parse(settings.effective_store_url).sentinels
+                if url.scheme.lower() == "redis+sentinel"
+                else ClusterURL.parse(settings.effective_store_url).nodes
+            )
+        ]
         local = all(host in LOOPBACK_HOSTS for host in hosts)
     else:
         local = url.hostname is None or url.hostname in LOOPBACK_HOSTS

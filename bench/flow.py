@@ -20,6 +20,7 @@ Everything runs on this machine over loopback sockets; servers are separate proc
 4. `whoami` with the token read from the store vs already in memory, a bare tool on our server
    vs on the SDK's bare server with the same bearer verifier (bench/server.py): latency and
    server CPU per call.
+5. the token-backed call and one flow on every store side by side (bench/backends.py).
 
 Prints tables; asserts nothing. Logging is at INFO, as `serve` runs by default.
 """
@@ -45,6 +46,7 @@ import httpx
 import mcp_types
 from redis.asyncio.connection import AbstractConnection
 
+from bench.backends import backends_table
 from bench.processes import Stack, delete_prefix, redis_available
 from bench.request_cpu import PATH as REQUEST_CPU_PATH
 from mock_providers.testing.browser import Browser, forms_in
@@ -419,7 +421,7 @@ class _Target:
 # ---- main ------------------------------------------------------------------------------------
 
 
-TABLES = ("load", "hops", "store", "whoami")
+TABLES = ("load", "hops", "store", "whoami", "backends")
 
 
 @dataclass(frozen=True)
@@ -441,7 +443,16 @@ FULL = Plan(
     calls=1000,
     sessions=200,
 )
-QUICK = Plan(levels=((1, 1), (2, 2)), full_load=False, hop_flows=1, store_flows=1, calls=10, sessions=5)
+# --quick leaves out `backends`, which starts a Redis Cluster, a Sentinel group and PostgreSQL.
+QUICK = Plan(
+    levels=((1, 1), (2, 2)),
+    full_load=False,
+    hop_flows=1,
+    store_flows=1,
+    calls=10,
+    sessions=5,
+    tables=frozenset(TABLES) - {"backends"},
+)
 
 
 async def run(plan: Plan, root: Path) -> None:
@@ -463,6 +474,10 @@ async def run(plan: Plan, root: Path) -> None:
         print("\n".join(whoami))
         print("\n== the MCP session alone ==")
         print("\n".join(sessions))
+    if "backends" in plan.tables:
+        print("\n== the token-backed call and one flow on each store (serve + bench tools, INFO logs) ==")
+        async for line in backends_table(root, plan.calls, plan.store_flows * 2):
+            print(line, flush=True)
 
 
 async def load_rows(plan: Plan, root: Path) -> None:

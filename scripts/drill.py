@@ -1,9 +1,11 @@
 """The operability drill: N users connect MockHub and call a tool through two `serve` replicas
 behind the shipped nginx, with Redis and `mock-providers`, while one fault at a time is injected.
 
-    python scripts/drill.py [--users 50] [--faults kill,redis,...] [--keep DIR]
+    python scripts/drill.py [--store redis|postgres|cluster|sentinel] [--users 50]
+                            [--faults kill,redis,...] [--keep DIR]
 
-Everything runs on loopback (its own redis-server with AOF, nginx, the replicas and the mock
+Everything runs on loopback (its own store: a redis-server with AOF, a PostgreSQL, a three-primary
+Redis Cluster or a primary, replica and three sentinels; nginx, the replicas and the mock
 providers on free 127.0.0.1 ports) and stops by itself: each round is bounded by
 --round-seconds. Then it prints one row per fault:
 
@@ -14,13 +16,19 @@ providers on free 127.0.0.1 ports) and stops by itself: each round is bounded by
 - notifications lost: 2025-11-25 flows whose notifications/elicitation/complete did not arrive
   within --notify-seconds while the replica holding the session stayed up (a flow whose replica
   was stopped is counted under "replica gone": its session, and the stream, went with it);
-- tokens lost: users whose connection is missing from the store after their flow's success page.
+- tokens lost: users whose connection is missing from the store after their flow's success page;
+- first good call: seconds from the fault's start to the first call answered that was sent after
+  the last failed one (when the service was back for everyone).
 
 Faults: `none` (baseline), `kill` (SIGKILL one replica, start it again), `redis` (restart Redis),
 `rolling` (SIGTERM and restart each replica in turn, docs/deploy.md "Rolling restart"),
 `token500` / `tokenhang` (MockHub's token endpoint fails / hangs for a few seconds, through the
 mock providers' loopback admin endpoint), `rotate` (a new encryption key rolled out in two
-rolling restarts, then `mcp-url-connect keys rotate` while flows run).
+rolling restarts, then `mcp-url-connect keys rotate` while flows run), `store` (the fault that
+fits the store: Redis restarted, PostgreSQL restarted, a Cluster primary killed and started again,
+a Sentinel failover with the primary killed, then back as a replica).
+
+SQLite serves one replica, so it has no place in this two-replica drill.
 """
 
 from __future__ import annotations
@@ -52,9 +60,11 @@ from mock_providers.app import ADMIN_PATH
 from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import Recorder, accept, connect_url, mcp_client
 from mock_providers.testing.cluster import REPLICAS, Cluster
+from mock_providers.testing.store_servers import ClusterGroup, PostgresServer, SentinelGroup
 from token_store import KeyRing, UserRef, open_store
 
-FAULTS = ("none", "kill", "redis", "rolling", "token500", "tokenhang", "rotate")
+FAULTS = ("none", "kill", "redis", "rolling", "token500", "tokenhang", "rotate", "store")
+STORES = ("redis", "postgres", "cluster", "sentinel")
 EXTRA_CALLS = 3  # calls after the connection, at least; more until the fault is over
 CALL_GAP_SECONDS = 1.0
 REOPENS = 3  # failed calls after which a flow gives up (404s do not count: the client re-initializes)
@@ -75,6 +85,8 @@ class Flow:
     done: bool = False  # ended with a working call
     notification: str = ""  # legacy: "arrived", "lost", "replica gone"
     errors: list[str] = field(default_factory=list)
+    answered_at: list[float] = field(default_factory=list)  # when each good call was sent
+    failed_at: list[float] = field(default_factory=list)  # when each failed call was sent
 
 
 @dataclass
@@ -107,6 +119,8 @@ class Drill:
     sessions_on: Counter[str] = field(default_factory=Counter)  # legacy sessions per replica
     keyring: str = ""  # the replicas' MCPUC_ENCRYPTION_KEYS
     issuer: str = ""  # MCPUC_AUTH_ISSUER: users are (issuer, name)
+    store_fault: Callable[[], None] | None = None  # the `store` fault of this drill's store
+    fault_started: float = 0.0
 
     # -- one user's flow -----------------------------------------------------------------------
 
@@ -140,10 +154,14 @@ class Drill:
                     while extra < EXTRA_CALLS or not self.fault_over.is_set():
                         result.calls += not resend
                         resend = False
+                        sent = time.monotonic()
                         answer = await client.call_tool("whoami", {})
                         if answer.is_error:
                             result.failed_calls += 1
+                            result.failed_at.append(sent)
                             result.errors.append(f"whoami: {answer.content}")
+                        else:
+                            result.answered_at.append(sent)
                         extra += 1
                         await anyio.sleep(CALL_GAP_SECONDS)
                     result.done = True
@@ -156,6 +174,7 @@ class Drill:
                     resend = True
                 else:
                     result.failed_calls += 1
+                    result.failed_at.append(time.monotonic())
                     result.errors.append(_describe(exc))
                     extra += result.connected
                     failures_left -= 1
@@ -198,7 +217,11 @@ class Drill:
 
     def inject(self, fault: str) -> None:
         cluster = self.cluster
-        if fault == "kill":
+        self.fault_started = time.monotonic()
+        if fault == "store":
+            assert self.store_fault is not None
+            self.store_fault()
+        elif fault == "kill":
             # The replica holding the most 2025-11-25 sessions: the worst case. (nginx's
             # round-robin can put every legacy session on one replica when the users alternate
             # between the revisions.)
@@ -277,6 +300,7 @@ class Drill:
                 for index in range(self.users):
                     group.start_soon(one, index)
         lost = await self._tokens_lost([f for f in flows if f.connected])
+        back = recovery(flows, self.fault_started)
         calls = sum(f.calls for f in flows)
         failed = sum(f.failed_calls for f in flows)
         return {
@@ -288,6 +312,7 @@ class Drill:
             "notifications lost": sum(f.notification == "lost" for f in flows),
             "replica gone": sum(f.notification == "replica gone" for f in flows),
             "tokens lost": lost,
+            "first good call": back,
             "timed out": bounded.cancelled_caught,
             "errors": sorted({e for f in flows for e in f.errors})[:5],
         }
@@ -306,6 +331,16 @@ class Drill:
             return missing
         finally:
             await store.close()
+
+
+def recovery(flows: list[Flow], fault_started: float) -> str:
+    """Seconds from the fault's start to the first good call sent after the last failed one: when
+    the service was back for everyone."""
+    failures = [t for f in flows for t in f.failed_at if t >= fault_started > 0]
+    if not failures:
+        return "no call failed"
+    good = [t for f in flows for t in f.answered_at if t > max(failures)]
+    return f"{min(good) - fault_started:.1f} s" if good else "none after the last failure"
 
 
 def session_gone(exc: BaseException) -> bool:
@@ -333,6 +368,7 @@ def print_table(rows: list[dict[str, object]]) -> None:
         "notifications lost",
         "replica gone",
         "tokens lost",
+        "first good call",
     ]
     widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in columns}
     print(" | ".join(c.ljust(widths[c]) for c in columns))
@@ -346,25 +382,70 @@ def print_table(rows: list[dict[str, object]]) -> None:
                 print(f"  {error}")
 
 
+def store_backend(
+    store: str, root: Path
+) -> tuple[dict[str, str | None], Callable[[], None], Callable[[], None]]:
+    """The drill's own store: the Cluster harness's store arguments, the `store` fault, and how to
+    stop it."""
+    if store == "postgres":
+        postgres = PostgresServer().start()
+        postgres.psql("CREATE DATABASE drill")
+
+        def restart_postgres() -> None:
+            postgres.stop(keep_data=True)
+            postgres.start()
+
+        return {"redis_url": None, "postgres_url": postgres.url("drill")}, restart_postgres, postgres.stop
+    if store == "cluster":
+        nodes = ClusterGroup(root / "redis-cluster")
+        nodes.start()
+
+        def restart_a_primary() -> None:
+            nodes.restart(nodes.nodes[0], signal.SIGKILL)  # appendfsync always: nothing acknowledged lost
+
+        return {"redis_url": nodes.url()}, restart_a_primary, nodes.stop
+    if store == "sentinel":
+        group = SentinelGroup(root / "sentinel")
+        group.start()
+
+        def failover() -> None:
+            old = group.primary_port()
+            next(node for node in group.nodes if node.port == old).stop(signal.SIGKILL)
+            group.wait_promoted(old)
+            group.restart_stopped_as_replicas()
+
+        return {"redis_url": group.url()}, failover, group.stop
+    return {"redis_url": None}, lambda: None, lambda: None  # `redis`: the harness's own redis-server
+
+
 async def run(args: argparse.Namespace, root: Path) -> list[dict[str, object]]:
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    backend, store_fault, stop_store = await anyio.to_thread.run_sync(store_backend, args.store, root)
     cluster = Cluster(
         root,
-        redis_url=None,
         nginx_bin=nginx,
         environ={"MCPUC_SHUTDOWN_GRACE_SECONDS": "10", "MCPUC_HTTP_TIMEOUT": "3"},
+        **backend,  # type: ignore[arg-type]
     )
     rows = []
-    await anyio.to_thread.run_sync(cluster.start)
+    try:
+        await anyio.to_thread.run_sync(cluster.start)
+    except BaseException:
+        await anyio.to_thread.run_sync(stop_store)
+        raise
     try:
         drill = Drill(cluster, args.users, args.notify_seconds, args.round_seconds)
+        drill.store_fault = cluster.restart_redis if args.store == "redis" else store_fault
         drill.keyring = cluster.serve_env()["MCPUC_ENCRYPTION_KEYS"]
         drill.issuer = cluster.serve_env()["MCPUC_AUTH_ISSUER"]
         for number, fault in enumerate(args.faults):
-            print(f"round {number}: {fault} ({args.users} users)", file=sys.stderr, flush=True)
+            print(
+                f"round {number}: {fault} on {args.store} ({args.users} users)", file=sys.stderr, flush=True
+            )
             rows.append(await drill.round(fault, number))
     finally:
         await anyio.to_thread.run_sync(cluster.stop)
+        await anyio.to_thread.run_sync(stop_store)
     return rows
 
 
@@ -375,6 +456,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--store", choices=STORES, default="redis")
     parser.add_argument("--users", type=int, default=50)
     parser.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated, of {', '.join(FAULTS)}")
     parser.add_argument("--notify-seconds", type=float, default=10.0)
@@ -384,6 +466,10 @@ def main() -> int:
     args.faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     if unknown := set(args.faults) - set(FAULTS):
         parser.error(f"unknown fault(s): {', '.join(sorted(unknown))}")
+    if args.store != "redis" and "redis" in args.faults:
+        parser.error(
+            "the redis fault restarts the drill's own redis-server: use --store redis, or the store fault"
+        )
     if args.keep is not None:
         rows = anyio.run(run, args, args.keep)
     else:

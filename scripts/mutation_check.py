@@ -389,8 +389,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "one_open_account_question",
         "service/broker.py",
-        'state = _RequestState("", await self._new_nonce(slot), config.name, ACCOUNT_KIND)',
-        'state = _RequestState("", await self._new_nonce(None), config.name, ACCOUNT_KIND)',
+        'state = _RequestState("", await self._new_nonce(caller.user, slot), config.name, ACCOUNT_KIND)',
+        'state = _RequestState("", await self._new_nonce(caller.user, None), config.name, ACCOUNT_KIND)',
         [
             f"{UNIT_ACCOUNTS}::test_modern_asking_again_replaces_the_open_questions_nonce",
             "tests/security/test_abuse.py::test_flood_of_account_questions_holds_one_nonce_per_user",
@@ -477,7 +477,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "require_tls_to_redis_unless_loopback",
         "service/settings.py",
-        '    if url.scheme == "redis" and not local and not settings.allow_plaintext_redis:\n',
+        "    if url.scheme.lower() in plain and not local and not settings.allow_plaintext_redis:\n",
         "    if False:\n",
         [
             "tests/unit/test_settings.py::test_plain_redis_is_refused_outside_loopback",
@@ -622,26 +622,34 @@ MUTATIONS: tuple[Mutation, ...] = (
     m(
         "redis.take_oauth_state",
         "token_store/redis_store.py",
-        "blob = await client.getdel(self._keys.state(digest))",
-        "blob = await client.get(self._keys.state(digest))",
+        "blob = await client.getdel(self._keys.state(state, digest))",
+        "blob = await client.get(self._keys.state(state, digest))",
         [f"{CONTRACT}::test_oauth_state_single_use[redis]"],
         "OAuth state taken once (GETDEL)",
     ),
     m(
         "redis.take_nonce",
         "token_store/redis_store.py",
-        "expires_at = await client.getdel(self._keys.nonce(codec.lookup_key(nonce)))",
-        "expires_at = await client.get(self._keys.nonce(codec.lookup_key(nonce)))",
+        "expires_at = await client.getdel(self._keys.nonce(nonce, codec.lookup_key(nonce)))",
+        "expires_at = await client.get(self._keys.nonce(nonce, codec.lookup_key(nonce)))",
         [f"{CONTRACT}::test_nonce_single_use_and_expiry[redis]"],
         "requestState nonce taken once (GETDEL)",
     ),
     m(
         "redis.nonce_slot",
         "token_store/redis_store.py",
-        "if old and old ~= ARGV[4] then redis.call('DEL', ARGV[3] .. old) end\n",
+        "  redis.call('DEL', ARGV[3] .. old)\n",
         "",
         [f"{CONTRACT}::test_a_nonce_slot_holds_one_live_nonce[redis]"],
         "a nonce slot holds one live nonce (the slot's last nonce deleted in the script)",
+    ),
+    m(
+        "redis.nonce_slot_cluster",
+        "token_store/redis_store.py",
+        "  if KEYS[3] and old ~= ARGV[4] then redis.call('DEL', KEYS[3]) end\n",
+        "",
+        [f"{CONTRACT}::test_a_nonce_slot_holds_one_live_nonce[cluster]"],
+        "on Cluster too, a nonce slot holds one live nonce (the declared old nonce deleted)",
     ),
     m(
         "redis.pending_limit",
@@ -1279,6 +1287,28 @@ MUTATIONS: tuple[Mutation, ...] = (
             "tests/security/test_link_fallback.py::test_an_opened_link_is_not_shown_again",
         ],
         "only an unopened link is shown again (an opened one is spent)",
+    ),
+    m(
+        "require_replica_acknowledgement",
+        "token_store/redis_store.py",
+        "    if acknowledged < wanted:\n",
+        "    if False:\n",
+        [
+            "tests/unit/test_store_sentinel.py::"
+            "test_a_write_no_replica_acknowledges_fails_and_other_users_still_work"
+        ],
+        "with MCPUC_STORE_WAIT_REPLICAS, a token set no replica acknowledged is reported unstored",
+    ),
+    m(
+        "require_slot_tag",
+        "token_store/redis_store.py",
+        "    if opaque[:SLOT_TAG_CHARS] != slot:\n",
+        "    if False:\n",
+        [
+            "tests/unit/test_store_cluster.py::"
+            "test_an_id_without_its_users_slot_tag_is_refused_and_other_users_still_work"
+        ],
+        "on Redis Cluster an id or state lies in its user's hash slot, or is refused",
     ),
 )
 # --------------------------------------------------------------------------------------------------

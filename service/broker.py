@@ -238,7 +238,7 @@ class ConnectionBroker:
             return newest, used_account_notice(newest, config)
         if is_stateless_revision(ctx):
             slot = one_open_account_question(caller.user, config.name)
-            state = _RequestState("", await self._new_nonce(slot), config.name, ACCOUNT_KIND)
+            state = _RequestState("", await self._new_nonce(caller.user, slot), config.name, ACCOUNT_KIND)
             raise ConnectionNeeded(
                 InputRequiredResult(
                     input_requests={ACCOUNT_INPUT_KEY: ElicitRequest(params=choice.request())},
@@ -377,11 +377,13 @@ class ConnectionBroker:
         return connect_link_answer(elicitation, url, config, held, waiting=reused is not None)
 
     async def _new_request_state(self, elicitation: PendingElicitation) -> str:
-        return _RequestState(elicitation.id, await self._new_nonce(), elicitation.provider).dumps()
+        return _RequestState(
+            elicitation.id, await self._new_nonce(elicitation.user), elicitation.provider
+        ).dumps()
 
-    async def _new_nonce(self, slot: str | None = None) -> str:
+    async def _new_nonce(self, owner: UserRef, slot: str | None = None) -> str:
         # patterns-mrtr: state that must be consumed at most once is enforced server-side.
-        nonce = mint_opaque_id()
+        nonce = mint_opaque_id(owner)
         await self._store().put_nonce(nonce, self._settings.elicitation_ttl, slot)
         return nonce
 

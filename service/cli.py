@@ -387,6 +387,49 @@ def cmd_store_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_store_copy_from(args: argparse.Namespace) -> int:
+    """Copy the connections of another Redis store (the URL in the environment variable
+    `--from-env`, never on the command line: it may hold a password) into MCPUC_STORE_URL's, in
+    its layout: moving a single primary's deployment to Redis Cluster (docs/redis.md, "Moving to
+    Cluster"). Run it before and again after the replicas switch; it never overwrites a newer
+    connection."""
+    from token_store import KeyRing, RedisStore, StoreUnavailable, open_store
+
+    try:
+        settings = load_settings(config_file=args.config).validate()
+    except SettingsError as exc:
+        return _configuration_error(exc)
+    source_url = os.environ.get(args.from_env, "")
+    if not settings.uses_redis or not source_url.lower().startswith(("redis://", "rediss://", "redis+")):
+        print(
+            "mcp-url-connect: store copy-from needs a Redis MCPUC_STORE_URL and a Redis URL in "
+            + args.from_env,
+            file=sys.stderr,
+        )
+        return 2
+
+    async def copy() -> int:
+        keyring = KeyRing.parse(settings.encryption_keys)
+        source = await RedisStore.open(source_url, keyring, prefix=settings.redis_prefix)
+        try:
+            target = await open_store(settings.effective_store_url, keyring, prefix=settings.redis_prefix)
+            try:
+                assert isinstance(target, RedisStore)
+                return await target.copy_connections_from(source)
+            finally:
+                await target.close()
+        finally:
+            await source.close()
+
+    try:
+        count = asyncio.run(copy())
+    except (StoreUnavailable, ValueError) as exc:
+        print(f"mcp-url-connect: {exc}", file=sys.stderr)
+        return 1
+    print(f"copied {count} connection(s)")
+    return 0
+
+
 def cmd_dev_token(args: argparse.Namespace) -> int:
     from mock_providers import NoDevKeys, mint_access_token
 
@@ -464,6 +507,14 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = store_sub.add_parser("migrate", help="create or upgrade the store's schema (docs/postgres.md)")
     migrate.add_argument("--config", type=Path, default=None)
     migrate.set_defaults(func=cmd_store_migrate)
+    copy_from = store_sub.add_parser(
+        "copy-from", help="copy another Redis store's connections into this one (docs/redis.md)"
+    )
+    copy_from.add_argument(
+        "--from-env", default="MCPUC_OLD_STORE_URL", help="variable holding the old store's URL"
+    )
+    copy_from.add_argument("--config", type=Path, default=None)
+    copy_from.set_defaults(func=cmd_store_copy_from)
 
     token = sub.add_parser("dev-token", help="print a bearer token for SUB signed by the demo's dev AS keys")
     token.add_argument("sub")

@@ -25,9 +25,12 @@ import anyio
 import asyncpg
 import redis.asyncio as redis
 from anyio.streams.memory import MemoryObjectReceiveStream
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
 
 from service.completion import CompletionHub
 from token_store import PendingElicitation, StoreUnavailable
+from token_store.redis_store import redis_client
 
 logger = logging.getLogger(__name__)
 RECONNECT_DELAY = 1.0
@@ -61,7 +64,11 @@ class LocalBus:
 
 
 class RedisBus:
-    """Several replicas: PUBLISH on one channel, every replica subscribed."""
+    """Several replicas: PUBLISH on one channel, every replica subscribed. Behind Sentinel the
+    channel is the current primary's: a failover closes the subscription, and the next one,
+    made on the new primary, resyncs from the store. On Cluster the channel is a shard channel
+    (SPUBLISH/SSUBSCRIBE, Redis 7): a message goes to the one shard that owns the channel's slot
+    rather than to every node of the cluster."""
 
     def __init__(
         self,
@@ -71,7 +78,7 @@ class RedisBus:
         *,
         on_resubscribed: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        self._client = redis.from_url(url, socket_timeout=None, socket_connect_timeout=2.0)
+        self._client = redis_client(url, socket_timeout=None, socket_connect_timeout=2.0)
         self._channel = f"{prefix}completions"
         self._hub = hub
         self._on_resubscribed = on_resubscribed
@@ -85,14 +92,17 @@ class RedisBus:
         message = elicitation.to_json()
         for attempt in (1, 2):
             try:
-                await self._client.publish(self._channel, message)
+                if isinstance(self._client, RedisCluster):
+                    await self._client.spublish(self._channel, message)
+                else:
+                    await self._client.publish(self._channel, message)
                 return
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 # The pool dropped the broken connection; the second attempt opens a new one.
                 # Publishing twice is harmless: the hub delivers an elicitation once.
                 if attempt == 2:
                     raise StoreUnavailable("publish completion") from exc
-            except redis.RedisError as exc:
+            except (redis.RedisError, RedisClusterException) as exc:
                 # The token is stored already; the client's retry will find it.
                 raise StoreUnavailable("publish completion") from exc
 
@@ -110,24 +120,46 @@ class RedisBus:
         while True:
             try:
                 await self._listen()
-            except (redis.RedisError, OSError) as exc:
+            except (redis.RedisError, RedisClusterException, OSError) as exc:
                 logger.warning("completion bus: %s; resubscribing", type(exc).__name__)
                 self.subscribed = anyio.Event()
                 await anyio.sleep(RECONNECT_DELAY)
 
     async def _listen(self) -> None:
+        if isinstance(self._client, RedisCluster):
+            await self._listen_to_shard(self._client)
+            return
         async with self._client.pubsub(ignore_subscribe_messages=True) as pubsub:
             await pubsub.subscribe(self._channel)
             self.subscribed.set()
             if self._on_resubscribed is not None:
                 await self._on_resubscribed()
             async for message in pubsub.listen():
-                try:
-                    elicitation = PendingElicitation.from_json(message["data"])
-                except (ValueError, KeyError, TypeError):
-                    logger.warning("completion bus: ignoring a malformed message")
+                await self._deliver(message)
+
+    async def _listen_to_shard(self, client: RedisCluster) -> None:
+        await client.initialize()  # the slot map: a pubsub does not load it by itself
+        pubsub = client.pubsub()
+        try:
+            await pubsub.ssubscribe(self._channel)
+            self.subscribed.set()
+            if self._on_resubscribed is not None:
+                await self._on_resubscribed()
+            while True:
+                message = await pubsub.get_sharded_message(ignore_subscribe_messages=True, timeout=1.0)
+                if message is None:
                     continue
-                await self._hub.completed(elicitation)
+                await self._deliver(message)
+        finally:
+            await pubsub.aclose()
+
+    async def _deliver(self, message: dict[str, Any]) -> None:
+        try:
+            elicitation = PendingElicitation.from_json(message["data"])
+        except (ValueError, KeyError, TypeError):
+            logger.warning("completion bus: ignoring a malformed message")
+            return
+        await self._hub.completed(elicitation)
 
 
 def require_finished_in_store(stored: PendingElicitation | None) -> PendingElicitation | None:

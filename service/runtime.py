@@ -128,6 +128,8 @@ class Runtime:
                 self.keyring,
                 prefix=self.settings.redis_prefix,
                 clock=self.clock,
+                wait_replicas=self.settings.store_wait_replicas,
+                wait_timeout=self.settings.store_wait_timeout,
             )
         except StoreUnavailable as exc:
             if not (self.settings.uses_redis or self.settings.uses_postgres):

@@ -39,7 +39,7 @@ from service.errors import (
 from service.names import is_blank
 from service.providers import ProviderConfig
 from service.urls import origin
-from token_store import ElicitationStatus, OAuthState, PendingElicitation, UserRef
+from token_store import ElicitationStatus, OAuthState, PendingElicitation, UserRef, slot_tag
 
 # ---- opaque ids: minted here, checked here -------------------------------------------------------
 
@@ -49,9 +49,11 @@ from token_store import ElicitationStatus, OAuthState, PendingElicitation, UserR
 OPAQUE_ID = re.compile(r"[A-Za-z0-9_-]{16,128}")  # used with fullmatch
 
 
-def mint_opaque_id() -> str:
-    """A fresh id: 256 bits from `secrets` (RFC 6819 §5.1.4.2.2: not guessable)."""
-    return secrets.token_urlsafe(32)
+def mint_opaque_id(owner: UserRef | None = None) -> str:
+    """A fresh id: 256 bits from `secrets` (RFC 6819 §5.1.4.2.2: not guessable). With `owner`,
+    led by the owner's 4-character `slot_tag`, which places the record the id names in its user's
+    Redis Cluster hash slot (docs/redis.md, "Cluster"); the 256 random bits follow."""
+    return (slot_tag(owner) if owner is not None else "") + secrets.token_urlsafe(32)
 
 
 def require_opaque_id(value: object, refusal: type[BrowserRefusal]) -> str:

@@ -38,7 +38,7 @@ from service.server_runtime import (
     event_loop_name,
 )
 from service.urls import LOOPBACK_HOSTS, https_unless_loopback
-from token_store import POSTGRES_SCHEMES, check_store_url
+from token_store import POSTGRES_SCHEMES, REDIS_SCHEMES, ClusterURL, SentinelURL, check_store_url
 
 ENV_PREFIX = "MCPUC_"
 CONFIG_FILE_ENV = f"{ENV_PREFIX}CONFIG_FILE"
@@ -90,6 +90,10 @@ class Settings(BaseSettings):
     # token sets, elicitation records) can be read and changed on the network. Only for a network
     # you trust (the compose and k8s evaluation Redis); otherwise `rediss://`.
     allow_plaintext_redis: bool = False
+    # Redis: a write that stores a token set waits until this many replicas acknowledged it
+    # (`WAIT`), at most store_wait_timeout seconds, else the write reports the store unavailable.
+    store_wait_replicas: int = 0
+    store_wait_timeout: float = 1.0
     # Flow limits.
     elicitation_ttl: int = 600
     state_ttl: int = 600
@@ -192,7 +196,7 @@ class Settings(BaseSettings):
 
     @property
     def uses_redis(self) -> bool:
-        return urlsplit(self.effective_store_url).scheme in ("redis", "rediss")
+        return urlsplit(self.effective_store_url).scheme.lower() in REDIS_SCHEMES
 
     @property
     def uses_postgres(self) -> bool:
@@ -246,6 +250,11 @@ class Settings(BaseSettings):
             event_loop_name(self.event_loop)
         except ValueError as exc:
             raise SettingsError(str(exc)) from None
+        if self.store_wait_replicas < 0 or not 0 < self.store_wait_timeout < 2:
+            # Below the store's 2 s socket timeout: a WAIT must end with its count, not a timeout.
+            raise SettingsError(
+                "MCPUC_STORE_WAIT_REPLICAS must be >= 0 and MCPUC_STORE_WAIT_TIMEOUT in (0, 2) seconds"
+            )
         return self
 
 
@@ -289,9 +298,25 @@ def require_tls_to_redis_unless_loopback(settings: Settings) -> None:
     confidentiality of requests: TLS against eavesdroppers). `redis://` to loopback (or with no
     host, which redis-py reads as localhost) never leaves the machine.
     """
+    try:
+        check_store_url(settings.effective_store_url)
+    except ValueError:
+        return  # a malformed URL: `validate` names what is wrong
     url = urlsplit(settings.effective_store_url)
-    local = url.hostname is None or url.hostname in LOOPBACK_HOSTS
-    if url.scheme == "redis" and not local and not settings.allow_plaintext_redis:
+    if url.scheme.lower() in ("redis+sentinel", "redis+cluster"):  # plain text, every node named
+        hosts = [
+            host
+            for host, _ in (
+                SentinelURL.parse(settings.effective_store_url).sentinels
+                if url.scheme.lower() == "redis+sentinel"
+                else ClusterURL.parse(settings.effective_store_url).nodes
+            )
+        ]
+        local = all(host in LOOPBACK_HOSTS for host in hosts)
+    else:
+        local = url.hostname is None or url.hostname in LOOPBACK_HOSTS
+    plain = ("redis", "redis+sentinel", "redis+cluster")
+    if url.scheme.lower() in plain and not local and not settings.allow_plaintext_redis:
         raise SettingsError(
             "MCPUC_STORE_URL: plain redis:// only to loopback; use rediss:// (TLS), or set "
             "MCPUC_ALLOW_PLAINTEXT_REDIS=true for a network you trust"

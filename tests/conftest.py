@@ -1,4 +1,5 @@
-"""Fixtures every suite shares: the scripted browsers and a private PostgreSQL server. (The testing
+"""Fixtures every suite shares: the scripted browsers, a private PostgreSQL server, a private
+Redis Sentinel group and a private Redis Cluster. (The testing
 kit's `mcpuc` fixture comes from its pytest plugin, registered by the package's `pytest11` entry
 point: `make` installs it.)"""
 
@@ -9,6 +10,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 import pytest
 
 from mock_providers.testing.browser import Browser
+from tests.needs import ClusterGroup, SentinelGroup
 from tests.support.postgres import PostgresServer
 
 
@@ -41,3 +43,20 @@ def postgres_server() -> Iterator[PostgresServer]:
     """A private PostgreSQL server for the session (skips locally without one, fails in CI)."""
     with PostgresServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def sentinel_group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelGroup]:
+    """A primary, a replica and three sentinels for the session (skips locally without
+    redis-server, fails in CI). Tests that fail it over leave it failed over: they name the
+    primary through the sentinels, never by port."""
+    with SentinelGroup(tmp_path_factory.mktemp("sentinel")) as group:
+        yield group
+
+
+@pytest.fixture(scope="session")
+def cluster_group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterGroup]:
+    """Three Redis Cluster primaries for the session (skips locally without redis-server or
+    redis-cli, fails in CI)."""
+    with ClusterGroup(tmp_path_factory.mktemp("cluster")) as group:
+        yield group

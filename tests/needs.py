@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
-import subprocess
-import time
 import uuid
 from pathlib import Path
-from types import MappingProxyType, TracebackType
+from types import MappingProxyType
 from typing import NoReturn
 
 import pytest
@@ -23,10 +20,13 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from mock_providers.testing import store_servers
+from mock_providers.testing.store_servers import SENTINEL_SERVICE  # noqa: F401 - for the tests
+
 # MCPUC_TEST_REDIS_PORT: a Redis on another port, or a closed one to see the tests skip.
 REDIS_HOST, REDIS_PORT = "127.0.0.1", int(os.environ.get("MCPUC_TEST_REDIS_PORT", "6379"))
 REDIS_URL = f"redis://{REDIS_HOST}:{REDIS_PORT}/0"
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+REDIS_SERVER = store_servers.REDIS_SERVER
 PROBE_TIMEOUT = 0.5  # seconds; a refused connection answers at once, this bounds a silent one
 
 # How to get each service, appended to the skip reason (README, "Two commands").
@@ -132,89 +132,38 @@ def free_port() -> int:
         return port
 
 
-class RedisServer:
-    """A redis-server of our own on a free port, for tests that stop, pause or reconfigure it."""
+class RedisServer(store_servers.RedisServer):
+    """A redis-server of our own on a free port, for tests that stop, pause or reconfigure it
+    (mock_providers/testing/store_servers.py); skips, or fails in CI, without redis-server."""
 
     def __init__(self, directory: Path, *args: str) -> None:
         __tracebackhide__ = True
-        if not os.access(REDIS_SERVER, os.X_OK):
-            skip_or_fail_in_ci(f"redis-server ({REDIS_SERVER})", HOW_TO_GET["redis"])
-        self.directory = directory
-        self.args = args
-        self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://{REDIS_HOST}:{self.port}/0"
-
-    def client(self) -> redis.Redis:
-        return redis.Redis(host=REDIS_HOST, port=self.port, socket_timeout=5, retry=Retry(NoBackoff(), 0))
-
-    def start(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        log = (self.directory / "redis.log").open("ab")
-        self.process = subprocess.Popen(
-            [
-                REDIS_SERVER,
-                "--port",
-                str(self.port),
-                "--bind",
-                REDIS_HOST,
-                "--dir",
-                str(self.directory),
-                "--save",
-                "",
-                "--daemonize",
-                "no",
-                *self.args,
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        deadline = time.monotonic() + 10
-        while True:
-            client = self.client()
-            try:
-                if client.ping():
-                    return
-            except (redis.RedisError, OSError):
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("redis-server did not start; see redis.log") from None
-                time.sleep(0.05)
-            finally:
-                client.close()
-
-    def stop(self, sig: signal.Signals = signal.SIGTERM) -> None:
-        process, self.process = self.process, None
-        if process is None:
-            return
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGCONT)  # a paused server cannot act on SIGTERM
-            process.send_signal(sig)
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            super().__init__(directory, *args)
+        except store_servers.MissingService as exc:
+            skip_or_fail_in_ci(exc.what, HOW_TO_GET[exc.service])
 
-    def pause(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGSTOP)
 
-    def resume(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGCONT)
+class SentinelGroup(store_servers.SentinelGroup):
+    """store_servers.SentinelGroup; skips, or fails in CI, without redis-server."""
 
-    def __enter__(self) -> RedisServer:
-        self.start()
-        return self
+    def __init__(self, directory: Path) -> None:
+        __tracebackhide__ = True
+        try:
+            super().__init__(directory)
+        except store_servers.MissingService as exc:
+            skip_or_fail_in_ci(exc.what, HOW_TO_GET[exc.service])
 
-    def __exit__(
-        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
+
+class ClusterGroup(store_servers.ClusterGroup):
+    """store_servers.ClusterGroup; skips, or fails in CI, without redis-server or redis-cli."""
+
+    def __init__(self, directory: Path, primaries: int = 3) -> None:
+        __tracebackhide__ = True
+        try:
+            super().__init__(directory, primaries)
+        except store_servers.MissingService as exc:
+            skip_or_fail_in_ci(exc.what, HOW_TO_GET[exc.service])
 
 
 def redis_server(directory: Path, *args: str) -> RedisServer:

@@ -28,16 +28,25 @@ from token_store.models import (
 from token_store.postgres import SCHEMES as POSTGRES_SCHEMES
 from token_store.postgres import PostgresStore
 from token_store.postgres import check_url as check_postgres_url
+from token_store.redis_store import (
+    CLUSTER_SCHEME,
+    SENTINEL_SCHEME,
+    ClusterURL,
+    RedisStore,
+    SentinelURL,
+    slot_tag,
+)
 from token_store.redis_store import DEFAULT_PREFIX as DEFAULT_REDIS_PREFIX
 from token_store.redis_store import SCHEMES as REDIS_SCHEMES
-from token_store.redis_store import RedisStore
 from token_store.sqlite import SQLiteStore
 
 __all__ = [
     "DEFAULT_REDIS_PREFIX",
     "LIVE_STATUSES",
     "POSTGRES_SCHEMES",
+    "REDIS_SCHEMES",
     "STORE_SCHEMES",
+    "ClusterURL",
     "Connection",
     "ConnectionKey",
     "ConnectionStatus",
@@ -49,6 +58,7 @@ __all__ = [
     "PostgresStore",
     "RedisStore",
     "SQLiteStore",
+    "SentinelURL",
     "Store",
     "StoreError",
     "StoreUnavailable",
@@ -58,6 +68,7 @@ __all__ = [
     "check_store_url",
     "models",
     "open_store",
+    "slot_tag",
 ]
 
 STORE_SCHEMES = ("sqlite", *REDIS_SCHEMES, *POSTGRES_SCHEMES)  # what `open_store` opens
@@ -69,21 +80,28 @@ async def open_store(
     *,
     prefix: str = DEFAULT_REDIS_PREFIX,
     clock: Callable[[], float] = time.time,
+    wait_replicas: int = 0,
+    wait_timeout: float = 1.0,
 ) -> Store:
     """Open the backend `url` names (`check_store_url` says which).
 
     Supported: `sqlite:///absolute/path.db`, `sqlite:///./relative.db`,
-    `redis://[[user]:password@]host[:port][/db]` or `rediss://...` (TLS; see docs/redis.md), and
+    `redis://[[user]:password@]host[:port][/db]` or `rediss://...` (TLS; see docs/redis.md),
+    `redis+sentinel://[[user]:password@]host:port[,host:port...]/service_name[/db]`,
+    `redis+cluster://[[user]:password@]host:port[,host:port...]` (ids then carry `slot_tag`), and
     `postgresql://user:password@host[:port]/database[?sslmode=...]` or `postgres://...`
     (docs/postgres.md). `prefix` namespaces the Redis keys (`DEFAULT_REDIS_PREFIX` unless given);
     the others ignore it. `clock` judges every TTL of every backend (Redis locks excepted: they
-    expire by the server's clock).
+    expire by the server's clock). `wait_replicas`/`wait_timeout`: Redis only, see
+    `RedisStore.open`.
     """
     scheme = check_store_url(url)
     if scheme == "sqlite":
         return await SQLiteStore.open(_sqlite_path(url), keyring, clock=clock)
     if scheme in REDIS_SCHEMES:
-        return await RedisStore.open(url, keyring, prefix=prefix, clock=clock)
+        return await RedisStore.open(
+            url, keyring, prefix=prefix, clock=clock, wait_replicas=wait_replicas, wait_timeout=wait_timeout
+        )
     return await PostgresStore.open(url, keyring, clock=clock)
 
 
@@ -95,7 +113,14 @@ def check_store_url(url: str) -> str:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - parses the port: a ValueError when it is not a number in range
     except ValueError:
-        raise ValueError(f"malformed URL (supported schemes: {supported})") from None
+        if not url.lower().startswith((SENTINEL_SCHEME + "://", CLUSTER_SCHEME + "://")):
+            raise ValueError(f"malformed URL (supported schemes: {supported})") from None
+        parts = urlsplit(url)  # several host:port pairs, which `parts.port` cannot read
+    # Their ValueErrors name the part that is wrong, never the URL.
+    if parts.scheme.lower() == SENTINEL_SCHEME:
+        SentinelURL.parse(url)
+    elif parts.scheme.lower() == CLUSTER_SCHEME:
+        ClusterURL.parse(url)
     scheme = parts.scheme.lower()
     if scheme not in STORE_SCHEMES:
         raise ValueError(f"unsupported store URL scheme {scheme!r} (supported: {supported})")

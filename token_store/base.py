@@ -191,7 +191,8 @@ class Store(Protocol):
         With `slot` (for example one user's open question at one provider), the nonce replaces,
         in the same atomic step, the one last put under that slot, which no longer takes: a slot
         holds at most one live nonce, however often it is asked again. The slot is stored only
-        as a hash."""
+        as a hash. On Redis Cluster the nonces of one slot begin with the same `slot_tag` (as
+        `mint_opaque_id(owner)` mints them): the slot's record lies in the slot they name."""
         ...
 
     async def take_nonce(self, nonce: str) -> bool:

@@ -33,12 +33,14 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from token_store import codec
 from token_store.base import StoreUnavailable, TooManyPending
@@ -55,10 +57,14 @@ from token_store.models import (
 
 _log = logging.getLogger(__name__)
 
-SCHEMES = ("redis", "rediss")
+SENTINEL_SCHEME = "redis+sentinel"
+CLUSTER_SCHEME = "redis+cluster"
+SCHEMES = ("redis", "rediss", SENTINEL_SCHEME, CLUSTER_SCHEME)
+SLOT_TAG_CHARS = 4  # hex: the 14 bits that pick one of Redis Cluster's 16384 hash slots
 DEFAULT_PREFIX = "mcpuc:"  # the one default of the key prefix (token_store.DEFAULT_REDIS_PREFIX)
 _SCAN_COUNT = 500
 _REENCRYPT_ATTEMPTS = 3  # per field, when a concurrent write changed it between read and write-back
+_SLOT_ATTEMPTS = 16  # Cluster: a nonce slot's read-then-replace; each round one concurrent put wins
 _USER_TAG_CHARS = 32  # 128 bits of sha256: collisions are out of reach, keys stay short
 
 # KEYS: elicitation hash, the user's live set.
@@ -81,15 +87,18 @@ return {1, live}
 
 # The status compare-and-set, a Lua function the three scripts below share. KEYS[1]: elicitation
 # hash. ARGV[1..6]: expected, new, now, "1" when `new` is live, live-set key prefix, id.
-# The live set's name comes from the record (the caller knows only the id), so the scripts touch a
-# key they do not declare: fine on a single primary (with or without Sentinel), not on Cluster.
+# The live set's name comes from the record (the caller knows only the id). On a single primary
+# (with or without Sentinel) the script names it without declaring it; on Cluster the caller reads
+# the record's user first and declares the live set as KEYS[LIVE_KEY] (each script sets LIVE_KEY),
+# which must be the record's, or nothing changes.
 # Returns the stored record JSON, or false when the record is missing, expired or not in `expected`.
 _TRANSITION_FUNCTION = """
 local function transition()
   local cur = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'user', 'record')
   if cur[1] ~= ARGV[1] or not cur[2] or tonumber(cur[2]) <= tonumber(ARGV[3]) then return false end
-  redis.call('HSET', KEYS[1], 'status', ARGV[2])
   local live_set = ARGV[5] .. cur[3]
+  if KEYS[LIVE_KEY] and KEYS[LIVE_KEY] ~= live_set then return false end
+  redis.call('HSET', KEYS[1], 'status', ARGV[2])
   if ARGV[4] == '1' then
     redis.call('ZADD', live_set, cur[2], ARGV[6])
     local ttl = redis.call('PTTL', KEYS[1])
@@ -102,13 +111,14 @@ local function transition()
 end
 """
 
-_TRANSITION_ELICITATION = _TRANSITION_FUNCTION + "return transition()\n"
+_TRANSITION_ELICITATION = "local LIVE_KEY = 2\n" + _TRANSITION_FUNCTION + "return transition()\n"
 
 # KEYS[2]: state key. ARGV[7]: sealed state, ARGV[8]: its TTL in ms. The state is checked first
 # (a script is not rolled back), stored only when this call opened the elicitation.
 # Returns {1, record} when opened, {0} when the elicitation was not pending, {-1} when the state exists.
 _OPEN_ELICITATION = (
-    _TRANSITION_FUNCTION
+    "local LIVE_KEY = 3\n"
+    + _TRANSITION_FUNCTION
     + """
 if redis.call('EXISTS', KEYS[2]) == 1 then return {-1} end
 local record = transition()
@@ -128,7 +138,8 @@ return {1, record}
 # exponent) is copied: an old value without one (edited underneath the store) leaves the new one
 # as is, so a reconnect repairs it rather than carrying a number Python would refuse.
 _COMPLETE_ELICITATION = (
-    _TRANSITION_FUNCTION
+    "local LIVE_KEY = 4\n"
+    + _TRANSITION_FUNCTION
     + """
 local value = ARGV[9]
 local old = redis.call('HGET', KEYS[2], ARGV[7])
@@ -149,7 +160,8 @@ return transition()
 
 # KEYS: elicitation hash. ARGV: connection hash prefix (`{prefix}conn:`). Returns {status, record,
 # the flattened connection hash of the elicitation's user at its provider}, or false when the
-# elicitation is missing. Like the transition, it reads a key it does not declare (not for Cluster).
+# elicitation is missing. It reads a key it does not declare: a single primary only (on Cluster
+# the store reads the two keys one after the other).
 _ELICITATION_WITH_CONNECTION = """
 local cur = redis.call('HMGET', KEYS[1], 'status', 'record', 'user')
 if not cur[1] or not cur[2] or not cur[3] then return false end
@@ -157,11 +169,45 @@ local provider = cjson.decode(cur[2]).provider
 return {cur[1], cur[2], redis.call('HGETALL', ARGV[1] .. cur[3] .. ':' .. provider)}
 """
 
+# KEYS: connection hash, the user's provider index. ARGV: account, value, provider.
+# A script rather than MULTI/EXEC so that `WAIT` can follow it on the same connection.
+_PUT_CONNECTION = """
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[3])
+return 1
+"""
+
 # KEYS: connection hash, the user's provider index. ARGV: account, provider.
 _DELETE_CONNECTION = """
 local deleted = redis.call('HDEL', KEYS[1], ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[2]) end
 return deleted
+"""
+
+# KEYS: connection hash, the user's provider index. ARGV: provider. Returns the deleted hash, flat.
+_DELETE_CONNECTIONS = """
+local fields = redis.call('HGETALL', KEYS[1])
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[1])
+return fields
+"""
+
+# KEYS: connection hash, the user's provider index. ARGV: account, value, provider.
+# `copy_connections_from`: store the value unless the field holds one at least as new (by
+# updated_at): a connection made or refreshed on the target since is never overwritten.
+# Returns 1 when stored.
+_COPY_CONNECTION = """
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur then
+  local ok, old = pcall(cjson.decode, cur)
+  local ok_new, new = pcall(cjson.decode, ARGV[2])
+  if not ok_new or type(new) ~= 'table' then return 0 end
+  if ok and type(old) == 'table' and type(old.updated_at) == 'number'
+    and old.updated_at >= new.updated_at then return 0 end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[3])
+return 1
 """
 
 # KEYS: connection hash. ARGV: account, old value, new value. Replace only what was read.
@@ -227,11 +273,18 @@ return 1
 )
 
 # KEYS: nonce key, slot key. ARGV: expires_at, px, nonce key prefix, the nonce's digest.
-# The nonce the slot held is deleted (a key named by the slot's value, not declared: not for
-# Cluster, like the transition), so a slot holds one live nonce.
+# The nonce the slot held is deleted, so a slot holds one live nonce. On a single primary its key
+# is named from the slot's value, undeclared; on Cluster the caller reads the slot first and passes
+# the digest it read as ARGV[5] and that nonce's key as KEYS[3]: returns 0, changing nothing, when
+# the slot changed meanwhile (the caller reads it again).
 _PUT_SLOTTED_NONCE = """
 local old = redis.call('GET', KEYS[2])
-if old and old ~= ARGV[4] then redis.call('DEL', ARGV[3] .. old) end
+if ARGV[5] then
+  if (old or '') ~= ARGV[5] then return 0 end
+  if KEYS[3] and old ~= ARGV[4] then redis.call('DEL', KEYS[3]) end
+elseif old and old ~= ARGV[4] then
+  redis.call('DEL', ARGV[3] .. old)
+end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[2])
 return 1
@@ -262,45 +315,71 @@ def user_tag(user: UserRef) -> str:
     return hashlib.sha256(canonical).hexdigest()[:_USER_TAG_CHARS]
 
 
+def slot_tag(user: UserRef) -> str:
+    """The user's Redis Cluster hash tag: 4 hex characters, 14 bits of `user_tag`, one of 16384
+    values as the cluster has slots. Every key of the user carries it as `{tag}`, and so do the
+    elicitation ids, OAuth states and requestState nonces minted for the user (they begin with
+    it), so the record an id names lies in its user's slot (docs/redis.md, "Cluster")."""
+    return _slot_tag_of(user_tag(user))
+
+
+def _slot_tag_of(tag: str) -> str:
+    return f"{int(tag[:4], 16) % 16384:0{SLOT_TAG_CHARS}x}"
+
+
 @dataclass(frozen=True)
 class _Keys:
+    """Key names. `cluster`: each name carries a hash tag, `{slot tag}`, right after its kind:
+    the user's for the user's keys, the one an id, state or nonce begins with for theirs."""
+
     prefix: str
+    cluster: bool = False
+
+    def user(self, tag: str) -> str:
+        return f"{{{_slot_tag_of(tag)}}}{tag}" if self.cluster else tag
+
+    def carried(self, opaque: str) -> str:
+        """The hash tag an id, state or nonce carries (nothing on a single primary)."""
+        return f"{{{opaque[:SLOT_TAG_CHARS]}}}" if self.cluster else ""
 
     @property
     def conn_prefix(self) -> str:
         return f"{self.prefix}conn:"
 
     def conn(self, tag: str, provider: str) -> str:
-        return f"{self.conn_prefix}{tag}:{provider}"
+        return f"{self.conn_prefix}{self.user(tag)}:{provider}"
 
     def providers(self, tag: str) -> str:
-        return f"{self.prefix}user:{tag}:providers"
+        return f"{self.prefix}user:{self.user(tag)}:providers"
 
     def defaults(self, tag: str) -> str:
-        return f"{self.prefix}user:{tag}:defaults"
+        return f"{self.prefix}user:{self.user(tag)}:defaults"
 
     def elic(self, elicitation_id: str) -> str:
-        return f"{self.prefix}elic:{elicitation_id}"
+        return f"{self.prefix}elic:{self.carried(elicitation_id)}{elicitation_id}"
 
-    @property
-    def elic_user_prefix(self) -> str:
-        return f"{self.prefix}elic-user:"
+    def elic_user_prefix(self, elicitation_id: str) -> str:
+        """The live-set name without the user tag, for the transition script's ARGV."""
+        return f"{self.prefix}elic-user:{self.carried(elicitation_id)}"
 
     def elic_user(self, tag: str) -> str:
-        return f"{self.elic_user_prefix}{tag}"
-
-    def state(self, digest: str) -> str:
-        return f"{self.prefix}state:{digest}"
-
-    def nonce(self, digest: str) -> str:
-        return f"{self.nonce_prefix}{digest}"
+        return f"{self.prefix}elic-user:{self.user(tag)}"
 
     @property
-    def nonce_prefix(self) -> str:
-        return f"{self.prefix}nonce:"
+    def state_prefix(self) -> str:
+        return f"{self.prefix}state:"
 
-    def nonce_slot(self, digest: str) -> str:
-        return f"{self.prefix}nonce-slot:{digest}"
+    def state(self, state: str, digest: str) -> str:
+        return f"{self.state_prefix}{self.carried(state)}{digest}"
+
+    def nonce(self, nonce: str, digest: str) -> str:
+        return f"{self.nonce_prefix(nonce)}{digest}"
+
+    def nonce_prefix(self, nonce: str) -> str:
+        return f"{self.prefix}nonce:{self.carried(nonce)}"
+
+    def nonce_slot(self, nonce: str, digest: str) -> str:
+        return f"{self.prefix}nonce-slot:{self.carried(nonce)}{digest}"
 
     def lock(self, digest: str) -> str:
         return f"{self.prefix}lock:{digest}"
@@ -314,10 +393,21 @@ class _Keys:
 class RedisStore:
     """`Store` over Redis (>= 6.2). Create it with `await RedisStore.open(...)`."""
 
-    def __init__(self, client: Redis, keyring: KeyRing, prefix: str, clock: Callable[[], float]) -> None:
-        self._client: Redis | None = client
+    def __init__(
+        self,
+        client: Redis | RedisCluster,
+        keyring: KeyRing,
+        prefix: str,
+        clock: Callable[[], float],
+        *,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
+    ) -> None:
+        self._client: Redis | RedisCluster | None = client
+        self._wait_replicas = wait_replicas
+        self._wait_timeout_ms = max(1, math.ceil(wait_timeout * 1000))
         self._keyring = keyring
-        self._keys = _Keys(prefix)
+        self._keys = _Keys(prefix, cluster=isinstance(client, RedisCluster))
         self._clock = clock
         # Scripts are sent by SHA; redis-py loads them again when a restarted server has forgotten them.
         self._create_elicitation = client.register_script(_CREATE_ELICITATION)
@@ -325,7 +415,10 @@ class RedisStore:
         self._open_elicitation = client.register_script(_OPEN_ELICITATION)
         self._elicitation_with_connection = client.register_script(_ELICITATION_WITH_CONNECTION)
         self._complete_elicitation = client.register_script(_COMPLETE_ELICITATION)
+        self._put_connection = client.register_script(_PUT_CONNECTION)
         self._delete_connection = client.register_script(_DELETE_CONNECTION)
+        self._delete_connections = client.register_script(_DELETE_CONNECTIONS)
+        self._copy_connection = client.register_script(_COPY_CONNECTION)
         self._cas_field = client.register_script(_CAS_FIELD)
         self._cas_string = client.register_script(_CAS_STRING)
         self._replace_connection = client.register_script(_REPLACE_CONNECTION)
@@ -342,33 +435,28 @@ class RedisStore:
         prefix: str = DEFAULT_PREFIX,
         clock: Callable[[], float] = time.time,
         socket_timeout: float = 2.0,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
     ) -> RedisStore:
-        """Connect to `url` (redis:// or rediss://) and check it answers; `StoreUnavailable` otherwise.
+        """Connect to `url` (redis://, rediss:// or redis+sentinel://) and check it answers;
+        `StoreUnavailable` otherwise.
 
         `clock` judges whether a record is still valid; Redis's own TTLs only bound how long a
         record lingers, except for locks, which expire by the Redis server's clock.
+        `wait_replicas` > 0: a write that stores a token set returns only once that many replicas
+        acknowledged it (`WAIT`, at most `wait_timeout` seconds; `require_replica_acknowledgement`).
         """
-        scheme = urlsplit(url).scheme.lower()
-        if scheme not in SCHEMES:
-            raise ValueError(f"not a redis URL (scheme {scheme!r})")
         if not prefix:
             raise ValueError("redis key prefix must not be empty")
-        try:
-            client = Redis.from_url(
-                url,
-                socket_timeout=socket_timeout,
-                socket_connect_timeout=socket_timeout,
-                # No blind retries: replaying GETDEL or a compare-and-set whose reply was lost would
-                # misreport the outcome, and a retry would stretch the time bound past socket_timeout.
-                # A connection the server closed is replaced when the pool hands it out, so a
-                # restarted Redis is used again without retries.
-                retry=Retry(NoBackoff(), 0),
-                **_no_maintenance_notifications(),
-            )
-        except (ValueError, TypeError):
-            # Name nothing from the URL: it may carry a password.
-            raise ValueError("malformed redis URL") from None
-        store = cls(client, keyring, prefix, clock)
+        if wait_replicas < 0 or (wait_replicas and not 0 < wait_timeout < socket_timeout):
+            # A WAIT longer than the socket timeout would end as a timeout, not as its count.
+            raise ValueError("wait_replicas must be >= 0, and 0 < wait_timeout < socket_timeout")
+        if wait_replicas and urlsplit(url).scheme.lower() == CLUSTER_SCHEME:
+            raise ValueError("wait_replicas is for a single primary or Sentinel, not Cluster")
+        if urlsplit(url).scheme.lower() == CLUSTER_SCHEME and ("{" in prefix or "}" in prefix):
+            raise ValueError("on Redis Cluster the key prefix must not contain { or }")
+        client = redis_client(url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
+        store = cls(client, keyring, prefix, clock, wait_replicas=wait_replicas, wait_timeout=wait_timeout)
         try:
             await store.ping()
         except BaseException:
@@ -381,11 +469,10 @@ class RedisStore:
         key = connection.key
         tag = user_tag(key.user)
         value = self._connection_value(connection)
-        # One MULTI/EXEC: the index never misses a connection that exists.
-        async with self._guard("put_connection") as client, client.pipeline(transaction=True) as pipe:
-            pipe.hset(self._keys.conn(tag, key.provider), key.account, value)
-            pipe.sadd(self._keys.providers(tag), key.provider)
-            await pipe.execute()
+        # One script: the index never misses a connection that exists.
+        keys = [self._keys.conn(tag, key.provider), self._keys.providers(tag)]
+        async with self._replicated("put_connection") as client:
+            await self._put_connection(keys=keys, args=[key.account, value, key.provider], client=client)
 
     async def get_connection(
         self, user: UserRef, provider: str, account: str | None = None
@@ -408,7 +495,8 @@ class RedisStore:
             providers = sorted(_text(p) for p in await client.smembers(self._keys.providers(tag)))
             if not providers:
                 return []
-            async with client.pipeline(transaction=True) as pipe:
+            # One round trip; on Cluster without MULTI (reads only, one node: the user's slot).
+            async with client.pipeline(transaction=not self._keys.cluster) as pipe:
                 for provider in providers:
                     pipe.hgetall(self._keys.conn(tag, provider))
                 hashes = await pipe.execute()
@@ -427,22 +515,19 @@ class RedisStore:
     async def delete_connections(self, user: UserRef, provider: str) -> list[Connection]:
         tag = user_tag(user)
         name = self._keys.conn(tag, provider)
-        # Read and delete in one MULTI/EXEC: what is returned is exactly what was deleted.
-        async with self._guard("delete_connections") as client, client.pipeline(transaction=True) as pipe:
-            pipe.hgetall(name)
-            pipe.delete(name)
-            pipe.srem(self._keys.providers(tag), provider)
-            fields, _, _ = await pipe.execute()
-        return self._open_hash(user, provider, fields)
+        # Read and delete in one script: what is returned is exactly what was deleted.
+        async with self._guard("delete_connections"):
+            flat = await self._delete_connections(keys=[name, self._keys.providers(tag)], args=[provider])
+        return self._open_hash(user, provider, dict(zip(flat[::2], flat[1::2], strict=True)))
 
     async def replace_connection(self, connection: Connection, expected_updated_at: float) -> bool:
         key = connection.key
         value = self._connection_value(connection)
         name = self._keys.conn(user_tag(key.user), key.provider)
-        async with self._guard("replace_connection"):
+        async with self._replicated("replace_connection") as client:
             # The field exists, so the provider index already names it: one key, one script.
             replaced = await self._replace_connection(
-                keys=[name], args=[key.account, _num(expected_updated_at), value]
+                keys=[name], args=[key.account, _num(expected_updated_at), value], client=client
             )
         return bool(replaced)
 
@@ -495,6 +580,8 @@ class RedisStore:
         e = elicitation
         now = self._clock()
         tag = user_tag(e.user)
+        if self._keys.cluster:
+            require_slot_tag(e.id, _slot_tag_of(tag))
         args: list[str | int] = [
             _num(now),
             max_live_per_user,
@@ -550,10 +637,22 @@ class RedisStore:
         self, elicitation_id: str
     ) -> tuple[PendingElicitation, Connection | None] | None:
         now = self._clock()
-        async with self._guard("get_elicitation_with_connection"):
-            reply = await self._elicitation_with_connection(
-                keys=[self._keys.elic(elicitation_id)], args=[self._keys.conn_prefix]
-            )
+        reply: Any
+        async with self._guard("get_elicitation_with_connection") as client:
+            if self._keys.cluster:
+                # Two reads: the connection's key name comes from the record.
+                found: list[Any] = await client.hmget(
+                    self._keys.elic(elicitation_id), ["status", "record", "user"]
+                )
+                if None in found:
+                    return None
+                name = self._keys.conn(_text(found[2]), PendingElicitation.from_json(found[1]).provider)
+                fields = await client.hgetall(name)
+                reply = [found[0], found[1], [item for pair in fields.items() for item in pair]]
+            else:
+                reply = await self._elicitation_with_connection(
+                    keys=[self._keys.elic(elicitation_id)], args=[self._keys.conn_prefix]
+                )
         if reply is None:
             return None
         status, record, flat = reply
@@ -569,19 +668,38 @@ class RedisStore:
         self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
     ) -> PendingElicitation | None:
         args = self._transition_args(elicitation_id, expected, new)
-        async with self._guard("transition_elicitation"):
+        async with self._guard("transition_elicitation") as client:
+            live = await self._declared_live_set(client, elicitation_id)
+            if live is None:
+                return None
             # Compare-and-set on the status inside one script: each transition happens once.
-            record = await self._transition_elicitation(keys=[self._keys.elic(elicitation_id)], args=args)
+            record = await self._transition_elicitation(
+                keys=[self._keys.elic(elicitation_id), *live], args=args
+            )
         return None if record is None else replace(PendingElicitation.from_json(record), status=new)
+
+    async def _declared_live_set(self, client: Redis | RedisCluster, elicitation_id: str) -> list[str] | None:
+        """On Cluster, the live set of the elicitation's user, read from the record so that the
+        transition script can declare it (its name needs the user, the caller has only the id);
+        None when there is no record. Nothing to declare on a single primary."""
+        if not self._keys.cluster:
+            return []
+        tag = await client.hget(self._keys.elic(elicitation_id), "user")
+        return None if tag is None else [self._keys.elic_user(_text(tag))]
 
     async def open_elicitation(self, state: OAuthState) -> PendingElicitation | None:
         elicitation_id = state.elicitation.id
         digest, blob = codec.seal_state(self._keyring, state)
         args = self._transition_args(elicitation_id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
         args += [blob, _ttl_ms(state.expires_at, self._clock())]
-        keys = [self._keys.elic(elicitation_id), self._keys.state(digest)]
-        async with self._guard("open_elicitation"):
-            reply = await self._open_elicitation(keys=keys, args=args)
+        if self._keys.cluster:
+            require_slot_tag(state.state, elicitation_id[:SLOT_TAG_CHARS])
+        keys = [self._keys.elic(elicitation_id), self._keys.state(state.state, digest)]
+        async with self._guard("open_elicitation") as client:
+            live = await self._declared_live_set(client, elicitation_id)
+            if live is None:
+                return None
+            reply = await self._open_elicitation(keys=[*keys, *live], args=args)
         if reply[0] == -1:
             raise StoreUnavailable("redis store: open_elicitation failed (state already exists)")
         if reply[0] != 1:
@@ -600,8 +718,15 @@ class RedisStore:
             self._keys.conn(tag, key.provider),
             self._keys.providers(tag),
         ]
-        async with self._guard("complete_elicitation"):
-            record = await self._complete_elicitation(keys=keys, args=args)
+        if self._keys.cluster:
+            if elicitation_id[:SLOT_TAG_CHARS] != _slot_tag_of(tag):
+                # Not in the user's slot, so not the user's: the connection is stored all the same.
+                await self.put_connection(connection)
+                return None
+            # The caller binds the connection's user to the elicitation's; the script checks it.
+            keys.append(self._keys.elic_user(tag))
+        async with self._replicated("complete_elicitation") as client:
+            record = await self._complete_elicitation(keys=keys, args=args, client=client)
         if record is None:
             return None
         return replace(PendingElicitation.from_json(record), status=ElicitationStatus.COMPLETE)
@@ -615,7 +740,7 @@ class RedisStore:
             new.value,
             _num(self._clock()),
             "1" if new.is_live else "0",
-            self._keys.elic_user_prefix,
+            self._keys.elic_user_prefix(elicitation_id),
             elicitation_id,
         ]
 
@@ -625,7 +750,7 @@ class RedisStore:
         px = _ttl_ms(state.expires_at, self._clock())
         async with self._guard("put_oauth_state") as client:
             # NX: a stored state is never replaced, only taken once (or left to expire).
-            stored = await client.set(self._keys.state(digest), blob, px=px, nx=True)
+            stored = await client.set(self._keys.state(state.state, digest), blob, px=px, nx=True)
         if not stored:
             raise StoreUnavailable("redis store: put_oauth_state failed (state already exists)")
 
@@ -634,7 +759,7 @@ class RedisStore:
         now = self._clock()
         async with self._guard("take_oauth_state") as client:
             # GETDEL: of two concurrent takes, exactly one gets the value.
-            blob = await client.getdel(self._keys.state(digest))
+            blob = await client.getdel(self._keys.state(state, digest))
         taken = None if blob is None else codec.open_state(self._keyring, digest, _bytes(blob))
         return taken if taken is not None and taken.expires_at > now else None
 
@@ -642,21 +767,35 @@ class RedisStore:
         now = self._clock()
         expires_at = now + ttl_seconds
         digest = codec.lookup_key(nonce)
+        key = self._keys.nonce(nonce, digest)
         if slot is not None:
-            async with self._guard("put_nonce"):
-                await self._put_slotted_nonce(
-                    keys=[self._keys.nonce(digest), self._keys.nonce_slot(codec.lookup_key(slot))],
-                    args=[_num(expires_at), _ttl_ms(expires_at, now), self._keys.nonce_prefix, digest],
-                )
-            return
+            slot_key = self._keys.nonce_slot(nonce, codec.lookup_key(slot))
+            args: list[str | int] = [
+                _num(expires_at),
+                _ttl_ms(expires_at, now),
+                self._keys.nonce_prefix(nonce),
+                digest,
+            ]
+            async with self._guard("put_nonce") as client:
+                if not self._keys.cluster:
+                    await self._put_slotted_nonce(keys=[key, slot_key], args=args)
+                    return
+                for _ in range(_SLOT_ATTEMPTS):
+                    # Declare the nonce the slot holds: read it, then replace it only if unchanged.
+                    old = await client.get(slot_key)
+                    held = [] if old is None else [self._keys.nonce(nonce, _text(old))]
+                    expected = "" if old is None else _text(old)
+                    if await self._put_slotted_nonce(keys=[key, slot_key, *held], args=[*args, expected]):
+                        return
+            raise StoreUnavailable("redis store: put_nonce failed (its slot kept changing)")
         async with self._guard("put_nonce") as client:
-            await client.set(self._keys.nonce(digest), _num(expires_at), px=_ttl_ms(expires_at, now))
+            await client.set(key, _num(expires_at), px=_ttl_ms(expires_at, now))
 
     async def take_nonce(self, nonce: str) -> bool:
         now = self._clock()
         async with self._guard("take_nonce") as client:
             # GETDEL rather than DEL: as atomic, and the stored expiry lets the store's clock decide.
-            expires_at = await client.getdel(self._keys.nonce(codec.lookup_key(nonce)))
+            expires_at = await client.getdel(self._keys.nonce(nonce, codec.lookup_key(nonce)))
         if expires_at is None:
             return False
         try:
@@ -678,7 +817,7 @@ class RedisStore:
                 rewritten += await self._reencrypt_state(client, _text(name))
         return rewritten
 
-    async def _reencrypt_hash(self, client: Redis, name: str) -> int:
+    async def _reencrypt_hash(self, client: Redis | RedisCluster, name: str) -> int:
         parsed = self._parse_conn_name(name)
         if parsed is None:
             return 0
@@ -714,8 +853,10 @@ class RedisStore:
         blob = codec.reseal_tokens(self._keyring, ConnectionKey(user, provider, account), stored.blob)
         return None if blob is None else replace(stored, blob=blob).dump()
 
-    async def _reencrypt_state(self, client: Redis, name: str) -> int:
-        digest = name.removeprefix(self._keys.state(""))
+    async def _reencrypt_state(self, client: Redis | RedisCluster, name: str) -> int:
+        digest = name.removeprefix(self._keys.state_prefix)
+        if self._keys.cluster:
+            digest = digest[SLOT_TAG_CHARS + 2 :]  # after the `{tag}`
         blob = await client.get(name)
         if blob is None:
             return 0
@@ -724,11 +865,60 @@ class RedisStore:
             return 0
         return int(await self._cas_string(keys=[name], args=[blob, new]))
 
+    # --- moving to another layout ---------------------------------------------------------
+    async def copy_connections_from(self, source: RedisStore) -> int:
+        """Copy every connection and remembered default account of `source` (another Redis store,
+        such as a single primary whose deployment moves to Cluster) into this store, in this
+        store's layout; return how many connections were written.
+
+        Values are copied as they are: a sealed token set's associated data is its connection key
+        (user, provider, account), not the Redis key name, so it opens under any layout. A
+        connection this store already holds at least as new (`updated_at`) is kept, so running the
+        copy again after the replicas switched picks up what the old store got meanwhile without
+        undoing what the new one got. Pending flows, states, nonces and locks are not copied:
+        they live for minutes, and a flow cut by the switch is asked again."""
+        copied = 0
+        async with source._guard("copy_connections_from") as old, self._guard("copy_connections_from") as new:
+            async for name in old.scan_iter(
+                match=source._keys.pattern("conn"), count=_SCAN_COUNT, _type="hash"
+            ):
+                parsed = source._parse_conn_name(_text(name))
+                if parsed is None:
+                    continue
+                tag, provider = parsed
+                keys = [self._keys.conn(tag, provider), self._keys.providers(tag)]
+                for account, value in (await old.hgetall(name)).items():
+                    copied += int(await self._copy_connection(keys=keys, args=[account, value, provider]))
+            async for name in old.scan_iter(
+                match=source._keys.pattern("user"), count=_SCAN_COUNT, _type="hash"
+            ):
+                owner = source._parse_defaults_name(_text(name))
+                if owner is None:
+                    continue
+                target = self._keys.defaults(owner)
+                for chosen_at, account in (await old.hgetall(name)).items():
+                    await new.hsetnx(target, chosen_at, account)  # a choice made on the target stays
+        return copied
+
+    def _parse_defaults_name(self, name: str) -> str | None:
+        """The user tag of a `{prefix}user:{tag}:defaults` name in this store's layout."""
+        rest = name.removeprefix(f"{self._keys.prefix}user:").removesuffix(":defaults")
+        if self._keys.cluster:
+            rest = rest[SLOT_TAG_CHARS + 2 :]
+        if len(rest) != _USER_TAG_CHARS or self._keys.defaults(rest) != name:
+            return None
+        return rest
+
     def _parse_conn_name(self, name: str) -> tuple[str, str] | None:
-        # `{prefix}conn:{tag}:{provider}`; the tag has a fixed length, so a provider may contain ':'.
+        # `{prefix}conn:{tag}:{provider}` (on Cluster `{prefix}conn:{{slot}}{tag}:{provider}`); the
+        # tag has a fixed length, so a provider may contain ':'.
         rest = name.removeprefix(self._keys.conn_prefix)
+        if self._keys.cluster:
+            rest = rest[SLOT_TAG_CHARS + 2 :]
         tag, provider = rest[:_USER_TAG_CHARS], rest[_USER_TAG_CHARS + 1 :]
         if len(tag) != _USER_TAG_CHARS or rest[_USER_TAG_CHARS : _USER_TAG_CHARS + 1] != ":" or not provider:
+            return None
+        if self._keys.conn(tag, provider) != name:
             return None
         return tag, provider
 
@@ -745,16 +935,34 @@ class RedisStore:
 
     # --- helpers --------------------------------------------------------------------------
     @contextlib.asynccontextmanager
-    async def _guard(self, op: str) -> AsyncIterator[Redis]:
+    async def _guard(self, op: str) -> AsyncIterator[Redis | RedisCluster]:
         """The client, with every Redis failure turned into `StoreUnavailable` naming only `op`."""
         client = self._client
         if client is None:
             raise StoreUnavailable(f"redis store: {op} after close")
         try:
             yield client
-        except (RedisError, OSError) as exc:
+        except (RedisError, RedisClusterException, OSError) as exc:
             # The error class is enough to diagnose; record data never goes into the message.
+            # (redis-py's cluster errors, such as no reachable node, are not RedisErrors.)
             raise StoreUnavailable(f"redis store: {op} failed ({type(exc).__name__})") from exc
+
+    @contextlib.asynccontextmanager
+    async def _replicated(self, op: str) -> AsyncIterator[Redis | RedisCluster]:
+        """`_guard`, and with `wait_replicas` set, the writes made on the yielded client are
+        acknowledged by that many replicas before the block returns (one connection: `WAIT`
+        counts the writes of the connection it runs on)."""
+        async with self._guard(op) as client:
+            if not self._wait_replicas:
+                yield client
+                return
+            assert isinstance(client, Redis)  # `open` refuses wait_replicas on Cluster
+            async with client.client() as connection:
+                yield connection
+                acknowledged = await connection.execute_command(  # type: ignore[no-untyped-call]
+                    "WAIT", self._wait_replicas, self._wait_timeout_ms
+                )
+            require_replica_acknowledgement(op, int(acknowledged), self._wait_replicas)
 
     def _connection_value(self, connection: Connection) -> bytes:
         key = connection.key
@@ -862,6 +1070,152 @@ class _StoredConnection:
             )
         except (ValueError, TypeError, KeyError, AttributeError, binascii.Error):
             return None
+
+
+def require_slot_tag(opaque: str, slot: str) -> None:
+    """On Redis Cluster, an id or state begins with `slot`, the slot tag of the records it is
+    stored with (`slot_tag`), so that one script's keys share a hash slot (Redis Cluster
+    specification, "Hash tags": a multi-key operation needs every key in one slot). A mismatch
+    is a programming error: ValueError."""
+    if opaque[:SLOT_TAG_CHARS] != slot:
+        raise ValueError("on Redis Cluster an id or state must begin with its user's slot tag (slot_tag)")
+
+
+def require_replica_acknowledgement(op: str, acknowledged: int, wanted: int) -> None:
+    """A token set stored with `wait_replicas` set is on that many replicas too, or the write
+    reports `StoreUnavailable`: Redis replication is asynchronous, and a failover promotes a
+    replica that may lack the primary's last writes (Redis, "WAIT": "it will not make Redis a
+    strongly consistent store", but a write acknowledged by N replicas survives the loss of
+    the primary when one of them is promoted). The write itself is not undone: the caller's
+    retry finds it if the primary survives."""
+    if acknowledged < wanted:
+        raise StoreUnavailable(f"redis store: {op} not acknowledged by {wanted} replica(s) in time")
+
+
+@dataclass(frozen=True)
+class SentinelURL:
+    """`redis+sentinel://[[user]:password@]host:port[,host:port...]/service_name[/db]`: the
+    sentinels to ask, the name of the monitored primary, and the credentials of its data nodes."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    service_name: str
+    username: str | None = None
+    password: str | None = None
+    db: int = 0
+
+    @classmethod
+    def parse(cls, url: str) -> SentinelURL:
+        """ValueError naming the part that is wrong, never the URL (it may hold a password)."""
+        parts = urlsplit(url)
+        if parts.scheme.lower() != SENTINEL_SCHEME:
+            raise ValueError("not a redis+sentinel URL")
+        if parts.query or parts.fragment:
+            raise ValueError("redis+sentinel URL takes no query or fragment")
+        userinfo, _, hosts = parts.netloc.rpartition("@")
+        username, _, password = userinfo.partition(":")
+        sentinels = tuple(_host_port(item) for item in hosts.split(","))
+        path = [unquote(p) for p in parts.path.split("/")[1:]]
+        if not path or not path[0] or len(path) > 2 or (len(path) == 2 and not path[1].isdigit()):
+            raise ValueError("redis+sentinel URL must end in /service_name or /service_name/db")
+        return cls(
+            sentinels=sentinels,
+            service_name=path[0],
+            username=unquote(username) or None,
+            password=unquote(password) or None,
+            db=int(path[1]) if len(path) == 2 else 0,
+        )
+
+
+@dataclass(frozen=True)
+class ClusterURL:
+    """`redis+cluster://[[user]:password@]host:port[,host:port...]`: some of the cluster's nodes
+    (the client learns the rest from them) and the credentials of every node."""
+
+    nodes: tuple[tuple[str, int], ...]
+    username: str | None = None
+    password: str | None = None
+
+    @classmethod
+    def parse(cls, url: str) -> ClusterURL:
+        """ValueError naming the part that is wrong, never the URL (it may hold a password)."""
+        parts = urlsplit(url)
+        if parts.scheme.lower() != CLUSTER_SCHEME:
+            raise ValueError("not a redis+cluster URL")
+        if parts.query or parts.fragment or parts.path not in ("", "/"):
+            raise ValueError(
+                "redis+cluster URL takes no path (a cluster has database 0 only), query or fragment"
+            )
+        userinfo, _, hosts = parts.netloc.rpartition("@")
+        username, _, password = userinfo.partition(":")
+        return cls(
+            nodes=tuple(_host_port(item, "redis+cluster URL: every node") for item in hosts.split(",")),
+            username=unquote(username) or None,
+            password=unquote(password) or None,
+        )
+
+
+def _host_port(item: str, what: str = "redis+sentinel URL: every sentinel") -> tuple[str, int]:
+    host, sep, port = item.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{what} must be host:port")
+    return host, int(port)
+
+
+def redis_client(
+    url: str, *, socket_timeout: float | None, socket_connect_timeout: float
+) -> Redis | RedisCluster:
+    """The client for a store URL: one endpoint (redis://, rediss://), or the primary that the
+    sentinels of a redis+sentinel:// URL name, found again after a failover (redis-py's Sentinel:
+    a connection opened after the failover asks the sentinels; one still open to the demoted
+    primary is closed by Sentinel, or fails with READONLY, so the call in flight fails and the
+    next reaches the new primary)."""
+    options: dict[str, Any] = {
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": socket_connect_timeout,
+        # No blind retries: replaying GETDEL or a compare-and-set whose reply was lost would
+        # misreport the outcome, and a retry would stretch the time bound past socket_timeout.
+        # A connection the server closed is replaced when the pool hands it out, so a
+        # restarted Redis is used again without retries.
+        "retry": Retry(NoBackoff(), 0),
+        **_no_maintenance_notifications(),
+    }
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == CLUSTER_SCHEME:
+        nodes = ClusterURL.parse(url)
+        cluster_options = {k: v for k, v in options.items() if k != "retry"}
+        return RedisCluster(
+            startup_nodes=[ClusterNode(host, port) for host, port in nodes.nodes],
+            username=nodes.username,
+            password=nodes.password,
+            # As for one primary, no blind retries of a call whose reply was lost; a MOVED
+            # redirection after a resharding or failover is still followed (not a retry).
+            retry=Retry(NoBackoff(), 0),
+            **cluster_options,
+        )
+    if scheme == SENTINEL_SCHEME:
+        parsed = SentinelURL.parse(url)
+        sentinel_options = {
+            "socket_timeout": socket_connect_timeout,
+            "socket_connect_timeout": socket_connect_timeout,
+            "retry": Retry(NoBackoff(), 0),
+        }
+        sentinel = Sentinel(list(parsed.sentinels), sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
+        primary: Redis = sentinel.master_for(
+            parsed.service_name,
+            username=parsed.username,
+            password=parsed.password,
+            db=parsed.db,
+            **options,
+        )
+        return primary
+    if scheme not in SCHEMES:
+        raise ValueError(f"not a redis URL (scheme {scheme!r})")
+    try:
+        return Redis.from_url(url, **options)
+    except (ValueError, TypeError):
+        # Name nothing from the URL: it may carry a password.
+        raise ValueError("malformed redis URL") from None
 
 
 def _no_maintenance_notifications() -> dict[str, Any]:

@@ -281,7 +281,12 @@ class Cluster:
                 process.kill()
                 process.wait()
         self.dns.close()
-        if self.redis_url is not None and self.postgres_url is None:
+        # A private Sentinel group or Redis Cluster goes with its test session.
+        if (
+            self.redis_url is not None
+            and self.postgres_url is None
+            and "+" not in self.redis_url.split(":")[0]
+        ):
             self._delete_prefix()
 
     def _delete_prefix(self) -> None:

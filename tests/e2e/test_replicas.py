@@ -1,6 +1,7 @@
-"""Two `mcp-url-connect serve` processes sharing Redis, or PostgreSQL alone, behind real nginx
+"""Two `mcp-url-connect serve` processes sharing Redis (one primary, a Redis Cluster, or a primary
+behind Sentinel), or PostgreSQL alone, behind real nginx
 configured from deploy/nginx/nginx.conf, with `mcp-url-connect mock-providers` as the issuer and
-provider. Every test runs on both stores.
+provider. Every test runs on each store; on Sentinel, a flow also survives a failover.
 
 - 2025-11-25: the client's session lives on one replica; the browser's callback is sent to the
   other; the completion still reaches the client (Redis pub/sub, PostgreSQL LISTEN/NOTIFY) and the
@@ -10,6 +11,7 @@ provider. Every test runs on both stores.
 
 from __future__ import annotations
 
+import signal
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -22,18 +24,24 @@ import pytest
 from mock_providers.testing.browser import Browser, callback_location
 from mock_providers.testing.client import legacy_elicitation, mcp_client
 from mock_providers.testing.cluster import REPLICAS, Cluster
-from tests.needs import need_binary, need_redis
+from tests.needs import ClusterGroup, SentinelGroup, need_binary, need_redis
 from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module", params=["redis", "postgres"])
+@pytest.fixture(scope="module", params=["redis", "postgres", "redis-cluster", "sentinel"])
 def cluster(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Cluster]:
     nginx = need_binary("nginx")
     need_binary("envsubst")
     if request.param == "redis":
         running = Cluster(tmp_path_factory.mktemp("cluster"), need_redis(), nginx)
+    elif request.param == "redis-cluster":
+        group: ClusterGroup = request.getfixturevalue("cluster_group")
+        running = Cluster(tmp_path_factory.mktemp("cluster"), group.url(), nginx)
+    elif request.param == "sentinel":
+        sentinels: SentinelGroup = request.getfixturevalue("sentinel_group")
+        running = Cluster(tmp_path_factory.mktemp("cluster"), sentinels.url(), nginx)
     else:
         server: PostgresServer = request.getfixturevalue("postgres_server")
         database = f"replicas_{uuid.uuid4().hex[:12]}"
@@ -98,3 +106,31 @@ async def test_stateless_client_is_served_by_both_replicas(cluster: Cluster, bro
         assert recorder.session_ids == set()  # stateless: no session
     served = {name: cluster.mcp_posts(name) - before[name] for name in REPLICAS}
     assert all(count > 0 for count in served.values()), served
+
+
+async def test_a_flow_completes_through_a_sentinel_failover(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, browser: Browser
+) -> None:
+    """The primary dies between the connect link and the callback: the replicas follow the
+    promoted replica by themselves, the completion still reaches the session (its bus subscribed
+    again on the new primary), and the stored connection answers the retry."""
+    sentinels: SentinelGroup = request.getfixturevalue("sentinel_group")
+    running = Cluster(tmp_path_factory.mktemp("failover"), sentinels.url(), need_binary("nginx")).start()
+    try:
+        async with mcp_client(running, "alice", "legacy", on_url=_accept) as (client, recorder):
+            error = await legacy_elicitation(client)
+            elicitation = error.elicitations[0]
+            old = sentinels.primary_port()
+            dead = next(node for node in sentinels.nodes if node.port == old)
+            await anyio.to_thread.run_sync(dead.stop, signal.SIGKILL)
+            await anyio.to_thread.run_sync(sentinels.wait_promoted, old)
+            page = await browser.complete_connect(elicitation.url, username="alice")
+            assert page.status_code == 200, page.text
+            with anyio.fail_after(10):
+                await recorder.completed.wait()
+            assert recorder.completed_ids() == [elicitation.elicitation_id]
+            result = await client.call_tool("whoami", {})
+            assert not result.is_error
+    finally:
+        running.stop()
+        await anyio.to_thread.run_sync(sentinels.restart_stopped_as_replicas)

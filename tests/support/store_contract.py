@@ -1,6 +1,6 @@
 """Shared helpers for the store tests (no tests here): record factories, a fake clock, one `Harness`
-per backend (SQLite, Redis, PostgreSQL), the Redis skip rule, and a private redis-server for the
-fault tests.
+per backend (SQLite, Redis, Redis behind Sentinel, Redis Cluster, PostgreSQL), the Redis skip rule,
+and a private redis-server for the fault tests.
 
 A harness does what an attacker or an operator would do underneath a store (edit a stored blob,
 move a record, reopen the store, read the raw bytes at rest, break the backend), so the contract
@@ -24,13 +24,20 @@ from typing import Any, Protocol, TypeVar
 import asyncpg
 import pytest
 import redis
+import redis.asyncio
 from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import SentinelConnectionPool
+from redis.backoff import NoBackoff
+from redis.commands.core import AsyncScript
 
 from tests.needs import (  # noqa: F401 - re-exported for the store tests
     REDIS_HOST,
     REDIS_PORT,
     REDIS_URL,
+    ClusterGroup,
     RedisServer,
+    SentinelGroup,
     free_port,
     glob_escape,
     redis_prefix,
@@ -48,6 +55,7 @@ from token_store import (
     Store,
     TokenSet,
     UserRef,
+    slot_tag,
 )
 from token_store.postgres import PostgresStore
 from token_store.redis_store import RedisStore
@@ -92,7 +100,7 @@ def make_elicitation(
     user: UserRef = ALICE, *, ttl: float = 600, provider: str = "github"
 ) -> PendingElicitation:
     return PendingElicitation(
-        id=secrets.token_urlsafe(16),
+        id=slot_tag(user) + secrets.token_urlsafe(16),  # as the service mints them (mint_opaque_id)
         user=user,
         client_id="client-1",
         mcp_session_id="session-1",
@@ -105,7 +113,7 @@ def make_elicitation(
 
 def make_state(*, ttl: float = 600) -> OAuthState:
     return OAuthState(
-        state=secrets.token_urlsafe(24),
+        state=slot_tag(ALICE) + secrets.token_urlsafe(24),
         elicitation=make_elicitation(),
         browser_binding="b" * 64,
         code_verifier=f"cv-{secrets.token_urlsafe(48)}",
@@ -236,11 +244,11 @@ class RedisHarness:
     name = "redis"
     short_lock_ttl = 0.2  # real time: Redis expires the lock key itself (PX)
 
-    def __init__(self, url: str, prefix: str) -> None:
+    def __init__(self, url: str, prefix: str, raw: redis.Redis | redis.RedisCluster | None = None) -> None:
         self.url = url
         self.prefix = prefix
         self.clock = FakeClock()
-        self.raw = redis.Redis.from_url(url, socket_timeout=5)
+        self.raw = raw if raw is not None else redis.Redis.from_url(url, socket_timeout=5)
         self.stores: list[RedisStore] = []
 
     async def open(self, keyring: KeyRing) -> Store:
@@ -254,8 +262,16 @@ class RedisHarness:
     def lock_key(self, name: str) -> str:
         return f"{self.prefix}lock:{hashlib.sha256(name.encode()).hexdigest()}"
 
+    def user_part(self, user: UserRef) -> str:
+        """The user's part of key names (docs/redis.md, "Keys")."""
+        return user_tag(user)
+
+    def carried(self, opaque: str) -> str:
+        """What the key of an id, state or nonce carries before its digest: nothing here."""
+        return ""
+
     def conn_key(self, key: ConnectionKey) -> str:
-        return f"{self.prefix}conn:{user_tag(key.user)}:{key.provider}"
+        return f"{self.prefix}conn:{self.user_part(key.user)}:{key.provider}"
 
     def read_value(self, key: ConnectionKey) -> dict[str, Any]:
         raw = self.raw.hget(self.conn_key(key), key.account)
@@ -280,10 +296,10 @@ class RedisHarness:
         raw = self.raw.hget(self.conn_key(src), src.account)
         assert raw is not None
         self.raw.hset(self.conn_key(dst), dst.account, raw)
-        self.raw.sadd(f"{self.prefix}user:{user_tag(dst.user)}:providers", dst.provider)
+        self.raw.sadd(f"{self.prefix}user:{self.user_part(dst.user)}:providers", dst.provider)
 
     def read_state_blob(self, state: str) -> bytes | None:
-        raw = self.raw.get(f"{self.prefix}state:{state_digest(state)}")
+        raw = self.raw.get(f"{self.prefix}state:{self.carried(state)}{state_digest(state)}")
         return None if raw is None else bytes(raw)
 
     def count_nonces(self) -> int:
@@ -328,6 +344,63 @@ class RedisHarness:
         if keys:
             self.raw.unlink(*keys)
         self.raw.close()
+
+
+class SentinelHarness(RedisHarness):
+    """The Redis harness behind Sentinel: the store finds the primary through the sentinels; the
+    raw client talks to the primary they name."""
+
+    name = "sentinel"
+
+    def __init__(self, group: SentinelGroup, prefix: str) -> None:
+        super().__init__(group.url(), prefix, group.primary())
+
+    async def break_backend(self) -> None:
+        # Sentinels that do not answer, and no connection open: the primary cannot be found.
+        dead = free_port()
+        for store in self.stores:
+            client = store._client
+            if client is None:
+                continue
+            pool = client.connection_pool
+            assert isinstance(pool, SentinelConnectionPool)
+            pool.sentinel_manager.sentinels = [
+                redis.asyncio.Redis(host=REDIS_HOST, port=dead, socket_connect_timeout=0.5)
+            ]
+            await pool.disconnect()
+
+
+class ClusterHarness(RedisHarness):
+    """The Redis harness on a private three-primary cluster: the documented Cluster layout, where
+    each key carries its hash tag, `{slot tag}` (docs/redis.md, "Cluster")."""
+
+    name = "cluster"
+
+    def __init__(self, group: ClusterGroup, prefix: str) -> None:
+        super().__init__(group.url(), prefix, group.client())
+
+    def user_part(self, user: UserRef) -> str:
+        tag = user_tag(user)
+        return f"{{{int(tag[:4], 16) % 16384:04x}}}{tag}"
+
+    def carried(self, opaque: str) -> str:
+        return f"{{{opaque[:4]}}}"
+
+    async def break_backend(self) -> None:
+        # Each open store's client replaced by one whose only node is a port nothing listens on.
+        dead = free_port()
+        for store in self.stores:
+            client = store._client
+            if client is None:
+                continue
+            await client.aclose()
+            unreachable = redis.asyncio.RedisCluster(
+                host=REDIS_HOST, port=dead, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0)
+            )
+            store._client = unreachable
+            for script in vars(store).values():  # the Lua scripts run on the client they were registered with
+                if isinstance(script, AsyncScript):
+                    script.registered_client = unreachable
 
 
 _T = TypeVar("_T")

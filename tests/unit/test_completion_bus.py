@@ -1,5 +1,6 @@
-"""Completion bus: a completed flow reaches the hub of every replica (Redis pub/sub, PostgreSQL
-LISTEN/NOTIFY) or of the one process (LocalBus); a malformed message is skipped, not fatal."""
+"""Completion bus: a completed flow reaches the hub of every replica (Redis pub/sub, sharded on
+Cluster, PostgreSQL LISTEN/NOTIFY) or of the one process (LocalBus); a malformed message is
+skipped, not fatal."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import redis.asyncio as redis
 
 from service.completion import CompletionHub
 from service.completion_bus import LocalBus, PostgresBus, RedisBus, require_finished_in_store
+from tests.needs import ClusterGroup
 from tests.support.completion import FakeSession, elicitation
 from tests.support.postgres import PostgresSchema, PostgresServer, terminate_clients
 from token_store import ElicitationStatus, KeyRing, PendingElicitation, PostgresStore, StoreUnavailable
@@ -63,6 +65,54 @@ async def test_redis_bus_publish_failure_is_store_unavailable() -> None:
     bus = RedisBus("redis://127.0.0.1:1/0", "test-bus-down:", CompletionHub(clock=lambda: 1.0))
     with pytest.raises(StoreUnavailable):
         await bus.publish(elicitation())
+
+
+async def test_cluster_bus_delivers_over_a_shard_channel(cluster_group: ClusterGroup) -> None:
+    prefix = f"test-bus-{secrets.token_hex(6)}:"
+    holder_hub, session = CompletionHub(clock=lambda: 1.0), WakingSession()
+    holder_hub.register(elicitation(), session)
+    holder = RedisBus(cluster_group.url(), prefix, holder_hub)
+    other = RedisBus(cluster_group.url(), prefix, CompletionHub(clock=lambda: 1.0))
+    async with holder.running(), other.running():
+        with anyio.fail_after(5):
+            await holder.subscribed.wait()
+            await other.subscribed.wait()
+        raw = redis.RedisCluster(host="127.0.0.1", port=cluster_group.nodes[0].port)
+        await raw.spublish(f"{prefix}completions", b"not json")  # skipped, the listener goes on
+        await raw.aclose()
+        await other.publish(elicitation())
+        with anyio.fail_after(5):
+            await session.notified.wait()
+    assert session.sent == ["e" * 43]
+
+
+async def test_cluster_bus_resubscribes_and_resyncs_after_its_shard_restarts(
+    cluster_group: ClusterGroup,
+) -> None:
+    prefix = f"test-bus-{secrets.token_hex(6)}:"
+    resynced = anyio.Event()
+    count = 0
+
+    async def on_resubscribed() -> None:
+        nonlocal count
+        count += 1
+        if count == 2:
+            resynced.set()
+
+    hub, session = CompletionHub(clock=lambda: 1.0), WakingSession()
+    hub.register(elicitation(), session)
+    bus = RedisBus(cluster_group.url(), prefix, hub, on_resubscribed=on_resubscribed)
+    async with bus.running():
+        with anyio.fail_after(5):
+            await bus.subscribed.wait()
+        owner = cluster_group.node_for(f"{prefix}completions")
+        await anyio.to_thread.run_sync(cluster_group.restart, owner)
+        with anyio.fail_after(20):
+            await resynced.wait()  # subscribed again, and the store read for what it missed
+        await bus.publish(elicitation())
+        with anyio.fail_after(5):
+            await session.notified.wait()
+    assert session.sent == ["e" * 43]
 
 
 # --- PostgreSQL: LISTEN/NOTIFY carries the id, the store the record -------------------------------

@@ -353,6 +353,8 @@ def test_plain_http_is_refused_outside_loopback() -> None:
         "redis://:secret-password@10.0.0.7:6379/0",
         "redis://user:secret-password@redis.example.internal/0",
         "redis://127.0.0.1.example.com:6379/0",
+        "redis+sentinel://:secret-password@10.0.0.7:26379,127.0.0.1:26379/mymaster",
+        "redis+cluster://:secret-password@10.0.0.7:7000,10.0.0.8:7000",
     ],
 )
 def test_plain_redis_is_refused_outside_loopback(url: str) -> None:

@@ -26,10 +26,12 @@ from tests.support.store_contract import (
     BOB,
     REDIS_URL,
     T0,
+    ClusterHarness,
     Harness,
     PostgresHarness,
     PostgresSchema,
     RedisHarness,
+    SentinelHarness,
     SQLiteHarness,
     encoded_forms,
     flip_ciphertext_byte,
@@ -49,6 +51,7 @@ from token_store import (
     StoreUnavailable,
     TooManyPending,
     UserRef,
+    slot_tag,
 )
 
 
@@ -57,7 +60,7 @@ def keyring() -> KeyRing:
     return KeyRing([("k1", KeyRing.generate_key())])
 
 
-@pytest.fixture(params=["sqlite", "redis", "postgres"])
+@pytest.fixture(params=["sqlite", "redis", "sentinel", "cluster", "postgres"])
 async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
     if request.param == "sqlite":
         yield SQLiteHarness(tmp_path / "data" / "store.sqlite3")
@@ -72,7 +75,13 @@ async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
                     await opened.close()
         return
     with redis_prefix() as prefix:
-        redis_harness = RedisHarness(REDIS_URL, prefix)
+        redis_harness: RedisHarness = (
+            SentinelHarness(request.getfixturevalue("sentinel_group"), prefix)
+            if request.param == "sentinel"
+            else ClusterHarness(request.getfixturevalue("cluster_group"), prefix)
+            if request.param == "cluster"
+            else RedisHarness(REDIS_URL, prefix)
+        )
         try:
             yield redis_harness
         finally:
@@ -822,16 +831,18 @@ async def test_a_nonce_slot_holds_one_live_nonce(store: Store, harness: Harness)
     assert await store.take_nonce("other") is True
     assert await store.take_nonce("free") is True
     # A taken slot's next nonce works, and the same nonce put twice under its slot stays valid.
-    await store.put_nonce("again", ttl_seconds=30, slot="alice")
-    await store.put_nonce("again", ttl_seconds=30, slot="alice")
-    assert await store.take_nonce("again") is True
+    await store.put_nonce("alice-again", ttl_seconds=30, slot="alice")
+    await store.put_nonce("alice-again", ttl_seconds=30, slot="alice")
+    assert await store.take_nonce("alice-again") is True
 
 
 async def test_concurrent_puts_in_one_slot_leave_one_live_nonce(store: Store, harness: Harness) -> None:
+    # One slot's nonces begin alike, as the service mints them (`mint_opaque_id(owner)`).
+    nonces = [slot_tag(ALICE) + f"n{i}" for i in range(8)]
     before = harness.count_nonces()
-    await asyncio.gather(*(store.put_nonce(f"n{i}", ttl_seconds=30, slot="s") for i in range(8)))
+    await asyncio.gather(*(store.put_nonce(nonce, ttl_seconds=30, slot="s") for nonce in nonces))
     assert harness.count_nonces() == before + 1
-    taken = await asyncio.gather(*(store.take_nonce(f"n{i}") for i in range(8)))
+    taken = await asyncio.gather(*(store.take_nonce(nonce) for nonce in nonces))
     assert taken.count(True) == 1
 
 

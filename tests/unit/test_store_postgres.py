@@ -16,6 +16,7 @@ from urllib.parse import quote
 import asyncpg
 import pytest
 
+from mock_providers.testing import store_servers
 from service.cli import main
 from tests.support import postgres as postgres_support
 from tests.support.postgres import PostgresSchema, PostgresServer, terminate_clients
@@ -218,7 +219,7 @@ def test_store_migrate_command_creates_the_schema(
 @pytest.mark.parametrize("ci", ["", "true"])
 def test_missing_postgresql_skips_locally_and_fails_in_ci(monkeypatch: pytest.MonkeyPatch, ci: str) -> None:
     monkeypatch.setenv("CI", ci)
-    monkeypatch.setattr(postgres_support, "postgres_bin_dir", lambda: None)
+    monkeypatch.setattr(store_servers, "postgres_bin_dir", lambda: None)
     expected = pytest.fail.Exception if ci else pytest.skip.Exception
     with pytest.raises(expected) as info:
         postgres_support.PostgresServer()

@@ -67,7 +67,7 @@ def test_check_store_url_is_one_line_naming_the_supported_schemes(url: str, expe
     message = str(info.value)
     assert "\n" not in message and "hunter2" not in message and "cache.internal" not in message
     if "sqlite URL" not in message and "sslmode" not in message:
-        assert "sqlite, redis, rediss, postgresql, postgres" in message
+        assert "sqlite, redis, rediss, redis+sentinel, redis+cluster, postgresql, postgres" in message
 
 
 @pytest.mark.parametrize(

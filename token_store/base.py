@@ -73,6 +73,14 @@ class Store(Protocol):
         """Set the status of an existing connection (tokens untouched); False when absent."""
         ...
 
+    async def find_connections(
+        self, provider: str | None = None, sub: str | None = None, iss: str | None = None
+    ) -> list[Connection]:
+        """Every user's connections matching each filter given (all of them with none) that
+        decrypt, ordered by user (iss, sub), provider, account. For operators (`connections list`,
+        `connections revoke`, the admin API): a scan of the store, never on a request's path."""
+        ...
+
     # --- remembered choices ---------------------------------------------------------------
     async def get_default_account(self, user: UserRef, provider: str) -> str | None:
         """The account (the provider's id, as in `ConnectionKey.account`) the user chose to use at
@@ -208,6 +216,11 @@ class Store(Protocol):
         records written concurrently are already under the primary key. Records that fail to
         decrypt are left alone (and counted nowhere).
         """
+        ...
+
+    async def count_sealed_under(self, kid: str) -> int:
+        """How many stored secrets (token sets, unexpired OAuth states) are sealed under key `kid`:
+        each is sealed under one key only, so these are what removing `kid` would strand."""
         ...
 
     # --- lifecycle ------------------------------------------------------------------------

@@ -238,6 +238,19 @@ class PostgresStore:
         )
         return bool(rows)
 
+    async def find_connections(
+        self, provider: str | None = None, sub: str | None = None, iss: str | None = None
+    ) -> list[Connection]:
+        filters = [(c, v) for c, v in (("provider", provider), ("sub", sub), ("iss", iss)) if v is not None]
+        where = " AND ".join(f"{column} = ${n}" for n, (column, _) in enumerate(filters, 1)) or "true"
+        rows = await self._read(
+            "find_connections",
+            f"SELECT iss, sub, {_READ_COLUMNS} FROM connections WHERE {where} "  # noqa: S608 - constant fragments only
+            "ORDER BY iss, sub, provider, account",
+            *(value for _, value in filters),
+        )
+        return codec.open_any_connection_rows(self._keyring, rows)
+
     # --- remembered choices ---------------------------------------------------------------
     async def get_default_account(self, user: UserRef, provider: str) -> str | None:
         rows = await self._read(
@@ -530,6 +543,19 @@ class PostgresStore:
                 return sum([bool(await conn.fetch(sql, *row)) for row in rows])
 
         return await self._with_conn("reencrypt_all", update) if rows else 0
+
+    async def count_sealed_under(self, kid: str) -> int:
+        prefix = KeyRing.sealed_prefix(kid)
+        rows = await self._read(
+            "count_sealed_under",
+            "SELECT (SELECT count(*) FROM connections WHERE substring(blob from 1 for $1) = $2) "
+            "+ (SELECT count(*) FROM oauth_states "
+            "WHERE expires_at > $3 AND substring(blob from 1 for $1) = $2)",
+            len(prefix),
+            prefix,
+            self._clock(),
+        )
+        return int(rows[0][0])
 
     # --- lifecycle ------------------------------------------------------------------------
     async def purge_expired(self) -> int:

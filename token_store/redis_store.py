@@ -815,6 +815,77 @@ class RedisStore:
             stored.refreshed_at,
         )
 
+    # --- operators ------------------------------------------------------------------------
+    async def find_connections(
+        self, provider: str | None = None, sub: str | None = None, iss: str | None = None
+    ) -> list[Connection]:
+        if iss is not None and sub is not None:  # one user: their index, no scan
+            found = await self.list_connections(UserRef(iss, sub), provider)
+        else:
+            found = [
+                connection
+                async for connection in self._scan_connections("find_connections")
+                if (provider is None or connection.key.provider == provider)
+                and (sub is None or connection.key.user.sub == sub)
+                and (iss is None or connection.key.user.iss == iss)
+            ]
+        return sorted(found, key=lambda c: (c.key.user, c.key.provider, c.key.account))
+
+    async def count_sealed_under(self, kid: str) -> int:
+        prefix = KeyRing.sealed_prefix(kid)
+        count = 0
+        async with self._guard("count_sealed_under") as client:
+            async for name in client.scan_iter(
+                match=self._keys.pattern("conn"), count=_SCAN_COUNT, _type="hash"
+            ):
+                for raw in (await client.hgetall(name)).values():
+                    stored = _StoredConnection.parse(raw)
+                    count += stored is not None and stored.blob.startswith(prefix)
+            async for name in client.scan_iter(
+                match=self._keys.pattern("state"), count=_SCAN_COUNT, _type="string"
+            ):
+                blob = await client.get(name)
+                # A state's TTL is its expiry (rounded up to the ms): one still here is unexpired.
+                count += blob is not None and _bytes(blob).startswith(prefix)
+        return count
+
+    async def _scan_connections(self, op: str) -> AsyncIterator[Connection]:
+        """Every connection that opens, hash by hash (a SCAN page of hashes read in one pipeline)."""
+        async with self._guard(op) as client:
+            names: list[str] = []
+            async for name in client.scan_iter(
+                match=self._keys.pattern("conn"), count=_SCAN_COUNT, _type="hash"
+            ):
+                names.append(_text(name))
+                if len(names) >= _SCAN_COUNT:
+                    for connection in await self._read_hashes(client, names):
+                        yield connection
+                    names = []
+            for connection in await self._read_hashes(client, names):
+                yield connection
+
+    async def _read_hashes(self, client: Redis, names: list[str]) -> list[Connection]:
+        if not names:
+            return []
+        async with client.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hgetall(name)
+            hashes = await pipe.execute()
+        connections = []
+        for name, fields in zip(names, hashes, strict=True):
+            parsed = self._parse_conn_name(name)
+            if parsed is None:
+                continue
+            tag, provider = parsed
+            for account, stored in sorted(self._parse_fields(fields), key=lambda item: item[0]):
+                user = UserRef(stored.iss, stored.sub)
+                if user_tag(user) != tag:  # moved here from another user's hash: not theirs
+                    continue
+                connection = self._open_connection(ConnectionKey(user, provider, account), stored)
+                if connection is not None:
+                    connections.append(connection)
+        return connections
+
 
 @dataclass(frozen=True)
 class _StoredConnection:

@@ -230,6 +230,14 @@ class SQLiteStore:
         )
         return await self._run("set_connection_status", set_status) > 0
 
+    async def find_connections(
+        self, provider: str | None = None, sub: str | None = None, iss: str | None = None
+    ) -> list[Connection]:
+        sql, args = _find_connections_sql(provider, sub, iss)
+        # On the worker thread: an operator's scan may be long, and must not hold the event loop.
+        rows = await self._run("find_connections", lambda conn: conn.execute(sql, args).fetchall())
+        return codec.open_any_connection_rows(self._keyring, rows)
+
     # --- remembered choices ---------------------------------------------------------------
     async def get_default_account(self, user: UserRef, provider: str) -> str | None:
         rows = await self._read(
@@ -477,6 +485,22 @@ class SQLiteStore:
         )
         return rewritten
 
+    async def count_sealed_under(self, kid: str) -> int:
+        prefix = KeyRing.sealed_prefix(kid)
+        now = self._clock()
+
+        def count(conn: sqlite3.Connection) -> int:
+            tokens = conn.execute(
+                "SELECT count(*) FROM connections WHERE substr(blob, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchone()[0]
+            states = conn.execute(
+                "SELECT count(*) FROM oauth_states WHERE expires_at > ? AND substr(blob, 1, ?) = ?",
+                (now, len(prefix), prefix),
+            ).fetchone()[0]
+            return int(tokens) + int(states)
+
+        return await self._run("count_sealed_under", count)
+
     # --- lifecycle ------------------------------------------------------------------------
     async def purge_expired(self) -> int:
         """Delete every expired non-token row now; returns how many. TTL writes also purge, at most
@@ -720,6 +744,17 @@ _CAS_CONNECTION = (
     "UPDATE connections SET blob = ? WHERE iss = ? AND sub = ? AND provider = ? AND account = ? AND blob = ?"
 )
 _CAS_STATE = "UPDATE oauth_states SET blob = ? WHERE key = ? AND blob = ?"
+
+
+def _find_connections_sql(provider: str | None, sub: str | None, iss: str | None) -> tuple[str, list[str]]:
+    """The `find_connections` statement: each filter given is one equality."""
+    filters = [(c, v) for c, v in (("provider", provider), ("sub", sub), ("iss", iss)) if v is not None]
+    where = " AND ".join(f"{column} = ?" for column, _ in filters) or "1"
+    sql = (
+        f"SELECT iss, sub, {_CONNECTION_COLUMNS} FROM connections WHERE {where} "  # noqa: S608 - constant fragments only
+        "ORDER BY iss, sub, provider, account"
+    )
+    return sql, [value for _, value in filters]
 
 
 def _stale_connections(conn: sqlite3.Connection, *, fresh: bytes, after: int) -> list[Any]:

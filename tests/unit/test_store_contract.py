@@ -1032,6 +1032,62 @@ async def test_reencrypt_all_does_not_overwrite_a_concurrent_write(
         await store.close()
 
 
+# --- operators: find_connections, count_sealed_under ------------------------------------------
+
+CAROL_OTHER_AS = UserRef("https://other-as.example", "alice")  # same sub, another issuer
+
+
+async def test_find_connections_filters_across_users(store: Store) -> None:
+    records = [
+        make_connection(ALICE, "github", "1"),
+        make_connection(ALICE, "google", "a"),
+        make_connection(BOB, "github", "2"),
+        make_connection(CAROL_OTHER_AS, "github", "3"),
+    ]
+    for conn in reversed(records):
+        await store.put_connection(conn)
+    everyone = sorted(records, key=lambda c: (c.key.user, c.key.provider, c.key.account))
+    assert await store.find_connections() == everyone
+    assert await store.find_connections(provider="github") == [
+        c for c in everyone if c.key.provider == "github"
+    ]
+    assert await store.find_connections(sub="alice") == [c for c in everyone if c.key.user.sub == "alice"]
+    assert await store.find_connections(sub="alice", iss=ALICE.iss) == records[:2]
+    assert await store.find_connections(sub="alice", iss=ALICE.iss, provider="google") == [records[1]]
+    assert await store.find_connections(iss=CAROL_OTHER_AS.iss) == [records[3]]
+    assert await store.find_connections(provider="slack") == []
+
+
+async def test_find_connections_skips_a_record_that_does_not_open(store: Store, harness: Harness) -> None:
+    good, bad = make_connection(account="good"), make_connection(BOB, account="bad")
+    await store.put_connection(good)
+    await store.put_connection(bad)
+    harness.write_blob(bad.key, flip_ciphertext_byte(harness.read_blob(bad.key)))
+    assert await store.find_connections() == [good]
+
+
+async def test_count_sealed_under_counts_token_sets_and_live_states(harness: Harness) -> None:
+    old_key, new_key = KeyRing.generate_key(), KeyRing.generate_key()
+    store = await harness.open(KeyRing([("old", old_key)]))
+    try:
+        await store.put_connection(make_connection(account="a"))
+        await store.put_connection(make_connection(BOB, account="b"))
+        await store.put_oauth_state(make_state())
+    finally:
+        await store.close()
+    store = await harness.open(KeyRing([("new", new_key), ("old", old_key)]))
+    try:
+        await store.put_connection(make_connection(account="c"))
+        assert await store.count_sealed_under("old") == 3
+        assert await store.count_sealed_under("new") == 1
+        assert await store.count_sealed_under("gone") == 0
+        await store.reencrypt_all()
+        assert await store.count_sealed_under("old") == 0
+        assert await store.count_sealed_under("new") == 4
+    finally:
+        await store.close()
+
+
 # --- the skip rule --------------------------------------------------------------------------
 
 

@@ -204,6 +204,17 @@ class ConnectFlow:
             if failed is not None:
                 await self._finished_without_connection(failed, outcome, step, detail)
 
+    async def withdraw(self, user: UserRef) -> int:
+        """pending/opened → failed for each of the user's live flows (an operator removed the
+        user), and each session that asked is told; returns how many ended."""
+        ended = 0
+        for elicitation in await self._store().live_elicitations(user):
+            failed = await self._transition(elicitation.id, elicitation.status, FAILED)
+            if failed is not None:
+                ended += 1
+                await self._finished_without_connection(failed, FlowOutcome.REFUSED, "operator", "withdrawn")
+        return ended
+
     async def _finished_without_connection(
         self, failed: PendingElicitation, outcome: FlowOutcome, step: str, detail: str
     ) -> None:

@@ -23,12 +23,17 @@ class Disconnected:
 
 
 async def disconnect_one(
-    store: Store, provider: ProviderConfig | None, key: ConnectionKey, outbound: OutboundHttp
+    store: Store,
+    provider: ProviderConfig | None,
+    key: ConnectionKey,
+    outbound: OutboundHttp,
+    by: str = "user",
 ) -> Disconnected | None:
+    """`by` names who asked in the audit event: the user, or an operator (`operator:<who>`)."""
     connection = await store.get_connection(key.user, key.provider, key.account)
     if connection is None or not await store.delete_connection(key):
         return None
-    return await _revoke(connection, provider, outbound)
+    return await _revoke(connection, provider, outbound, by)
 
 
 async def disconnect_all(
@@ -39,7 +44,7 @@ async def disconnect_all(
 
 
 async def _revoke(
-    connection: Connection, provider: ProviderConfig | None, outbound: OutboundHttp
+    connection: Connection, provider: ProviderConfig | None, outbound: OutboundHttp, by: str = "user"
 ) -> Disconnected:
     revoked = (
         provider is not None
@@ -48,5 +53,5 @@ async def _revoke(
             provider, connection.tokens, timeout_seconds=outbound.timeout_seconds, outbound=outbound
         )
     )
-    audit("disconnect", connection.key, revoked=revoked)
+    audit("disconnect", connection.key, revoked=revoked, by=by)
     return Disconnected(connection.key.account, connection.account_label, revoked)

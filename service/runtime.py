@@ -23,6 +23,7 @@ from service.lifecycle import TokenLifecycle
 from service.logs import Pseudonyms
 from service.metrics import Metrics
 from service.observed_store import ObservedStore
+from service.operator import Operator
 from service.outbound_http import OutboundHttp
 from service.settings import Settings
 from service.tracing import Tracing, tracing_from_environment
@@ -90,6 +91,14 @@ class Runtime:
             clock=clock,
             publish=self.completions.publish,
             events=self.events,
+        )
+        # Operators' actions over every user's connections (the CLI and the admin API).
+        self.operator = Operator(
+            lambda: self.store,
+            settings.providers,
+            self.outbound,
+            self.flow,
+            default_issuer=settings.auth_issuer,
         )
 
     @property

@@ -294,6 +294,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         servers["metrics"] = build_server(
             metrics_app(app.state.runtime), settings.host, settings.metrics_port
         )
+    if settings.admin_port:
+        from service.admin import admin_app
+
+        # The admin API on its own port only (docs/admin.md), like the metrics.
+        servers["admin"] = build_server(admin_app(app.state.runtime), settings.host, settings.admin_port)
     return run_until_stopped(servers, settings.event_loop)
 
 

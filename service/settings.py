@@ -132,6 +132,12 @@ class Settings(BaseSettings):
     # At most this many connections wait for a request head; past it the one waiting longest is
     # closed. Keep it well under the process's open-file limit (`ulimit -n`).
     max_connections_awaiting_head: int = MAX_CONNECTIONS_AWAITING_HEAD
+    # The admin API (service/admin.py, docs/admin.md): on this port only, never the public one
+    # (0: no admin API). Callers present a bearer from the MCP authorization server carrying
+    # `admin_scope`, or the static token whose SHA-256 (hex) is `admin_token_sha256`.
+    admin_port: int = 0
+    admin_scope: str = "mcp-url-connect:admin"
+    admin_token_sha256: str = ""
 
     @classmethod
     def settings_customise_sources(
@@ -243,6 +249,12 @@ class Settings(BaseSettings):
             event_loop_name(self.event_loop)
         except ValueError as exc:
             raise SettingsError(str(exc)) from None
+        if not 0 <= self.admin_port <= 65535 or (
+            self.admin_port and self.admin_port in (self.port, self.metrics_port)
+        ):
+            raise SettingsError("MCPUC_ADMIN_PORT: 0 (no admin API) or a port of its own")
+        if self.admin_token_sha256 and not re.fullmatch(r"[0-9a-f]{64}", self.admin_token_sha256):
+            raise SettingsError("MCPUC_ADMIN_TOKEN_SHA256: the token's SHA-256, 64 lower-case hex digits")
         return self
 
 

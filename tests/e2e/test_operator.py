@@ -12,17 +12,23 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 from mcp.server.mcpserver import Context
 from starlette.applications import Starlette
 
+from mock_providers import mint_access_token
 from mock_providers.testing.replicas import LifecycleStack, connect, elicitation_of, legacy_client
+from service.admin import admin_app
 from service.cli import main
 from service.provider_session import ProviderSession, uses
+from service.runtime import Runtime
 from tests.needs import need_redis
 from token_store import Store
 
 pytestmark = pytest.mark.e2e
+
+ADMIN_PORT = 9471  # never bound: the in-process transport names it as the server's port
 
 
 def add_google_tool(app: Starlette) -> None:
@@ -154,3 +160,42 @@ async def test_keys_retire_refuses_while_a_record_is_sealed_under_the_key(
     assert code == 1 and "primary" in err
     code, out, _ = await cli(capsys, "keys", "retire", "never-used")
     assert code == 0 and "no record is sealed under 'never-used'" in out
+
+
+async def test_admin_api_revokes_a_user_with_an_admin_bearer_and_audits_who_asked(
+    stack: LifecycleStack, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    leaver, stayer, hub = "admin-leaver", "admin-stayer", stack.mockhub
+    await connect(stack.instances[0], leaver)
+    await connect(stack.instances[1], stayer)
+    held = await store.get_connection(stack.user(leaver), "mockhub")
+    assert held is not None
+    settings = stack.settings.replace(admin_port=ADMIN_PORT).validate()
+    admin_bearer = mint_access_token(stack.data_dir, "ops-bot", scope=settings.admin_scope)
+    caplog.set_level(logging.INFO, logger="mcp_url_connect.audit")
+    runtime = Runtime(settings)  # a third replica's admin listener, in process
+    async with (
+        runtime.running(),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=admin_app(runtime)),
+            base_url=f"http://127.0.0.1:{ADMIN_PORT}",
+            headers={"Authorization": f"Bearer {admin_bearer}"},
+        ) as http,
+    ):
+        listed = (await http.get("/admin/connections", params={"provider": "mockhub"})).json()
+        assert {leaver, stayer} <= {row["sub"] for row in listed["connections"]}
+        counted = await http.post("/admin/providers/mockhub/revoke-all", json={"dry_run": True})
+        assert counted.status_code == 200 and counted.json()["deleted"] == 0
+        done = await http.post("/admin/connections/revoke", json={"sub": leaver})
+        assert done.status_code == 200, done.text
+        assert done.json()["deleted"] == done.json()["revoked_at_provider"] == 1
+
+    assert held.tokens.refresh_token in hub.revoked_tokens
+    assert await store.get_connection(stack.user(leaver), "mockhub") is None
+    async with legacy_client(stack.instances[1], stayer) as (client, _):
+        assert not (await client.call_tool("whoami", {})).is_error
+    async with legacy_client(stack.instances[0], leaver) as (client, _):
+        await elicitation_of(client, "whoami")
+    events = [json.loads(r.getMessage()) for r in caplog.records if r.name == "mcp_url_connect.audit"]
+    ours = [e["event"] for e in events if e.get("actor") == "bearer:ops-bot"]
+    assert ours == ["operator_list", "operator_revoke_provider", "operator_revoke_user"]

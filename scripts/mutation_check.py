@@ -1170,6 +1170,39 @@ MUTATIONS: tuple[Mutation, ...] = (
         ],
         "only an unopened link is shown again (an opened one is spent)",
     ),
+    # ---- service/admin.py: operators' controls ------------------------------------------------
+    m(
+        "admin_request_on_admin_port",
+        "service/admin.py",
+        "        if not admin_request_on_admin_port(request, settings.admin_port):\n",
+        "        if False:\n",
+        ["tests/security/test_admin_api.py::test_admin_api_refuses_a_request_on_the_public_port"],
+        "the admin API answers only on its own port",
+    ),
+    m(
+        "admin_bearer_has_admin_scope",
+        "service/admin.py",
+        "        if not admin_bearer_has_admin_scope(token, settings.admin_scope):\n",
+        "        if False:\n",
+        ["tests/security/test_admin_api.py::test_admin_api_refuses_a_user_token_without_the_admin_scope"],
+        "a user's bearer without the admin scope acts as an operator",
+    ),
+    m(
+        "static_admin_token_matches",
+        "service/admin.py",
+        "    return hmac.compare_digest(digest, configured_sha256)\n",
+        "    return True\n",
+        ["tests/security/test_admin_api.py::test_admin_api_refuses_a_user_token_without_the_admin_scope"],
+        "any bearer passes as the static admin token",
+    ),
+    m(
+        "cmd_keys_retire",
+        "service/cli.py",
+        "    if sealed:\n",
+        "    if False:\n",
+        ["tests/unit/test_cli.py::test_keys_retire_refuses_while_a_record_is_sealed_under_the_key"],
+        "a key is retired while records are still sealed under it",
+    ),
 )
 # --------------------------------------------------------------------------------------------------
 # Machinery

@@ -126,7 +126,7 @@ def admin_app(runtime: Runtime, verifier: JwtTokenVerifier | None = None) -> Sta
         return {"connections": rows}
 
     async def revoke_user(request: Request, actor: str) -> Any:
-        body = await _json_body(request)
+        body = await _json_body(request, ("sub", "iss", "provider"))
         sub, iss, provider = (body.get(k) for k in ("sub", "iss", "provider"))
         if not isinstance(sub, str) or not sub:
             raise _Refused(400, "invalid_request", "sub (a non-empty string) is required")
@@ -135,7 +135,7 @@ def admin_app(runtime: Runtime, verifier: JwtTokenVerifier | None = None) -> Sta
         return (await operator.revoke_user(actor, sub, iss=iss, provider=provider)).summary()
 
     async def revoke_provider(request: Request, actor: str) -> Any:
-        body = await _json_body(request)
+        body = await _json_body(request, ("dry_run", "rate"))
         dry_run, rate = body.get("dry_run", False), body.get("rate", DEFAULT_REVOKE_RATE)
         if not isinstance(dry_run, bool):
             raise _Refused(400, "invalid_request", "dry_run is a boolean")
@@ -155,7 +155,9 @@ def admin_app(runtime: Runtime, verifier: JwtTokenVerifier | None = None) -> Sta
     )
 
 
-async def _json_body(request: Request) -> dict[str, Any]:
+async def _json_body(request: Request, fields: tuple[str, ...]) -> dict[str, Any]:
+    """The JSON object body, with no member but `fields` (a misspelt filter is an error, never
+    ignored: ignoring `provder` would widen a revocation to every provider)."""
     raw = await request.body()
     if len(raw) > MAX_BODY_BYTES:
         raise _Refused(413, "invalid_request", f"the body is larger than {MAX_BODY_BYTES} bytes")
@@ -167,4 +169,7 @@ async def _json_body(request: Request) -> dict[str, Any]:
         raise _Refused(400, "invalid_request", "the body is not JSON") from None
     if not isinstance(body, dict):
         raise _Refused(400, "invalid_request", "the body is a JSON object")
+    unknown = sorted(set(body) - set(fields))
+    if unknown:
+        raise _Refused(400, "invalid_request", f"unknown member(s) {', '.join(unknown)[:200]}")
     return body

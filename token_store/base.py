@@ -21,6 +21,7 @@ from token_store.models import (
     OAuthState,
     PendingElicitation,
     UserRef,
+    WebhookMessage,
 )
 
 
@@ -221,6 +222,24 @@ class Store(Protocol):
     async def count_sealed_under(self, kid: str) -> int:
         """How many stored secrets (token sets, unexpired OAuth states) are sealed under key `kid`:
         each is sealed under one key only, so these are what removing `kid` would strand."""
+        ...
+
+    # --- webhook outbox --------------------------------------------------------------------
+    async def enqueue_webhook(self, message: WebhookMessage) -> None:
+        """Keep `message` until `settle_webhook` removes it (no TTL: a replica that dies does
+        not lose it). Its id is unique; enqueueing the same id again changes nothing."""
+        ...
+
+    async def claim_webhooks(self, now: float, lease_seconds: float, limit: int) -> list[WebhookMessage]:
+        """Up to `limit` messages due (`next_attempt_at <= now`), oldest due first, each moved to
+        `next_attempt_at = now + lease_seconds` in the same atomic step: no other replica claims
+        it while this one sends it, and if this one dies it is due again when the lease ends.
+        Returned as stored before the claim (its `attempts` so far)."""
+        ...
+
+    async def settle_webhook(self, message_id: str, retry_at: float | None) -> None:
+        """After an attempt: None removes the message (delivered, or given up); a time counts
+        the attempt and makes the message due again then."""
         ...
 
     # --- lifecycle ------------------------------------------------------------------------

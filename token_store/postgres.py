@@ -40,6 +40,7 @@ from token_store.models import (
     OAuthState,
     PendingElicitation,
     UserRef,
+    WebhookMessage,
 )
 from token_store.postgres_migrations import SCHEMA_VERSION, SchemaBehind, migrate, stored_version
 
@@ -556,6 +557,44 @@ class PostgresStore:
             self._clock(),
         )
         return int(rows[0][0])
+
+    # --- webhook outbox --------------------------------------------------------------------
+    async def enqueue_webhook(self, message: WebhookMessage) -> None:
+        await self._execute(
+            "enqueue_webhook",
+            "INSERT INTO webhook_outbox VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
+            message.id,
+            message.type,
+            message.body,
+            message.created_at,
+            message.next_attempt_at,
+            message.attempts,
+        )
+
+    async def claim_webhooks(self, now: float, lease_seconds: float, limit: int) -> list[WebhookMessage]:
+        # SKIP LOCKED: replicas claiming at once take different rows instead of waiting in line.
+        rows = await self._fetch(
+            "claim_webhooks",
+            "UPDATE webhook_outbox SET next_attempt_at = $1 WHERE id IN (SELECT id FROM webhook_outbox "
+            "WHERE next_attempt_at <= $2 ORDER BY next_attempt_at, created_at LIMIT $3 "
+            "FOR UPDATE SKIP LOCKED) "
+            "RETURNING id, type, body, created_at, next_attempt_at, attempts",
+            now + lease_seconds,
+            now,
+            limit,
+        )
+        return sorted((WebhookMessage(*row) for row in rows), key=lambda m: (m.created_at, m.id))
+
+    async def settle_webhook(self, message_id: str, retry_at: float | None) -> None:
+        if retry_at is None:
+            await self._execute("settle_webhook", "DELETE FROM webhook_outbox WHERE id = $1", message_id)
+            return
+        await self._execute(
+            "settle_webhook",
+            "UPDATE webhook_outbox SET attempts = attempts + 1, next_attempt_at = $1 WHERE id = $2",
+            retry_at,
+            message_id,
+        )
 
     # --- lifecycle ------------------------------------------------------------------------
     async def purge_expired(self) -> int:

@@ -51,6 +51,7 @@ from token_store.models import (
     OAuthState,
     PendingElicitation,
     UserRef,
+    WebhookMessage,
 )
 
 _log = logging.getLogger(__name__)
@@ -309,6 +310,21 @@ class _Keys:
         """SCAN MATCH pattern for one key kind; glob characters in the prefix match literally."""
         escaped = "".join("\\" + c if c in "*?[]\\" else c for c in self.prefix)
         return f"{escaped}{kind}:*"
+
+    @property
+    def webhooks_due(self) -> str:
+        """zset: webhook message id -> when it is next due."""
+        return f"{self.prefix}webhooks:due"
+
+    @property
+    def webhooks_messages(self) -> str:
+        """hash: webhook message id -> the message (JSON: type, body, created_at)."""
+        return f"{self.prefix}webhooks:messages"
+
+    @property
+    def webhooks_attempts(self) -> str:
+        """hash: webhook message id -> attempts made so far (absent: none)."""
+        return f"{self.prefix}webhooks:attempts"
 
 
 class RedisStore:
@@ -886,6 +902,54 @@ class RedisStore:
                     connections.append(connection)
         return connections
 
+    # --- webhook outbox --------------------------------------------------------------------
+    def _outbox_keys(self) -> list[str]:
+        return [self._keys.webhooks_due, self._keys.webhooks_messages, self._keys.webhooks_attempts]
+
+    def _script(self, source: str) -> Any:
+        client = self._client
+        if client is None:
+            raise StoreUnavailable("redis store: used after close")
+        return client.register_script(source)  # by SHA; reloaded if the server forgot it
+
+    async def enqueue_webhook(self, message: WebhookMessage) -> None:
+        value = json.dumps(
+            {"type": message.type, "body": message.body, "created_at": message.created_at},
+            separators=(",", ":"),
+        )
+        async with self._guard("enqueue_webhook"):
+            await self._script(_ENQUEUE_WEBHOOK)(
+                keys=self._outbox_keys(),
+                args=[message.id, value, _num(message.next_attempt_at), message.attempts],
+            )
+
+    async def claim_webhooks(self, now: float, lease_seconds: float, limit: int) -> list[WebhookMessage]:
+        lease = now + lease_seconds
+        async with self._guard("claim_webhooks"):
+            claimed = await self._script(_CLAIM_WEBHOOKS)(
+                keys=self._outbox_keys(), args=[_num(now), _num(lease), int(limit)]
+            )
+        messages = []
+        for message_id, raw, attempts in claimed:
+            data = json.loads(_bytes(raw))
+            messages.append(
+                WebhookMessage(
+                    _text(message_id),
+                    str(data["type"]),
+                    str(data["body"]),
+                    float(data["created_at"]),
+                    lease,
+                    int(attempts),
+                )
+            )
+        return sorted(messages, key=lambda m: (m.created_at, m.id))
+
+    async def settle_webhook(self, message_id: str, retry_at: float | None) -> None:
+        async with self._guard("settle_webhook"):
+            await self._script(_SETTLE_WEBHOOK)(
+                keys=self._outbox_keys(), args=[message_id, "" if retry_at is None else _num(retry_at)]
+            )
+
 
 @dataclass(frozen=True)
 class _StoredConnection:
@@ -968,3 +1032,44 @@ def _num(value: float) -> str:
 def _ttl_ms(expires_at: float, now: float) -> int:
     # Redis rejects a TTL <= 0; a record already expired by the clock gets 1 ms and reads as absent.
     return max(1, math.ceil((expires_at - now) * 1000))
+
+
+# The webhook outbox. KEYS: the due zset, the messages hash, the attempts hash (`_Keys.webhooks_*`).
+# ARGV: id, message JSON, due time, attempts. An id already queued is left as it is.
+_ENQUEUE_WEBHOOK = """
+if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 1 then
+  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+  if tonumber(ARGV[4]) > 0 then redis.call('HSET', KEYS[3], ARGV[1], ARGV[4]) end
+end
+return 0
+"""
+
+# KEYS: as above. ARGV: now, the lease's end, limit. Each due id moves to the lease's end; returns
+# {id, message JSON, attempts} for each. A due id whose message is gone is dropped from the zset.
+_CLAIM_WEBHOOKS = """
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+local claimed = {}
+for _, id in ipairs(ids) do
+  local message = redis.call('HGET', KEYS[2], id)
+  if message then
+    redis.call('ZADD', KEYS[1], ARGV[2], id)
+    claimed[#claimed + 1] = {id, message, tonumber(redis.call('HGET', KEYS[3], id) or '0')}
+  else
+    redis.call('ZREM', KEYS[1], id)
+  end
+end
+return claimed
+"""
+
+# KEYS: as above. ARGV: id, retry time ('' removes the message).
+_SETTLE_WEBHOOK = """
+if ARGV[2] == '' then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  redis.call('HDEL', KEYS[3], ARGV[1])
+elseif redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then
+  redis.call('HINCRBY', KEYS[3], ARGV[1], 1)
+  redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+end
+return 0
+"""

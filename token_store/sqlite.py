@@ -11,7 +11,7 @@ deleted by a purge that TTL writes run at most once every `_PURGE_INTERVAL` seco
 Schema versions (`PRAGMA user_version`): 1 the first release; 2 adds `connections.status` and
 `connections.refreshed_at` (metadata, not secret) and the `locks` table; 3 adds the
 `default_accounts` table (the account a user chose per provider, not secret); 4 adds `nonces.slot`
-(a hash; one live nonce per slot). Opening an older database
+(a hash; one live nonce per slot); 5 adds the `webhook_outbox` table (no secret). Opening an older database
 migrates it in place (one transaction); a newer one is refused.
 """
 
@@ -45,13 +45,14 @@ from token_store.models import (
     OAuthState,
     PendingElicitation,
     UserRef,
+    WebhookMessage,
 )
 
 _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
 
 _MIN_SQLITE = (3, 35, 0)  # DELETE/UPDATE ... RETURNING
-_SCHEMA_VERSION = 4
+_SCHEMA_VERSION = 5
 _LIVE_JSON = json.dumps(sorted(s.value for s in LIVE_STATUSES))  # bound to `json_each` in SQL
 _PURGE_INTERVAL = 10.0  # seconds of the store's clock between purges of expired rows
 
@@ -108,6 +109,15 @@ _SCHEMA = (
     account TEXT NOT NULL,
     PRIMARY KEY (iss, sub, provider)
 )""",
+    """CREATE TABLE IF NOT EXISTS webhook_outbox (
+    id TEXT PRIMARY KEY,
+    type TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    next_attempt_at REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0
+)""",
+    "CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox (next_attempt_at)",
 )
 
 # Columns added after version 1: (table, column, declaration). ADD COLUMN fills existing rows with
@@ -501,6 +511,41 @@ class SQLiteStore:
 
         return await self._run("count_sealed_under", count)
 
+    # --- webhook outbox --------------------------------------------------------------------
+    async def enqueue_webhook(self, message: WebhookMessage) -> None:
+        row = (
+            message.id,
+            message.type,
+            message.body,
+            message.created_at,
+            message.next_attempt_at,
+            message.attempts,
+        )
+        await self._run(
+            "enqueue_webhook",
+            partial(_changes, "INSERT OR IGNORE INTO webhook_outbox VALUES (?, ?, ?, ?, ?, ?)", row),
+        )
+
+    async def claim_webhooks(self, now: float, lease_seconds: float, limit: int) -> list[WebhookMessage]:
+        # One statement, so atomic: the rows it picks are leased before any other writer runs.
+        claim = partial(
+            _fetch,
+            "UPDATE webhook_outbox SET next_attempt_at = :lease WHERE id IN (SELECT id FROM webhook_outbox "
+            "WHERE next_attempt_at <= :now ORDER BY next_attempt_at, created_at LIMIT :limit) "
+            "RETURNING id, type, body, created_at, next_attempt_at, attempts",
+            {"lease": now + lease_seconds, "now": now, "limit": limit},
+        )
+        rows = await self._run("claim_webhooks", claim)
+        return sorted((WebhookMessage(*row) for row in rows), key=lambda m: (m.created_at, m.id))
+
+    async def settle_webhook(self, message_id: str, retry_at: float | None) -> None:
+        if retry_at is None:
+            sql, args = "DELETE FROM webhook_outbox WHERE id = ?", (message_id,)
+        else:
+            sql = "UPDATE webhook_outbox SET attempts = attempts + 1, next_attempt_at = ? WHERE id = ?"
+            args = (retry_at, message_id)  # type: ignore[assignment]
+        await self._run("settle_webhook", partial(_changes, sql, args))
+
     # --- lifecycle ------------------------------------------------------------------------
     async def purge_expired(self) -> int:
         """Delete every expired non-token row now; returns how many. TTL writes also purge, at most
@@ -775,6 +820,10 @@ def _stale_states(conn: sqlite3.Connection, *, fresh: bytes, now: float) -> list
 
 def _update_each(sql: str, rows: Sequence[tuple[object, ...]], conn: sqlite3.Connection) -> int:
     return sum(_changes(sql, row, conn) for row in rows)
+
+
+def _fetch(sql: str, args: Sequence[object] | Mapping[str, object], conn: sqlite3.Connection) -> list[Any]:
+    return conn.execute(sql, args).fetchall()
 
 
 def _changes(sql: str, args: Sequence[object] | Mapping[str, object], conn: sqlite3.Connection) -> int:

@@ -25,6 +25,7 @@ from service.connect_flow import ConnectFlow
 from service.disconnect import disconnect_one
 from service.outbound_http import OutboundHttp
 from service.providers import ProviderConfig
+from service.webhooks import ConnectionEvents
 from token_store import Connection, Store, UserRef
 
 DEFAULT_REVOKE_RATE = 20.0  # provider requests per second, per provider: under common API limits
@@ -74,6 +75,7 @@ class Operator:
         flow: ConnectFlow,
         *,
         default_issuer: str,
+        events: ConnectionEvents | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
@@ -82,6 +84,7 @@ class Operator:
         self._outbound = outbound
         self._flow = flow
         self._default_issuer = default_issuer
+        self._events = events
         self._clock = clock  # paces revocations: a monotonic clock
         self._sleep = sleep
 
@@ -101,7 +104,7 @@ class Operator:
         user = UserRef(iss or self._default_issuer, sub)
         found = await self._store().find_connections(provider, user.sub, user.iss)
         removal = Removal(matched=len(found))
-        await self._remove(actor, found, removal, rate=None, concurrency=1)
+        await self._remove(actor, found, removal, rate=None, concurrency=1, reason="operator")
         removal.flows_ended = await self._flow.withdraw(user)
         audit_operator(
             "revoke_user",
@@ -132,7 +135,7 @@ class Operator:
         found = await self._store().find_connections(provider)
         removal = Removal(matched=len(found), dry_run=dry_run)
         if not dry_run:
-            await self._remove(actor, found, removal, rate=rate, concurrency=concurrency)
+            await self._remove(actor, found, removal, rate=rate, concurrency=concurrency, reason="revocation")
         audit_operator(
             "revoke_provider",
             actor,
@@ -156,6 +159,7 @@ class Operator:
         *,
         rate: float | None,
         concurrency: int,
+        reason: str,
     ) -> None:
         in_flight = anyio.Semaphore(concurrency)
         start = self._clock()
@@ -164,7 +168,13 @@ class Operator:
             key = connection.key
             try:
                 done = await disconnect_one(
-                    self._store(), self._providers.get(key.provider), key, self._outbound, f"operator:{actor}"
+                    self._store(),
+                    self._providers.get(key.provider),
+                    key,
+                    self._outbound,
+                    self._events,
+                    by=f"operator:{actor}",
+                    reason=reason,
                 )
             finally:
                 in_flight.release()

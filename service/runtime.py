@@ -27,6 +27,7 @@ from service.operator import Operator
 from service.outbound_http import OutboundHttp
 from service.settings import Settings
 from service.tracing import Tracing, tracing_from_environment
+from service.webhooks import ConnectionEvents, WebhookSender
 from token_store import KeyRing, PendingElicitation, Store, StoreUnavailable, open_store
 
 logger = logging.getLogger(__name__)
@@ -75,12 +76,28 @@ class Runtime:
         self.outbound = OutboundHttp(settings.http_timeout)
         self.http = self.outbound.client
         self._store: Store | None = None
+        # Connection health events into the store's outbox, sent by every replica's sender.
+        self.connection_events = ConnectionEvents(lambda: self.store, bool(settings.webhook_url), clock)
+        self.webhook_sender = (
+            WebhookSender(
+                lambda: self.store,
+                self.http,
+                settings.webhook_url,
+                settings.webhook_secret,
+                timeout_seconds=settings.http_timeout,
+                metrics=self.metrics,
+                clock=clock,
+            )
+            if settings.webhook_url
+            else None
+        )
         self.lifecycle = TokenLifecycle(
             lambda: self.store,
             self.outbound,
             timeout_seconds=settings.http_timeout,
             clock=clock,
             metrics=self.metrics,
+            connection_events=self.connection_events,
         )
         # The one owner of every elicitation's status (service/connect_flow.py), shared by the
         # broker (tool calls) and the browser routes.
@@ -91,6 +108,7 @@ class Runtime:
             clock=clock,
             publish=self.completions.publish,
             events=self.events,
+            connection_events=self.connection_events,
         )
         # Operators' actions over every user's connections (the CLI and the admin API).
         self.operator = Operator(
@@ -99,6 +117,7 @@ class Runtime:
             self.outbound,
             self.flow,
             default_issuer=settings.auth_issuer,
+            events=self.connection_events,
         )
 
     @property
@@ -121,6 +140,8 @@ class Runtime:
                     # Start anyway (health 200, readiness 503) and become ready by ourselves.
                     tasks.start_soon(self._open_store_when_reachable)
                 tasks.start_soon(self._sweep_expired)
+                if self.webhook_sender is not None:
+                    tasks.start_soon(self.webhook_sender.run)
                 async with self.completions.running():
                     yield self
                 tasks.cancel_scope.cancel()

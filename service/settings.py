@@ -138,6 +138,10 @@ class Settings(BaseSettings):
     admin_port: int = 0
     admin_scope: str = "mcp-url-connect:admin"
     admin_token_sha256: str = ""
+    # Connection health webhooks (service/webhooks.py): sent to this URL (https, or http to
+    # loopback), signed per Standard Webhooks with this secret (`whsec_` + base64). Empty: none.
+    webhook_url: str = ""
+    webhook_secret: str = Field(default="", repr=False)
 
     @classmethod
     def settings_customise_sources(
@@ -255,6 +259,10 @@ class Settings(BaseSettings):
             raise SettingsError("MCPUC_ADMIN_PORT: 0 (no admin API) or a port of its own")
         if self.admin_token_sha256 and not re.fullmatch(r"[0-9a-f]{64}", self.admin_token_sha256):
             raise SettingsError("MCPUC_ADMIN_TOKEN_SHA256: the token's SHA-256, 64 lower-case hex digits")
+        if self.webhook_url and not (https_unless_loopback(self.webhook_url) and self.webhook_secret):
+            raise SettingsError(
+                "MCPUC_WEBHOOK_URL: https (or http to loopback), with MCPUC_WEBHOOK_SECRET set"
+            )
         return self
 
 

@@ -3,6 +3,7 @@ its checks, one by one; its settings refused when they would share a port or hol
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from pathlib import Path
@@ -20,10 +21,22 @@ from service.admin import (
     static_admin_token_matches,
 )
 from service.runtime import Runtime
-from service.settings import SettingsError
-from tests.unit.test_settings import valid_settings
+from service.settings import Settings, SettingsError
 
 OPENAPI = Path(__file__).resolve().parents[2] / "docs" / "admin-openapi.json"
+
+
+def valid_settings(**changes: Any) -> Settings:
+    key = base64.urlsafe_b64encode(b"K" * 32).decode().rstrip("=")
+    return Settings(
+        public_url="https://mcp.example.com",
+        auth_issuer="https://as.example.com",
+        login_client_id="mcp-login",
+        login_client_secret="login-client-secret-value",
+        session_secret="session-secret-" + "s" * 32,
+        encryption_keys=f"k1:{key}",
+        request_state_keys=key,
+    ).replace(**changes)
 
 
 def routes_of_openapi(document: dict[str, Any]) -> set[tuple[str, str]]:

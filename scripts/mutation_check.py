@@ -1203,6 +1203,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         ["tests/unit/test_cli.py::test_keys_retire_refuses_while_a_record_is_sealed_under_the_key"],
         "a key is retired while records are still sealed under it",
     ),
+    m(
+        "WebhookSender.signed_headers",
+        "service/webhooks.py",
+        '"webhook-signature": self._signer.sign(message.id, timestamp, message.body),',
+        '"webhook-signature": self._signer.sign(message.id, timestamp, "{}"),',
+        ["tests/unit/test_webhooks.py::test_a_webhook_is_signed_verifiable_and_names_no_secret"],
+        "the webhook signature covers the body",
+    ),
 )
 # --------------------------------------------------------------------------------------------------
 # Machinery

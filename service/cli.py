@@ -414,6 +414,7 @@ def _operator_run(args: argparse.Namespace, act: Callable[[Runtime], Awaitable[i
         runtime = Runtime(settings)
     except (SettingsError, ProviderError, ValueError) as exc:
         return _configuration_error(exc)
+    runtime.run_sweeps = False  # the replicas send webhooks and sweep; a command only acts
 
     async def run() -> int:
         async with runtime.running():

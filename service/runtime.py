@@ -19,6 +19,7 @@ from service.completion import CompletionHub
 from service.completion_bus import CompletionBus, LocalBus, PostgresBus, RedisBus
 from service.connect_flow import ConnectFlow
 from service.flow_events import FlowEvents
+from service.keepalive import KeepAliveSweep
 from service.lifecycle import TokenLifecycle
 from service.logs import Pseudonyms
 from service.metrics import Metrics
@@ -76,6 +77,8 @@ class Runtime:
         self.outbound = OutboundHttp(settings.http_timeout)
         self.http = self.outbound.client
         self._store: Store | None = None
+        # The webhook sender and the keep-alive sweep run in servers; a CLI command turns them off.
+        self.run_sweeps = True
         # Connection health events into the store's outbox, sent by every replica's sender.
         self.connection_events = ConnectionEvents(lambda: self.store, bool(settings.webhook_url), clock)
         self.webhook_sender = (
@@ -110,6 +113,10 @@ class Runtime:
             events=self.events,
             connection_events=self.connection_events,
         )
+        # Refreshes grants before they die unused (providers' `refresh_keepalive`).
+        self.keepalive = KeepAliveSweep(
+            lambda: self.store, settings.providers, self.lifecycle, self.metrics, clock=clock
+        )
         # Operators' actions over every user's connections (the CLI and the admin API).
         self.operator = Operator(
             lambda: self.store,
@@ -140,8 +147,10 @@ class Runtime:
                     # Start anyway (health 200, readiness 503) and become ready by ourselves.
                     tasks.start_soon(self._open_store_when_reachable)
                 tasks.start_soon(self._sweep_expired)
-                if self.webhook_sender is not None:
+                if self.webhook_sender is not None and self.run_sweeps:
                     tasks.start_soon(self.webhook_sender.run)
+                if self.keepalive.active and self.run_sweeps:
+                    tasks.start_soon(self.keepalive.run, self.settings.keepalive_sweep_seconds)
                 async with self.completions.running():
                     yield self
                 tasks.cancel_scope.cancel()

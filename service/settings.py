@@ -142,6 +142,8 @@ class Settings(BaseSettings):
     # loopback), signed per Standard Webhooks with this secret (`whsec_` + base64). Empty: none.
     webhook_url: str = ""
     webhook_secret: str = Field(default="", repr=False)
+    # How often each replica runs the keep-alive sweep (providers' `refresh_keepalive`).
+    keepalive_sweep_seconds: float = 300.0
 
     @classmethod
     def settings_customise_sources(

@@ -18,11 +18,10 @@ from mock_providers.testing.replicas import (
     expire_stored,
     legacy_client,
 )
-from mock_providers.testing.servers import HOST, ThreadedServers, free_port
 from service.cli import main
 from tests.needs import need_redis
 from tests.support.lifecycle import wait_until
-from tests.support.webhook_receiver import Receiver
+from tests.support.webhook_receiver import Receiver, serving
 from token_store import Store
 
 pytestmark = pytest.mark.e2e
@@ -30,14 +29,8 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def receiver() -> Iterator[Receiver]:
-    running, port = Receiver(), free_port()
-    servers = ThreadedServers([(running.app(), port)])
-    servers.start()
-    running.url = f"http://{HOST}:{port}/hooks"
-    try:
+    with serving() as running:
         yield running
-    finally:
-        servers.stop()
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +16,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from mock_providers.testing.servers import HOST, ThreadedServers, free_port
 
 
 def new_secret() -> str:
@@ -50,3 +54,16 @@ class Receiver:
 
     def of(self, event: str, sub: str) -> list[dict[str, Any]]:
         return [p for p in self.accepted if p["type"] == event and p["data"]["sub"] == sub]
+
+
+@contextmanager
+def serving() -> Iterator[Receiver]:
+    """A Receiver listening on a loopback port (`receiver.url`) until the block ends."""
+    receiver, port = Receiver(), free_port()
+    servers = ThreadedServers([(receiver.app(), port)])
+    servers.start()
+    receiver.url = f"http://{HOST}:{port}/hooks"
+    try:
+        yield receiver
+    finally:
+        servers.stop()

@@ -14,18 +14,24 @@ replicas (runtimes in this process, each with its own store connection and lifec
 once. Reports Redis commands and CPU (this thread: the replicas, not MockHub) per swept grant,
 and refreshes MockHub received per grant (goal: exactly 1).
 
-MockHub runs on a loopback port in a background thread; Redis at 127.0.0.1:6379 (keys under a
-unique prefix, deleted afterwards).
+MockHub runs on a loopback port in a background thread. Redis is a private `redis-server` this
+script starts on a free loopback port (no other client's commands in its counters), or, without
+that binary, the shared one at 127.0.0.1:6379 (keys under a unique prefix, deleted afterwards;
+its command count then includes other clients').
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import secrets
+import shutil
+import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -40,8 +46,8 @@ from service.runtime import Runtime
 from service.settings import Settings
 from token_store import Connection, ConnectionKey, Store, TokenSet, UserRef
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
-SEED_BATCH = 500
+SHARED_REDIS_URL = "redis://127.0.0.1:6379/0"
+SEED_BATCH = 32  # connections written at once (under the Redis client pool's size)
 
 
 class Counting:
@@ -132,7 +138,7 @@ async def bench_keepalive(bench: Bench, count: int, replicas: int, rate: float) 
     hub_config = replace(bench.settings.providers["mockhub"], refresh_keepalive=3600, keepalive_rate=rate)
     settings = bench.settings.replace(providers={"mockhub": hub_config})
     runtimes = [bench.runtime(settings) for _ in range(replicas)]
-    counter = redis.Redis.from_url(REDIS_URL)
+    counter = redis.Redis.from_url(bench.settings.effective_store_url)
     async with _all_running(runtimes):
         await bench.seed(runtimes[0].store, count, age=7200)
         refreshes_before = bench.hub.refresh_requests
@@ -178,8 +184,45 @@ def _commands(client: redis.Redis) -> int:
     return int(info["total_commands_processed"])
 
 
-def _delete_prefix(prefix: str) -> None:
-    client = redis.Redis.from_url(REDIS_URL)
+@contextlib.contextmanager
+def private_redis(root: Path) -> Iterator[str]:
+    """A Redis of this run's own, or the shared one when `redis-server` is not installed."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        yield SHARED_REDIS_URL
+        return
+    port = free_port()
+    command = [
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        HOST,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(root),
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL)  # noqa: S603 - our own arguments
+    url = f"redis://{HOST}:{port}/0"
+    try:
+        client = redis.Redis.from_url(url)
+        for _ in range(100):
+            with contextlib.suppress(redis.ConnectionError):
+                client.ping()
+                break
+            time.sleep(0.05)
+        client.close()
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def _delete_prefix(url: str, prefix: str) -> None:
+    client = redis.Redis.from_url(url)
     try:
         keys = list(client.scan_iter(match=prefix + "*", count=1000))
         for start in range(0, len(keys), 1000):
@@ -205,9 +248,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     prefix = f"bench-{uuid.uuid4().hex[:8]}:"
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, private_redis(Path(tmp)) as redis_url:
         root = Path(tmp)
-        store_url = REDIS_URL if args.what == "keepalive" or args.backend == "redis" else ""
+        store_url = redis_url if args.what == "keepalive" or args.backend == "redis" else ""
         bench = Bench(root / "data", store_url, prefix)
         bench.servers.start()
         try:
@@ -219,7 +262,7 @@ def main() -> None:
         finally:
             bench.servers.stop()
             if store_url:
-                _delete_prefix(prefix)
+                _delete_prefix(store_url, prefix)
 
 
 if __name__ == "__main__":

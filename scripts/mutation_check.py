@@ -1211,6 +1211,22 @@ MUTATIONS: tuple[Mutation, ...] = (
         ["tests/unit/test_webhooks.py::test_a_webhook_is_signed_verifiable_and_names_no_secret"],
         "the webhook signature covers the body",
     ),
+    m(
+        "Operator.revoke_user",
+        "service/operator.py",
+        "found = await self._store().find_connections(provider, user.sub, user.iss)",
+        "found = await self._store().find_connections(provider, user.sub, None)",
+        ["tests/unit/test_operator.py::test_revoke_user_is_iss_and_sub_never_the_same_sub_elsewhere"],
+        "a user is (iss, sub): the same sub at another issuer is not removed",
+    ),
+    m(
+        "admin._json_body.unknown_members",
+        "service/admin.py",
+        "    if unknown:\n",
+        "    if False:\n",
+        ["tests/security/test_admin_api.py::test_admin_api_lets_the_static_token_act_and_audits_it"],
+        "a misspelt member of an admin request is refused, never ignored",
+    ),
 )
 # --------------------------------------------------------------------------------------------------
 # Machinery

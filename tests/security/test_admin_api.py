@@ -129,6 +129,8 @@ async def test_admin_api_lets_the_static_token_act_and_audits_it(
             ),
             404,
         )
+        misspelt = {"sub": stayer, "provder": "mockhub"}  # must not widen to every provider: refused
+        a.status(await http.post("/admin/connections/revoke", json=misspelt, headers=static), 400)
         done = a.status(
             await http.post("/admin/connections/revoke", json={"sub": leaver}, headers=static), 200
         )

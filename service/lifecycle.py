@@ -199,6 +199,20 @@ class TokenLifecycle:
             return await refresh(provider, tokens, timeout_seconds=self._timeout, outbound=self._outbound)
         raise TokenExchangeError("the token endpoint did not answer within the timeout")
 
+    async def _failed_recently(self, name: str) -> bool:
+        """Is the failure marker set? (A lock with a TTL doubles as a flag shared by replicas.)"""
+        return await self._store().lock_held(f"{name}:failed")
+
+    def _expired(self, connection: Connection) -> bool:
+        expires_at = connection.tokens.expires_at
+        return expires_at is not None and expires_at <= self._clock()
+
+    def _count(self, provider: ProviderConfig, outcome: str, started: float) -> None:
+        """One refresh at the provider: `mcpuc_token_refreshes_total` and its call's duration."""
+        self._metrics.refreshes.labels(provider=provider.name, outcome=outcome).inc()
+        elapsed = time.perf_counter() - started
+        self._metrics.provider_call_seconds.labels(provider=provider.name, step="refresh").observe(elapsed)
+
     async def _needs_reauthorization(self, connection: Connection) -> None:
         """Mark the grant dead and, the first time (the status changed here), say so to the
         webhook receiver."""
@@ -214,17 +228,3 @@ class TokenLifecycle:
                 account_label=connection.account_label,
                 status=ConnectionStatus.NEEDS_REAUTHORIZATION,
             )
-
-    async def _failed_recently(self, name: str) -> bool:
-        """Is the failure marker set? (A lock with a TTL doubles as a flag shared by replicas.)"""
-        return await self._store().lock_held(f"{name}:failed")
-
-    def _expired(self, connection: Connection) -> bool:
-        expires_at = connection.tokens.expires_at
-        return expires_at is not None and expires_at <= self._clock()
-
-    def _count(self, provider: ProviderConfig, outcome: str, started: float) -> None:
-        """One refresh at the provider: `mcpuc_token_refreshes_total` and its call's duration."""
-        self._metrics.refreshes.labels(provider=provider.name, outcome=outcome).inc()
-        elapsed = time.perf_counter() - started
-        self._metrics.provider_call_seconds.labels(provider=provider.name, step="refresh").observe(elapsed)

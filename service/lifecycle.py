@@ -214,8 +214,8 @@ class TokenLifecycle:
         self._metrics.provider_call_seconds.labels(provider=provider.name, step="refresh").observe(elapsed)
 
     async def _needs_reauthorization(self, connection: Connection) -> None:
-        """Mark the grant dead and, the first time (the status changed here), say so to the
-        webhook receiver."""
+        """Mark the grant dead and queue its `connection.needs_reauthorization` webhook; a
+        connection read as already marked is left alone (no second webhook)."""
         if connection.status is ConnectionStatus.NEEDS_REAUTHORIZATION:
             return
         updated = await self._store().set_connection_status(

@@ -82,6 +82,7 @@ class ConnectionsPage:
             config,
             ConnectionKey(browser.user, provider, account),
             self._runtime.outbound,
+            self._runtime.connection_events,
         )
         if done is not None:
             request.session[FLASH_KEY] = {

@@ -1310,6 +1310,63 @@ MUTATIONS: tuple[Mutation, ...] = (
         ],
         "on Redis Cluster an id or state lies in its user's hash slot, or is refused",
     ),
+    # ---- service/admin.py: operators' controls ------------------------------------------------
+    m(
+        "admin_request_on_admin_port",
+        "service/admin.py",
+        "        if not admin_request_on_admin_port(request, settings.admin_port):\n",
+        "        if False:\n",
+        ["tests/security/test_admin_api.py::test_admin_api_refuses_a_request_on_the_public_port"],
+        "the admin API answers only on its own port",
+    ),
+    m(
+        "admin_bearer_has_admin_scope",
+        "service/admin.py",
+        "        if not admin_bearer_has_admin_scope(token, settings.admin_scope):\n",
+        "        if False:\n",
+        ["tests/security/test_admin_api.py::test_admin_api_refuses_a_user_token_without_the_admin_scope"],
+        "a user's bearer without the admin scope acts as an operator",
+    ),
+    m(
+        "static_admin_token_matches",
+        "service/admin.py",
+        "    return hmac.compare_digest(digest, configured_sha256)\n",
+        "    return True\n",
+        ["tests/security/test_admin_api.py::test_admin_api_refuses_a_user_token_without_the_admin_scope"],
+        "any bearer passes as the static admin token",
+    ),
+    m(
+        "cmd_keys_retire",
+        "service/cli.py",
+        "    if sealed:\n",
+        "    if False:\n",
+        ["tests/unit/test_cli.py::test_keys_retire_refuses_while_a_record_is_sealed_under_the_key"],
+        "a key is retired while records are still sealed under it",
+    ),
+    m(
+        "WebhookSender.signed_headers",
+        "service/webhooks.py",
+        '"webhook-signature": self._signer.sign(message.id, timestamp, message.body),',
+        '"webhook-signature": self._signer.sign(message.id, timestamp, "{}"),',
+        ["tests/unit/test_webhooks.py::test_a_webhook_is_signed_verifiable_and_names_no_secret"],
+        "the webhook signature covers the body",
+    ),
+    m(
+        "Operator.revoke_user",
+        "service/operator.py",
+        "found = await self._store().find_connections(provider, user.sub, user.iss)",
+        "found = await self._store().find_connections(provider, user.sub, None)",
+        ["tests/unit/test_operator.py::test_revoke_user_is_iss_and_sub_never_the_same_sub_elsewhere"],
+        "a user is (iss, sub): the same sub at another issuer is not removed",
+    ),
+    m(
+        "admin._json_body.unknown_members",
+        "service/admin.py",
+        "    if unknown:\n",
+        "    if False:\n",
+        ["tests/security/test_admin_api.py::test_admin_api_lets_the_static_token_act_and_audits_it"],
+        "a misspelt member of an admin request is refused, never ignored",
+    ),
 )
 # --------------------------------------------------------------------------------------------------
 # Machinery

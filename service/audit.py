@@ -38,3 +38,12 @@ def audit_flow(
         return
     record = {"event": event, "iss": user.iss, "sub": user.sub, "provider": provider, "flow_id": flow_id}
     LOGGER.info(json.dumps({**record, **details}, sort_keys=True))
+
+
+def audit_operator(action: str, actor: str, **details: str | int | float | bool | None) -> None:
+    """An operator's action over users' connections (CLI or admin API): who asked (`actor`: the
+    admin token's subject, `static-token`, or `cli:<login>`) and with which filters."""
+    if not LOGGER.isEnabledFor(logging.INFO):
+        return
+    record = {"event": f"operator_{action}", "actor": actor, **details}
+    LOGGER.info(json.dumps(record, sort_keys=True))

@@ -1,4 +1,5 @@
-"""Console entry point: `mcp-url-connect demo | serve | mock-providers | keys rotate | dev-token`.
+"""Console entry point: `mcp-url-connect demo | serve | mock-providers | keys rotate|retire |
+connections list|revoke | store migrate | dev-token`.
 
 The development commands (demo, mock-providers, dev-token) import `mock_providers` inside the
 command: the production packages never depend on the mock providers.
@@ -9,14 +10,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
+import getpass
+import json
 import logging
 import os
 import signal
 import socket
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import uvicorn
@@ -24,6 +29,7 @@ from starlette.types import ASGIApp
 
 from service.drain import Drain
 from service.logs import configure_logging
+from service.operator import DEFAULT_REVOKE_CONCURRENCY, DEFAULT_REVOKE_RATE, UnknownProvider
 from service.providers import ProviderError, resolve_discovery
 from service.sdk_hooks import SdkHookMissing
 from service.server_runtime import (
@@ -35,6 +41,10 @@ from service.server_runtime import (
     with_head_timeout,
 )
 from service.settings import DEFAULT_DATA_DIR, Settings, SettingsError, load_settings
+from token_store import StoreUnavailable
+
+if TYPE_CHECKING:
+    from service.runtime import Runtime
 
 # Which server a log line comes from, when one process runs two (`demo`); set per server task.
 _SERVER_LABEL: ContextVar[str] = ContextVar("server_label", default="")
@@ -284,6 +294,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         servers["metrics"] = build_server(
             metrics_app(app.state.runtime), settings.host, settings.metrics_port
         )
+    if settings.admin_port:
+        from service.admin import admin_app
+
+        # The admin API on its own port only (docs/admin.md), like the metrics.
+        servers["admin"] = build_server(admin_app(app.state.runtime), settings.host, settings.admin_port)
     return run_until_stopped(servers, settings.event_loop)
 
 
@@ -430,6 +445,153 @@ def cmd_store_copy_from(args: argparse.Namespace) -> int:
     return 0
 
 
+def _operator_run(args: argparse.Namespace, act: Callable[[Runtime], Awaitable[int]]) -> int:
+    """Run `act` on a runtime built from the same configuration as `serve` (--config, MCPUC_*):
+    the same store, providers and completion bus, so sessions on the replicas hear of it."""
+    from service.runtime import Runtime
+
+    try:
+        settings = load_settings(config_file=args.config).validate()
+        if getattr(args, "resolve_providers", True):
+            settings = asyncio.run(resolve_providers(settings))
+        runtime = Runtime(settings)
+    except (SettingsError, ProviderError, ValueError) as exc:
+        return _configuration_error(exc)
+    runtime.run_sweeps = False  # the replicas send webhooks and sweep; a command only acts
+
+    async def run() -> int:
+        async with runtime.running():
+            return await act(runtime)
+
+    try:
+        return asyncio.run(run())
+    except StoreUnavailable as exc:
+        print(f"mcp-url-connect: {exc}", file=sys.stderr)
+        return 1
+    except UnknownProvider as exc:
+        print(f"mcp-url-connect: {exc}", file=sys.stderr)
+        return 2
+
+
+def _cli_actor() -> str:
+    return f"cli:{getpass.getuser()}"
+
+
+def _print_table(rows: list[dict[str, Any]]) -> None:
+    columns = ("sub", "iss", "provider", "account", "account_label", "scopes", "status", "updated_at")
+    cells = [
+        [
+            " ".join(row[c]) if c == "scopes" else _iso(row[c]) if c == "updated_at" else str(row[c])
+            for c in columns
+        ]
+        for row in rows
+    ]
+    widths = [max([len(c), *(len(line[i]) for line in cells)]) for i, c in enumerate(columns)]
+    for line in [list(columns), *cells]:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
+
+
+def _iso(timestamp: float | None) -> str:
+    if timestamp is None:
+        return "-"
+    return datetime.datetime.fromtimestamp(timestamp, datetime.UTC).isoformat(timespec="seconds")
+
+
+def cmd_connections_list(args: argparse.Namespace) -> int:
+    async def act(runtime: Runtime) -> int:
+        rows = await runtime.operator.list_connections(
+            _cli_actor(), sub=args.user, iss=args.iss, provider=args.provider
+        )
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            _print_table(rows)
+            print(f"{len(rows)} connection(s)")
+        return 0
+
+    args.resolve_providers = False
+    return _operator_run(args, act)
+
+
+def cmd_connections_revoke(args: argparse.Namespace) -> int:
+    if args.all == (args.user is not None):
+        print("mcp-url-connect: give either --user SUB or --provider P --all", file=sys.stderr)
+        return 2
+    if args.all and args.provider is None:
+        print("mcp-url-connect: --all needs --provider P", file=sys.stderr)
+        return 2
+    if args.dry_run and not args.all:
+        print("mcp-url-connect: --dry-run goes with --provider P --all", file=sys.stderr)
+        return 2
+
+    async def act(runtime: Runtime) -> int:
+        operator = runtime.operator
+        if args.all:
+            counted = await operator.revoke_provider(_cli_actor(), args.provider, dry_run=True)
+            print(f"{counted.matched} connection(s) at {args.provider}", flush=True)
+            if args.dry_run:
+                return 0
+            removal = await operator.revoke_provider(
+                _cli_actor(), args.provider, rate=args.rate, concurrency=args.concurrency
+            )
+        else:
+            removal = await operator.revoke_user(
+                _cli_actor(), args.user, iss=args.iss, provider=args.provider
+            )
+        if args.json:
+            print(json.dumps(removal.summary(), indent=2))
+            return 0
+        for row in removal.deleted:
+            confirmed = "revoked at the provider" if row["revoked"] else "NOT confirmed by the provider"
+            who = f"{row['sub']} {row['provider']} {row['account']} ({row['account_label']})"
+            print(f"deleted {who}: {confirmed}")
+        print(
+            f"{len(removal.deleted)} deleted, {removal.revoked} revoked at the provider, "
+            f"{removal.flows_ended} flow(s) in progress ended"
+        )
+        return 0
+
+    args.resolve_providers = not args.dry_run
+    return _operator_run(args, act)
+
+
+def cmd_keys_retire(args: argparse.Namespace) -> int:
+    """Refuse while any record is sealed under KID: removing that key would strand it (a token
+    set that can no longer be read can no longer be revoked at its provider)."""
+    from token_store import KeyRing, open_store
+
+    try:
+        settings = load_settings(config_file=args.config).validate()
+        keyring = KeyRing.parse(settings.encryption_keys)
+    except (SettingsError, ValueError) as exc:
+        return _configuration_error(exc)
+    if args.kid == keyring.primary_kid:
+        print(f"mcp-url-connect: {args.kid!r} is the primary key; add a newer key first", file=sys.stderr)
+        return 1
+
+    async def count() -> int:
+        store = await open_store(settings.effective_store_url, keyring, prefix=settings.redis_prefix)
+        try:
+            return await store.count_sealed_under(args.kid)
+        finally:
+            await store.close()
+
+    try:
+        sealed = asyncio.run(count())
+    except StoreUnavailable as exc:
+        print(f"mcp-url-connect: {exc}", file=sys.stderr)
+        return 1
+    if sealed:
+        print(
+            f"mcp-url-connect: {sealed} record(s) are sealed only under {args.kid!r}; "
+            "run `mcp-url-connect keys rotate` first",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"no record is sealed under {args.kid!r}: remove it from MCPUC_ENCRYPTION_KEYS")
+    return 0
+
+
 def cmd_dev_token(args: argparse.Namespace) -> int:
     from mock_providers import NoDevKeys, mint_access_token
 
@@ -501,6 +663,36 @@ def build_parser() -> argparse.ArgumentParser:
     rotate = keys_sub.add_parser("rotate", help="re-encrypt every record under the newest key (online)")
     rotate.add_argument("--config", type=Path, default=None)
     rotate.set_defaults(func=cmd_keys_rotate)
+
+    retire = keys_sub.add_parser("retire", help="check that no record is sealed only under KID")
+    retire.add_argument("kid")
+    retire.add_argument("--config", type=Path, default=None)
+    retire.set_defaults(func=cmd_keys_retire)
+
+    connections = sub.add_parser("connections", help="every user's connections (operators)")
+    connections_sub = connections.add_subparsers(dest="connections_command", required=True)
+    listing = connections_sub.add_parser("list", help="one row per connection, never a secret")
+    listing.add_argument("--user", metavar="SUB", default=None)
+    listing.add_argument("--iss", default=None)
+    listing.add_argument("--provider", metavar="P", default=None)
+    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--config", type=Path, default=None)
+    listing.set_defaults(func=cmd_connections_list)
+    revoking = connections_sub.add_parser(
+        "revoke", help="delete connections here, then revoke them at the provider (RFC 7009)"
+    )
+    revoking.add_argument("--user", metavar="SUB", default=None)
+    revoking.add_argument("--iss", default=None, help="the user's issuer (default: MCPUC_AUTH_ISSUER)")
+    revoking.add_argument("--provider", metavar="P", default=None)
+    revoking.add_argument("--all", action="store_true", help="every connection at --provider (incident)")
+    revoking.add_argument("--dry-run", action="store_true", help="with --all: count only")
+    revoking.add_argument(
+        "--rate", type=float, default=DEFAULT_REVOKE_RATE, help="revocations per second (with --all)"
+    )
+    revoking.add_argument("--concurrency", type=int, default=DEFAULT_REVOKE_CONCURRENCY)
+    revoking.add_argument("--json", action="store_true")
+    revoking.add_argument("--config", type=Path, default=None)
+    revoking.set_defaults(func=cmd_connections_revoke)
 
     store = sub.add_parser("store", help="store maintenance")
     store_sub = store.add_subparsers(dest="store_command", required=True)

@@ -57,6 +57,9 @@ from service.security_checks import (
 )
 from service.settings import Settings
 from service.tracing import Tracing
+from service.webhooks import CREATED as CONNECTION_CREATED
+from service.webhooks import RECOVERED as CONNECTION_RECOVERED
+from service.webhooks import ConnectionEvents
 from token_store import (
     Connection,
     ConnectionKey,
@@ -134,7 +137,9 @@ class ConnectFlow:
         clock: Callable[[], float],
         publish: Callable[[PendingElicitation], Awaitable[None]] | None = None,
         events: FlowEvents | None = None,
+        connection_events: ConnectionEvents | None = None,
     ) -> None:
+        self._connection_events = connection_events
         self._settings = settings
         self._store = store  # a getter: the store is opened in the app lifespan
         self._outbound = outbound
@@ -203,6 +208,17 @@ class ConnectFlow:
             failed = await self._transition(elicitation.id, OPENED, FAILED)
             if failed is not None:
                 await self._finished_without_connection(failed, outcome, step, detail)
+
+    async def withdraw(self, user: UserRef) -> int:
+        """pending/opened → failed for each of the user's live flows (an operator removed the
+        user), and each session that asked is told; returns how many ended."""
+        ended = 0
+        for elicitation in await self._store().live_elicitations(user):
+            failed = await self._transition(elicitation.id, elicitation.status, FAILED)
+            if failed is not None:
+                ended += 1
+                await self._finished_without_connection(failed, FlowOutcome.REFUSED, "operator", "withdrawn")
+        return ended
 
     async def _finished_without_connection(
         self, failed: PendingElicitation, outcome: FlowOutcome, step: str, detail: str
@@ -353,13 +369,18 @@ class ConnectFlow:
         )
         key = ConnectionKey(elicitation.user, provider.name, account)
         store = self._store()
-        if not tokens.refresh_token:
-            # Read only when needed: a response with a refresh token replaces the stored one anyway.
+        events = (
+            self._connection_events if self._connection_events and self._connection_events.enabled else None
+        )
+        previous = None
+        if not tokens.refresh_token or events is not None:
+            # Read only when needed: a response with a refresh token replaces the stored one anyway
+            # (and the webhook says whether this connection is new or recovered).
             previous = await store.get_connection(key.user, key.provider, key.account)
-            if previous is not None and previous.status is ConnectionStatus.OK:
-                # A refresh token the provider did not resend stays valid (RFC 6749 §6; Google
-                # omits it on re-consent), unless the provider already refused it.
-                tokens = keep_refresh_token(tokens, previous.tokens.refresh_token)
+        if not tokens.refresh_token and previous is not None and previous.status is ConnectionStatus.OK:
+            # A refresh token the provider did not resend stays valid (RFC 6749 §6; Google
+            # omits it on re-consent), unless the provider already refused it.
+            tokens = keep_refresh_token(tokens, previous.tokens.refresh_token)
         now = self._clock()
         connection = Connection(
             key=key,
@@ -372,6 +393,9 @@ class ConnectFlow:
         # elicitation's status: the user did authorize).
         self._allowed(OPENED, COMPLETE)
         completed = await store.complete_elicitation(connection, elicitation.id)
+        if events is not None and (previous is None or previous.status is not ConnectionStatus.OK):
+            event = CONNECTION_CREATED if previous is None else CONNECTION_RECOVERED
+            await events.emit(event, key, account_label=connection.account_label, status=ConnectionStatus.OK)
         if completed is not None:
             self._events.completed(completed)
         if completed is not None and self._publish is not None:

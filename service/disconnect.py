@@ -12,6 +12,7 @@ from service.audit import audit
 from service.outbound_http import OutboundHttp
 from service.provider_oauth import revoke
 from service.providers import ProviderConfig
+from service.webhooks import DELETED, ConnectionEvents
 from token_store import Connection, ConnectionKey, Store, UserRef
 
 
@@ -23,23 +24,41 @@ class Disconnected:
 
 
 async def disconnect_one(
-    store: Store, provider: ProviderConfig | None, key: ConnectionKey, outbound: OutboundHttp
+    store: Store,
+    provider: ProviderConfig | None,
+    key: ConnectionKey,
+    outbound: OutboundHttp,
+    events: ConnectionEvents | None = None,
+    *,
+    by: str = "user",
+    reason: str = "user",
 ) -> Disconnected | None:
+    """`by` names who asked in the audit event: the user, or an operator (`operator:<who>`);
+    `reason` goes into the `connection.deleted` webhook (`user`, `operator`, `revocation`)."""
     connection = await store.get_connection(key.user, key.provider, key.account)
     if connection is None or not await store.delete_connection(key):
         return None
-    return await _revoke(connection, provider, outbound)
+    return await _revoke(connection, provider, outbound, events, by, reason)
 
 
 async def disconnect_all(
-    store: Store, provider: ProviderConfig, user: UserRef, outbound: OutboundHttp
+    store: Store,
+    provider: ProviderConfig,
+    user: UserRef,
+    outbound: OutboundHttp,
+    events: ConnectionEvents | None = None,
 ) -> list[Disconnected]:
     deleted = await store.delete_connections(user, provider.name)
-    return [await _revoke(connection, provider, outbound) for connection in deleted]
+    return [await _revoke(connection, provider, outbound, events) for connection in deleted]
 
 
 async def _revoke(
-    connection: Connection, provider: ProviderConfig | None, outbound: OutboundHttp
+    connection: Connection,
+    provider: ProviderConfig | None,
+    outbound: OutboundHttp,
+    events: ConnectionEvents | None,
+    by: str = "user",
+    reason: str = "user",
 ) -> Disconnected:
     revoked = (
         provider is not None
@@ -48,5 +67,13 @@ async def _revoke(
             provider, connection.tokens, timeout_seconds=outbound.timeout_seconds, outbound=outbound
         )
     )
-    audit("disconnect", connection.key, revoked=revoked)
+    audit("disconnect", connection.key, revoked=revoked, by=by)
+    if events is not None:
+        await events.emit(
+            DELETED,
+            connection.key,
+            account_label=connection.account_label,
+            status=connection.status,
+            reason=reason,
+        )
     return Disconnected(connection.key.account, connection.account_label, revoked)

@@ -24,6 +24,8 @@ from service.outbound_http import OutboundHttp
 from service.provider_api import ProviderApiError
 from service.provider_oauth import TokenExchangeError, refresh, revoke
 from service.providers import ProviderConfig
+from service.webhooks import NEEDS_REAUTHORIZATION as NEEDS_REAUTHORIZATION_EVENT
+from service.webhooks import ConnectionEvents
 from token_store import Connection, ConnectionKey, ConnectionStatus, Store, TokenSet
 
 WAIT_INTERVAL = 0.1  # how often a waiter re-reads the record while another replica refreshes
@@ -62,8 +64,10 @@ class TokenLifecycle:
         timeout_seconds: float,
         clock: Callable[[], float] = time.time,
         metrics: Metrics | None = None,
+        connection_events: ConnectionEvents | None = None,
     ) -> None:
         self._store = store
+        self._connection_events = connection_events
         self._outbound = outbound
         self._metrics = metrics or Metrics()
         self._timeout = timeout_seconds
@@ -88,9 +92,7 @@ class TokenLifecycle:
             return connection
         if connection.tokens.refresh_token is None:
             if force or self._expired(connection):
-                await self._store().set_connection_status(
-                    connection.key, ConnectionStatus.NEEDS_REAUTHORIZATION
-                )
+                await self._needs_reauthorization(connection)
                 raise NeedsReauthorization("no refresh token")
             return connection  # expiring soon but still valid, and nothing to refresh with
         return await self._single_flight(connection, provider)
@@ -165,7 +167,7 @@ class TokenLifecycle:
         except TokenExchangeError as exc:
             if exc.error == "invalid_grant":
                 # RFC 6749 §5.2: the grant is dead; asking again is the only way forward.
-                await store.set_connection_status(current.key, ConnectionStatus.NEEDS_REAUTHORIZATION)
+                await self._needs_reauthorization(current)
                 self._count(provider, "invalid_grant", started)
                 audit("refresh.invalid_grant", current.key)
                 raise NeedsReauthorization("invalid_grant") from None
@@ -212,3 +214,19 @@ class TokenLifecycle:
         self._metrics.refreshes.labels(provider=provider.name, outcome=outcome).inc()
         elapsed = time.perf_counter() - started
         self._metrics.provider_call_seconds.labels(provider=provider.name, step="refresh").observe(elapsed)
+
+    async def _needs_reauthorization(self, connection: Connection) -> None:
+        """Mark the grant dead and queue its `connection.needs_reauthorization` webhook; a
+        connection read as already marked is left alone (no second webhook)."""
+        if connection.status is ConnectionStatus.NEEDS_REAUTHORIZATION:
+            return
+        updated = await self._store().set_connection_status(
+            connection.key, ConnectionStatus.NEEDS_REAUTHORIZATION
+        )
+        if updated and self._connection_events is not None:
+            await self._connection_events.emit(
+                NEEDS_REAUTHORIZATION_EVENT,
+                connection.key,
+                account_label=connection.account_label,
+                status=ConnectionStatus.NEEDS_REAUTHORIZATION,
+            )

@@ -62,6 +62,18 @@ class Metrics:
             ["tool", "result"],
             registry=r,
         )
+        self.webhooks = Counter(
+            "mcpuc_webhooks_total",
+            "Connection health webhook attempts, by event type and outcome (delivered, retry, given_up).",
+            ["type", "outcome"],
+            registry=r,
+        )
+        self.keepalive = Counter(
+            "mcpuc_keepalive_refreshes_total",
+            "Keep-alive sweep refreshes, by provider and outcome (ok, needs_reauthorization, failed).",
+            ["provider", "outcome"],
+            registry=r,
+        )
         self.refreshes = Counter(
             "mcpuc_token_refreshes_total",
             "Provider token refreshes, by outcome (ok, invalid_grant, failed, shared).",

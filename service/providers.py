@@ -64,6 +64,12 @@ class ProviderConfig:
     insecure_http: bool = False  # development only (mock providers in compose): allow plain http
     api_key_header: str = "Authorization"  # api_key providers: how the key is sent
     api_key_format: str = "Bearer {key}"
+    # Keep-alive (service/keepalive.py): refresh a grant not refreshed for this many seconds, before
+    # the provider expires an unused refresh token (Microsoft: 90 days; Google: 6 months). 0: off.
+    refresh_keepalive: int = 0
+    # Refresh access tokens about to expire in the sweep, so a tool call never waits for one.
+    keep_access_fresh: bool = False
+    keepalive_rate: float = 5.0  # sweep refreshes started per second at this provider
 
     def __post_init__(self) -> None:
         if not self.display_name:
@@ -192,6 +198,10 @@ def validate_provider(provider: ProviderConfig) -> None:
         raise ProviderError(f"{where}.account_field: required")
     if not provider.token_types:
         raise ProviderError(f"{where}.token_types: at least one token type")
+    if not (isinstance(provider.refresh_keepalive, int) and provider.refresh_keepalive >= 0):
+        raise ProviderError(f"{where}.refresh_keepalive: seconds, 0 or more")
+    if not (isinstance(provider.keepalive_rate, int | float) and 0 < provider.keepalive_rate <= 1000):
+        raise ProviderError(f"{where}.keepalive_rate: refreshes per second, more than 0 and at most 1000")
     if provider.kind == "api_key":
         if "{key}" not in provider.api_key_format:
             raise ProviderError(f"{where}.api_key_format: must contain {{key}}")

@@ -19,13 +19,16 @@ from service.completion import CompletionHub
 from service.completion_bus import CompletionBus, LocalBus, PostgresBus, RedisBus
 from service.connect_flow import ConnectFlow
 from service.flow_events import FlowEvents
+from service.keepalive import KeepAliveSweep
 from service.lifecycle import TokenLifecycle
 from service.logs import Pseudonyms
 from service.metrics import Metrics
 from service.observed_store import ObservedStore
+from service.operator import Operator
 from service.outbound_http import OutboundHttp
 from service.settings import Settings
 from service.tracing import Tracing, tracing_from_environment
+from service.webhooks import ConnectionEvents, WebhookSender
 from token_store import KeyRing, PendingElicitation, Store, StoreUnavailable, open_store
 
 logger = logging.getLogger(__name__)
@@ -74,12 +77,30 @@ class Runtime:
         self.outbound = OutboundHttp(settings.http_timeout)
         self.http = self.outbound.client
         self._store: Store | None = None
+        # The webhook sender and the keep-alive sweep run in servers; a CLI command turns them off.
+        self.run_sweeps = True
+        # Connection health events into the store's outbox, sent by every replica's sender.
+        self.connection_events = ConnectionEvents(lambda: self.store, bool(settings.webhook_url), clock)
+        self.webhook_sender = (
+            WebhookSender(
+                lambda: self.store,
+                self.http,
+                settings.webhook_url,
+                settings.webhook_secret,
+                timeout_seconds=settings.http_timeout,
+                metrics=self.metrics,
+                clock=clock,
+            )
+            if settings.webhook_url
+            else None
+        )
         self.lifecycle = TokenLifecycle(
             lambda: self.store,
             self.outbound,
             timeout_seconds=settings.http_timeout,
             clock=clock,
             metrics=self.metrics,
+            connection_events=self.connection_events,
         )
         # The one owner of every elicitation's status (service/connect_flow.py), shared by the
         # broker (tool calls) and the browser routes.
@@ -90,6 +111,20 @@ class Runtime:
             clock=clock,
             publish=self.completions.publish,
             events=self.events,
+            connection_events=self.connection_events,
+        )
+        # Refreshes grants before they die unused (providers' `refresh_keepalive`).
+        self.keepalive = KeepAliveSweep(
+            lambda: self.store, settings.providers, self.lifecycle, self.metrics, clock=clock
+        )
+        # Operators' actions over every user's connections (the CLI and the admin API).
+        self.operator = Operator(
+            lambda: self.store,
+            settings.providers,
+            self.outbound,
+            self.flow,
+            default_issuer=settings.auth_issuer,
+            events=self.connection_events,
         )
 
     @property
@@ -112,6 +147,10 @@ class Runtime:
                     # Start anyway (health 200, readiness 503) and become ready by ourselves.
                     tasks.start_soon(self._open_store_when_reachable)
                 tasks.start_soon(self._sweep_expired)
+                if self.webhook_sender is not None and self.run_sweeps:
+                    tasks.start_soon(self.webhook_sender.run)
+                if self.keepalive.active and self.run_sweeps:
+                    tasks.start_soon(self.keepalive.run, self.settings.keepalive_sweep_seconds)
                 async with self.completions.running():
                     yield self
                 tasks.cancel_scope.cancel()

@@ -139,6 +139,18 @@ class Settings(BaseSettings):
     # At most this many connections wait for a request head; past it the one waiting longest is
     # closed. Keep it well under the process's open-file limit (`ulimit -n`).
     max_connections_awaiting_head: int = MAX_CONNECTIONS_AWAITING_HEAD
+    # The admin API (service/admin.py, docs/admin.md): on this port only, never the public one
+    # (0: no admin API). Callers present a bearer from the MCP authorization server carrying
+    # `admin_scope`, or the static token whose SHA-256 (hex) is `admin_token_sha256`.
+    admin_port: int = 0
+    admin_scope: str = "mcp-url-connect:admin"
+    admin_token_sha256: str = ""
+    # Connection health webhooks (service/webhooks.py): sent to this URL (https, or http to
+    # loopback), signed per Standard Webhooks with this secret (`whsec_` + base64). Empty: none.
+    webhook_url: str = ""
+    webhook_secret: str = Field(default="", repr=False)
+    # How often each replica runs the keep-alive sweep (providers' `refresh_keepalive`).
+    keepalive_sweep_seconds: float = 300.0
 
     @classmethod
     def settings_customise_sources(
@@ -254,6 +266,16 @@ class Settings(BaseSettings):
             # Below the store's 2 s socket timeout: a WAIT must end with its count, not a timeout.
             raise SettingsError(
                 "MCPUC_STORE_WAIT_REPLICAS must be >= 0 and MCPUC_STORE_WAIT_TIMEOUT in (0, 2) seconds"
+            )
+        if not 0 <= self.admin_port <= 65535 or (
+            self.admin_port and self.admin_port in (self.port, self.metrics_port)
+        ):
+            raise SettingsError("MCPUC_ADMIN_PORT: 0 (no admin API) or a port of its own")
+        if self.admin_token_sha256 and not re.fullmatch(r"[0-9a-f]{64}", self.admin_token_sha256):
+            raise SettingsError("MCPUC_ADMIN_TOKEN_SHA256: the token's SHA-256, 64 lower-case hex digits")
+        if self.webhook_url and not (https_unless_loopback(self.webhook_url) and self.webhook_secret):
+            raise SettingsError(
+                "MCPUC_WEBHOOK_URL: https (or http to loopback), with MCPUC_WEBHOOK_SECRET set"
             )
         return self
 

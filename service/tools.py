@@ -38,7 +38,9 @@ def register_tools(server: MCPServer[Any], broker: ConnectionBroker, runtime: Ru
         with mcp_errors():
             config = broker.provider(provider)  # unknown provider -> clear error
             caller = current_caller(ctx)
-            done = await disconnect_all(runtime.store, config, caller.user, runtime.outbound)
+            done = await disconnect_all(
+                runtime.store, config, caller.user, runtime.outbound, runtime.connection_events
+            )
         return {
             "provider": provider,
             "disconnected": [d.account for d in done],

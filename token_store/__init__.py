@@ -24,6 +24,7 @@ from token_store.models import (
     PendingElicitation,
     TokenSet,
     UserRef,
+    WebhookMessage,
 )
 from token_store.postgres import SCHEMES as POSTGRES_SCHEMES
 from token_store.postgres import PostgresStore
@@ -65,6 +66,7 @@ __all__ = [
     "TokenSet",
     "TooManyPending",
     "UserRef",
+    "WebhookMessage",
     "check_store_url",
     "models",
     "open_store",

@@ -21,6 +21,7 @@ from token_store.models import (
     OAuthState,
     PendingElicitation,
     UserRef,
+    WebhookMessage,
 )
 
 
@@ -71,6 +72,14 @@ class Store(Protocol):
 
     async def set_connection_status(self, key: ConnectionKey, status: ConnectionStatus) -> bool:
         """Set the status of an existing connection (tokens untouched); False when absent."""
+        ...
+
+    async def find_connections(
+        self, provider: str | None = None, sub: str | None = None, iss: str | None = None
+    ) -> list[Connection]:
+        """Every user's connections matching each filter given (all of them with none) that
+        decrypt, ordered by user (iss, sub), provider, account. For operators (`connections list`,
+        `connections revoke`, the admin API): a scan of the store, never on a request's path."""
         ...
 
     # --- remembered choices ---------------------------------------------------------------
@@ -209,6 +218,29 @@ class Store(Protocol):
         records written concurrently are already under the primary key. Records that fail to
         decrypt are left alone (and counted nowhere).
         """
+        ...
+
+    async def count_sealed_under(self, kid: str) -> int:
+        """How many stored secrets (token sets, unexpired OAuth states) are sealed under key `kid`:
+        each is sealed under one key only, so these are what removing `kid` would strand."""
+        ...
+
+    # --- webhook outbox --------------------------------------------------------------------
+    async def enqueue_webhook(self, message: WebhookMessage) -> None:
+        """Keep `message` until `settle_webhook` removes it (no TTL: a replica that dies does
+        not lose it). Its id is unique; enqueueing the same id again changes nothing."""
+        ...
+
+    async def claim_webhooks(self, now: float, lease_seconds: float, limit: int) -> list[WebhookMessage]:
+        """Up to `limit` messages due (`next_attempt_at <= now`), oldest due first, each moved to
+        `next_attempt_at = now + lease_seconds` in the same atomic step: no other replica claims
+        it while this one sends it, and if this one dies it is due again when the lease ends.
+        Returned as stored before the claim (its `attempts` so far)."""
+        ...
+
+    async def settle_webhook(self, message_id: str, retry_at: float | None) -> None:
+        """After an attempt: None removes the message (delivered, or given up); a time counts
+        the attempt and makes the message due again then."""
         ...
 
     # --- lifecycle ------------------------------------------------------------------------

@@ -111,6 +111,14 @@ def open_connection_rows(keyring: KeyRing, user: UserRef, rows: Iterable[Sequenc
     return connections
 
 
+def open_any_connection_rows(keyring: KeyRing, rows: Iterable[Sequence[Any]]) -> list[Connection]:
+    """`open_connection_rows` over rows of any users: each row is (iss, sub, then its columns)."""
+    connections = []
+    for iss, sub, *columns in rows:
+        connections.extend(open_connection_rows(keyring, UserRef(iss, sub), [columns]))
+    return connections
+
+
 def check_lock_ttl(ttl_seconds: float) -> None:
     if not (math.isfinite(ttl_seconds) and ttl_seconds > 0):
         raise ValueError("lock TTL must be a positive number of seconds")

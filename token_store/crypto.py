@@ -85,7 +85,12 @@ class KeyRing:
     def primary_prefix(self) -> bytes:
         """The bytes every blob sealed under the primary key starts with (lets a backend find stale
         blobs with a prefix match, without parsing each one)."""
-        return _VERSION + b"." + self._primary.encode("ascii") + b"."
+        return self.sealed_prefix(self._primary)
+
+    @staticmethod
+    def sealed_prefix(kid: str) -> bytes:
+        """The bytes every blob sealed under key `kid` starts with."""
+        return _VERSION + b"." + kid.encode("ascii") + b"."
 
     def is_stale(self, blob: bytes) -> bool:
         """Is `blob` a well-formed blob sealed under a key other than the primary (due for re-sealing)?"""

@@ -182,3 +182,19 @@ class OAuthState:
 
     def __repr__(self) -> str:
         return f"OAuthState(elicitation={self.elicitation.id!r}, expires_at={self.expires_at!r})"
+
+
+@dataclass(frozen=True)
+class WebhookMessage:
+    """One webhook waiting in the store's outbox until its receiver accepts it.
+
+    `body` is the JSON payload exactly as signed and sent (never a token: service/webhooks.py
+    builds it from identifiers and status only); `id` is the Standard Webhooks `webhook-id`,
+    the same on every attempt, so a receiver drops a repeat."""
+
+    id: str
+    type: str
+    body: str
+    created_at: float
+    next_attempt_at: float
+    attempts: int = 0

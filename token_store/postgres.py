@@ -40,6 +40,7 @@ from token_store.models import (
     OAuthState,
     PendingElicitation,
     UserRef,
+    WebhookMessage,
 )
 from token_store.postgres_migrations import SCHEMA_VERSION, SchemaBehind, migrate, stored_version
 
@@ -237,6 +238,19 @@ class PostgresStore:
             key.account,
         )
         return bool(rows)
+
+    async def find_connections(
+        self, provider: str | None = None, sub: str | None = None, iss: str | None = None
+    ) -> list[Connection]:
+        filters = [(c, v) for c, v in (("provider", provider), ("sub", sub), ("iss", iss)) if v is not None]
+        where = " AND ".join(f"{column} = ${n}" for n, (column, _) in enumerate(filters, 1)) or "true"
+        rows = await self._read(
+            "find_connections",
+            f"SELECT iss, sub, {_READ_COLUMNS} FROM connections WHERE {where} "  # noqa: S608 - constant fragments only
+            "ORDER BY iss, sub, provider, account",
+            *(value for _, value in filters),
+        )
+        return codec.open_any_connection_rows(self._keyring, rows)
 
     # --- remembered choices ---------------------------------------------------------------
     async def get_default_account(self, user: UserRef, provider: str) -> str | None:
@@ -530,6 +544,57 @@ class PostgresStore:
                 return sum([bool(await conn.fetch(sql, *row)) for row in rows])
 
         return await self._with_conn("reencrypt_all", update) if rows else 0
+
+    async def count_sealed_under(self, kid: str) -> int:
+        prefix = KeyRing.sealed_prefix(kid)
+        rows = await self._read(
+            "count_sealed_under",
+            "SELECT (SELECT count(*) FROM connections WHERE substring(blob from 1 for $1) = $2) "
+            "+ (SELECT count(*) FROM oauth_states "
+            "WHERE expires_at > $3 AND substring(blob from 1 for $1) = $2)",
+            len(prefix),
+            prefix,
+            self._clock(),
+        )
+        return int(rows[0][0])
+
+    # --- webhook outbox --------------------------------------------------------------------
+    async def enqueue_webhook(self, message: WebhookMessage) -> None:
+        await self._execute(
+            "enqueue_webhook",
+            "INSERT INTO webhook_outbox VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
+            message.id,
+            message.type,
+            message.body,
+            message.created_at,
+            message.next_attempt_at,
+            message.attempts,
+        )
+
+    async def claim_webhooks(self, now: float, lease_seconds: float, limit: int) -> list[WebhookMessage]:
+        # SKIP LOCKED: replicas claiming at once take different rows instead of waiting in line.
+        rows = await self._fetch(
+            "claim_webhooks",
+            "UPDATE webhook_outbox SET next_attempt_at = $1 WHERE id IN (SELECT id FROM webhook_outbox "
+            "WHERE next_attempt_at <= $2 ORDER BY next_attempt_at, created_at LIMIT $3 "
+            "FOR UPDATE SKIP LOCKED) "
+            "RETURNING id, type, body, created_at, next_attempt_at, attempts",
+            now + lease_seconds,
+            now,
+            limit,
+        )
+        return sorted((WebhookMessage(*row) for row in rows), key=lambda m: (m.created_at, m.id))
+
+    async def settle_webhook(self, message_id: str, retry_at: float | None) -> None:
+        if retry_at is None:
+            await self._execute("settle_webhook", "DELETE FROM webhook_outbox WHERE id = $1", message_id)
+            return
+        await self._execute(
+            "settle_webhook",
+            "UPDATE webhook_outbox SET attempts = attempts + 1, next_attempt_at = $1 WHERE id = $2",
+            retry_at,
+            message_id,
+        )
 
     # --- lifecycle ------------------------------------------------------------------------
     async def purge_expired(self) -> int:

@@ -53,6 +53,7 @@ from token_store.models import (
     OAuthState,
     PendingElicitation,
     UserRef,
+    WebhookMessage,
 )
 
 _log = logging.getLogger(__name__)
@@ -388,6 +389,27 @@ class _Keys:
         """SCAN MATCH pattern for one key kind; glob characters in the prefix match literally."""
         escaped = "".join("\\" + c if c in "*?[]\\" else c for c in self.prefix)
         return f"{escaped}{kind}:*"
+
+    @property
+    def webhooks(self) -> str:
+        """The outbox's keys' common part; on Cluster one hash tag puts all three in one slot, so
+        its scripts (which touch all three) run on one shard."""
+        return f"{self.prefix}webhooks:{{outbox}}:" if self.cluster else f"{self.prefix}webhooks:"
+
+    @property
+    def webhooks_due(self) -> str:
+        """zset: webhook message id -> when it is next due."""
+        return f"{self.webhooks}due"
+
+    @property
+    def webhooks_messages(self) -> str:
+        """hash: webhook message id -> the message (JSON: type, body, created_at)."""
+        return f"{self.webhooks}messages"
+
+    @property
+    def webhooks_attempts(self) -> str:
+        """hash: webhook message id -> attempts made so far (absent: none)."""
+        return f"{self.webhooks}attempts"
 
 
 class RedisStore:
@@ -1023,6 +1045,125 @@ class RedisStore:
             stored.refreshed_at,
         )
 
+    # --- operators ------------------------------------------------------------------------
+    async def find_connections(
+        self, provider: str | None = None, sub: str | None = None, iss: str | None = None
+    ) -> list[Connection]:
+        if iss is not None and sub is not None:  # one user: their index, no scan
+            found = await self.list_connections(UserRef(iss, sub), provider)
+        else:
+            found = [
+                connection
+                async for connection in self._scan_connections("find_connections")
+                if (provider is None or connection.key.provider == provider)
+                and (sub is None or connection.key.user.sub == sub)
+                and (iss is None or connection.key.user.iss == iss)
+            ]
+        return sorted(found, key=lambda c: (c.key.user, c.key.provider, c.key.account))
+
+    async def count_sealed_under(self, kid: str) -> int:
+        prefix = KeyRing.sealed_prefix(kid)
+        count = 0
+        async with self._guard("count_sealed_under") as client:
+            async for name in client.scan_iter(
+                match=self._keys.pattern("conn"), count=_SCAN_COUNT, _type="hash"
+            ):
+                for raw in (await client.hgetall(name)).values():
+                    stored = _StoredConnection.parse(raw)
+                    count += stored is not None and stored.blob.startswith(prefix)
+            async for name in client.scan_iter(
+                match=self._keys.pattern("state"), count=_SCAN_COUNT, _type="string"
+            ):
+                blob = await client.get(name)
+                # A state's TTL is its expiry (rounded up to the ms): one still here is unexpired.
+                count += blob is not None and _bytes(blob).startswith(prefix)
+        return count
+
+    async def _scan_connections(self, op: str) -> AsyncIterator[Connection]:
+        """Every connection that opens, hash by hash (a SCAN page of hashes read in one pipeline)."""
+        async with self._guard(op) as client:
+            names: list[str] = []
+            async for name in client.scan_iter(
+                match=self._keys.pattern("conn"), count=_SCAN_COUNT, _type="hash"
+            ):
+                names.append(_text(name))
+                if len(names) >= _SCAN_COUNT:
+                    for connection in await self._read_hashes(client, names):
+                        yield connection
+                    names = []
+            for connection in await self._read_hashes(client, names):
+                yield connection
+
+    async def _read_hashes(self, client: Redis | RedisCluster, names: list[str]) -> list[Connection]:
+        if not names:
+            return []
+        async with client.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hgetall(name)
+            hashes = await pipe.execute()
+        connections = []
+        for name, fields in zip(names, hashes, strict=True):
+            parsed = self._parse_conn_name(name)
+            if parsed is None:
+                continue
+            tag, provider = parsed
+            for account, stored in sorted(self._parse_fields(fields), key=lambda item: item[0]):
+                user = UserRef(stored.iss, stored.sub)
+                if user_tag(user) != tag:  # moved here from another user's hash: not theirs
+                    continue
+                connection = self._open_connection(ConnectionKey(user, provider, account), stored)
+                if connection is not None:
+                    connections.append(connection)
+        return connections
+
+    # --- webhook outbox --------------------------------------------------------------------
+    def _outbox_keys(self) -> list[str]:
+        return [self._keys.webhooks_due, self._keys.webhooks_messages, self._keys.webhooks_attempts]
+
+    def _script(self, source: str) -> Any:
+        client = self._client
+        if client is None:
+            raise StoreUnavailable("redis store: used after close")
+        return client.register_script(source)  # by SHA; reloaded if the server forgot it
+
+    async def enqueue_webhook(self, message: WebhookMessage) -> None:
+        value = json.dumps(
+            {"type": message.type, "body": message.body, "created_at": message.created_at},
+            separators=(",", ":"),
+        )
+        async with self._guard("enqueue_webhook"):
+            await self._script(_ENQUEUE_WEBHOOK)(
+                keys=self._outbox_keys(),
+                args=[message.id, value, _num(message.next_attempt_at), message.attempts],
+            )
+
+    async def claim_webhooks(self, now: float, lease_seconds: float, limit: int) -> list[WebhookMessage]:
+        lease = now + lease_seconds
+        async with self._guard("claim_webhooks"):
+            claimed = await self._script(_CLAIM_WEBHOOKS)(
+                keys=self._outbox_keys(), args=[_num(now), _num(lease), int(limit)]
+            )
+        messages = []
+        for message_id, raw, attempts in claimed:
+            data = json.loads(_bytes(raw))
+            messages.append(
+                WebhookMessage(
+                    _text(message_id),
+                    str(data["type"]),
+                    str(data["body"]),
+                    float(data["created_at"]),
+                    lease,
+                    int(attempts),
+                )
+            )
+        return sorted(messages, key=lambda m: (m.created_at, m.id))
+
+    async def settle_webhook(self, message_id: str, retry_at: float | None) -> None:
+        async with self._guard("settle_webhook"):
+            await self._script(_SETTLE_WEBHOOK)(
+                keys=self._outbox_keys(), args=[message_id, "" if retry_at is None else _num(retry_at)]
+            )
+
 
 @dataclass(frozen=True)
 class _StoredConnection:
@@ -1251,3 +1392,44 @@ def _num(value: float) -> str:
 def _ttl_ms(expires_at: float, now: float) -> int:
     # Redis rejects a TTL <= 0; a record already expired by the clock gets 1 ms and reads as absent.
     return max(1, math.ceil((expires_at - now) * 1000))
+
+
+# The webhook outbox. KEYS: the due zset, the messages hash, the attempts hash (`_Keys.webhooks_*`).
+# ARGV: id, message JSON, due time, attempts. An id already queued is left as it is.
+_ENQUEUE_WEBHOOK = """
+if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 1 then
+  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+  if tonumber(ARGV[4]) > 0 then redis.call('HSET', KEYS[3], ARGV[1], ARGV[4]) end
+end
+return 0
+"""
+
+# KEYS: as above. ARGV: now, the lease's end, limit. Each due id moves to the lease's end; returns
+# {id, message JSON, attempts} for each. A due id whose message is gone is dropped from the zset.
+_CLAIM_WEBHOOKS = """
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+local claimed = {}
+for _, id in ipairs(ids) do
+  local message = redis.call('HGET', KEYS[2], id)
+  if message then
+    redis.call('ZADD', KEYS[1], ARGV[2], id)
+    claimed[#claimed + 1] = {id, message, tonumber(redis.call('HGET', KEYS[3], id) or '0')}
+  else
+    redis.call('ZREM', KEYS[1], id)
+  end
+end
+return claimed
+"""
+
+# KEYS: as above. ARGV: id, retry time ('' removes the message).
+_SETTLE_WEBHOOK = """
+if ARGV[2] == '' then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('HDEL', KEYS[2], ARGV[1])
+  redis.call('HDEL', KEYS[3], ARGV[1])
+elseif redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then
+  redis.call('HINCRBY', KEYS[3], ARGV[1], 1)
+  redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+end
+return 0
+"""

@@ -11,7 +11,7 @@ deleted by a purge that TTL writes run at most once every `_PURGE_INTERVAL` seco
 Schema versions (`PRAGMA user_version`): 1 the first release; 2 adds `connections.status` and
 `connections.refreshed_at` (metadata, not secret) and the `locks` table; 3 adds the
 `default_accounts` table (the account a user chose per provider, not secret); 4 adds `nonces.slot`
-(a hash; one live nonce per slot). Opening an older database
+(a hash; one live nonce per slot); 5 adds the `webhook_outbox` table (no secret). Opening an older database
 migrates it in place (one transaction); a newer one is refused.
 """
 
@@ -45,13 +45,14 @@ from token_store.models import (
     OAuthState,
     PendingElicitation,
     UserRef,
+    WebhookMessage,
 )
 
 _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
 
 _MIN_SQLITE = (3, 35, 0)  # DELETE/UPDATE ... RETURNING
-_SCHEMA_VERSION = 4
+_SCHEMA_VERSION = 5
 _LIVE_JSON = json.dumps(sorted(s.value for s in LIVE_STATUSES))  # bound to `json_each` in SQL
 _PURGE_INTERVAL = 10.0  # seconds of the store's clock between purges of expired rows
 
@@ -108,6 +109,15 @@ _SCHEMA = (
     account TEXT NOT NULL,
     PRIMARY KEY (iss, sub, provider)
 )""",
+    """CREATE TABLE IF NOT EXISTS webhook_outbox (
+    id TEXT PRIMARY KEY,
+    type TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    next_attempt_at REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0
+)""",
+    "CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox (next_attempt_at)",
 )
 
 # Columns added after version 1: (table, column, declaration). ADD COLUMN fills existing rows with
@@ -229,6 +239,14 @@ class SQLiteStore:
             (ConnectionStatus(status).value, key.user.iss, key.user.sub, key.provider, key.account),
         )
         return await self._run("set_connection_status", set_status) > 0
+
+    async def find_connections(
+        self, provider: str | None = None, sub: str | None = None, iss: str | None = None
+    ) -> list[Connection]:
+        sql, args = _find_connections_sql(provider, sub, iss)
+        # On the worker thread: an operator's scan may be long, and must not hold the event loop.
+        rows = await self._run("find_connections", lambda conn: conn.execute(sql, args).fetchall())
+        return codec.open_any_connection_rows(self._keyring, rows)
 
     # --- remembered choices ---------------------------------------------------------------
     async def get_default_account(self, user: UserRef, provider: str) -> str | None:
@@ -477,6 +495,57 @@ class SQLiteStore:
         )
         return rewritten
 
+    async def count_sealed_under(self, kid: str) -> int:
+        prefix = KeyRing.sealed_prefix(kid)
+        now = self._clock()
+
+        def count(conn: sqlite3.Connection) -> int:
+            tokens = conn.execute(
+                "SELECT count(*) FROM connections WHERE substr(blob, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchone()[0]
+            states = conn.execute(
+                "SELECT count(*) FROM oauth_states WHERE expires_at > ? AND substr(blob, 1, ?) = ?",
+                (now, len(prefix), prefix),
+            ).fetchone()[0]
+            return int(tokens) + int(states)
+
+        return await self._run("count_sealed_under", count)
+
+    # --- webhook outbox --------------------------------------------------------------------
+    async def enqueue_webhook(self, message: WebhookMessage) -> None:
+        row = (
+            message.id,
+            message.type,
+            message.body,
+            message.created_at,
+            message.next_attempt_at,
+            message.attempts,
+        )
+        await self._run(
+            "enqueue_webhook",
+            partial(_changes, "INSERT OR IGNORE INTO webhook_outbox VALUES (?, ?, ?, ?, ?, ?)", row),
+        )
+
+    async def claim_webhooks(self, now: float, lease_seconds: float, limit: int) -> list[WebhookMessage]:
+        # One statement, so atomic: the rows it picks are leased before any other writer runs.
+        claim = partial(
+            _fetch,
+            "UPDATE webhook_outbox SET next_attempt_at = :lease WHERE id IN (SELECT id FROM webhook_outbox "
+            "WHERE next_attempt_at <= :now ORDER BY next_attempt_at, created_at LIMIT :limit) "
+            "RETURNING id, type, body, created_at, next_attempt_at, attempts",
+            {"lease": now + lease_seconds, "now": now, "limit": limit},
+        )
+        rows = await self._run("claim_webhooks", claim)
+        return sorted((WebhookMessage(*row) for row in rows), key=lambda m: (m.created_at, m.id))
+
+    async def settle_webhook(self, message_id: str, retry_at: float | None) -> None:
+        if retry_at is None:
+            sql, args = "DELETE FROM webhook_outbox WHERE id = ?", (message_id,)
+        else:
+            sql = "UPDATE webhook_outbox SET attempts = attempts + 1, next_attempt_at = ? WHERE id = ?"
+            args = (retry_at, message_id)  # type: ignore[assignment]
+        await self._run("settle_webhook", partial(_changes, sql, args))
+
     # --- lifecycle ------------------------------------------------------------------------
     async def purge_expired(self) -> int:
         """Delete every expired non-token row now; returns how many. TTL writes also purge, at most
@@ -722,6 +791,17 @@ _CAS_CONNECTION = (
 _CAS_STATE = "UPDATE oauth_states SET blob = ? WHERE key = ? AND blob = ?"
 
 
+def _find_connections_sql(provider: str | None, sub: str | None, iss: str | None) -> tuple[str, list[str]]:
+    """The `find_connections` statement: each filter given is one equality."""
+    filters = [(c, v) for c, v in (("provider", provider), ("sub", sub), ("iss", iss)) if v is not None]
+    where = " AND ".join(f"{column} = ?" for column, _ in filters) or "1"
+    sql = (
+        f"SELECT iss, sub, {_CONNECTION_COLUMNS} FROM connections WHERE {where} "  # noqa: S608 - constant fragments only
+        "ORDER BY iss, sub, provider, account"
+    )
+    return sql, [value for _, value in filters]
+
+
 def _stale_connections(conn: sqlite3.Connection, *, fresh: bytes, after: int) -> list[Any]:
     """The next page (by rowid) of connections whose blob is not sealed under the primary key."""
     return conn.execute(
@@ -740,6 +820,10 @@ def _stale_states(conn: sqlite3.Connection, *, fresh: bytes, now: float) -> list
 
 def _update_each(sql: str, rows: Sequence[tuple[object, ...]], conn: sqlite3.Connection) -> int:
     return sum(_changes(sql, row, conn) for row in rows)
+
+
+def _fetch(sql: str, args: Sequence[object] | Mapping[str, object], conn: sqlite3.Connection) -> list[Any]:
+    return conn.execute(sql, args).fetchall()
 
 
 def _changes(sql: str, args: Sequence[object] | Mapping[str, object], conn: sqlite3.Connection) -> int:

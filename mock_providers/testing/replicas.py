@@ -89,6 +89,8 @@ class LifecycleStack:
     prefix: str = field(default_factory=lambda: f"test-{uuid.uuid4().hex}:")
     ports: tuple[int, int] = field(default_factory=lambda: (free_port(), free_port()))
     providers_port: int = field(default_factory=free_port)
+    # Settings both instances get on top of the stack's own (for example a webhook receiver).
+    settings_overrides: dict[str, Any] = field(default_factory=dict)
     instances: list[Instance] = field(init=False, default_factory=list)
     demo: Demo = field(init=False)
     providers_app: Starlette = field(init=False)
@@ -151,6 +153,7 @@ class LifecycleStack:
                 redis_prefix=self.prefix,
                 replica_id=f"mcp-{i + 1}",
                 port=port,
+                **self.settings_overrides,
             ).validate()
             app = create_app(settings)
             for hook in self.tools:

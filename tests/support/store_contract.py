@@ -561,5 +561,6 @@ ACL_RULES = (
     "+multi +exec +discard +evalsha +script|load +scan "
     "+get +set +getdel +del +exists "
     "+hget +hgetall +hmget +hset +hdel +smembers +sadd +srem "
-    "+zadd +zrem +zcard +zremrangebyscore +zrevrangebyscore +pexpire +pttl"
+    "+zadd +zrem +zcard +zremrangebyscore +zrevrangebyscore +pexpire +pttl "
+    "+hsetnx +hincrby +hexists +zrangebyscore"
 )

@@ -141,3 +141,12 @@ async def test_discovery_failure_names_the_provider() -> None:
     async with _metadata_client({}, status=500) as http:
         with pytest.raises(ProviderError, match=r"providers\.hub\.discovery_url"):
             await resolve_discovery(provider, http)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("refresh_keepalive", -1), ("keepalive_rate", 0), ("keepalive_rate", 5000)]
+)
+def test_keepalive_settings_out_of_range_are_refused(field: str, value: float) -> None:
+    spec = {"preset": "google", "client_id": "c", "client_secret": "s", field: value}
+    with pytest.raises(ProviderError, match=f"providers.g.{field}"):
+        build_provider("g", spec, environ={})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import logging
 import math
 import secrets
@@ -51,6 +52,7 @@ from token_store import (
     StoreUnavailable,
     TooManyPending,
     UserRef,
+    WebhookMessage,
     slot_tag,
 )
 
@@ -1039,6 +1041,111 @@ async def test_reencrypt_all_does_not_overwrite_a_concurrent_write(
         assert KeyRing.kid_of(harness.read_blob(other.key)) == "new"
         assert await store.get_connection(ALICE, "github", "other") == other
         assert await store.reencrypt_all() == 0
+    finally:
+        await store.close()
+
+
+# --- operators: find_connections, count_sealed_under ------------------------------------------
+
+CAROL_OTHER_AS = UserRef("https://other-as.example", "alice")  # same sub, another issuer
+
+
+async def test_find_connections_filters_across_users(store: Store) -> None:
+    records = [
+        make_connection(ALICE, "github", "1"),
+        make_connection(ALICE, "google", "a"),
+        make_connection(BOB, "github", "2"),
+        make_connection(CAROL_OTHER_AS, "github", "3"),
+    ]
+    for conn in reversed(records):
+        await store.put_connection(conn)
+    everyone = sorted(records, key=lambda c: (c.key.user, c.key.provider, c.key.account))
+    assert await store.find_connections() == everyone
+    assert await store.find_connections(provider="github") == [
+        c for c in everyone if c.key.provider == "github"
+    ]
+    assert await store.find_connections(sub="alice") == [c for c in everyone if c.key.user.sub == "alice"]
+    assert await store.find_connections(sub="alice", iss=ALICE.iss) == records[:2]
+    assert await store.find_connections(sub="alice", iss=ALICE.iss, provider="google") == [records[1]]
+    assert await store.find_connections(iss=CAROL_OTHER_AS.iss) == [records[3]]
+    assert await store.find_connections(provider="slack") == []
+
+
+async def test_find_connections_skips_a_record_that_does_not_open(store: Store, harness: Harness) -> None:
+    good, bad = make_connection(account="good"), make_connection(BOB, account="bad")
+    await store.put_connection(good)
+    await store.put_connection(bad)
+    harness.write_blob(bad.key, flip_ciphertext_byte(harness.read_blob(bad.key)))
+    assert await store.find_connections() == [good]
+
+
+async def test_count_sealed_under_counts_token_sets_and_live_states(harness: Harness) -> None:
+    old_key, new_key = KeyRing.generate_key(), KeyRing.generate_key()
+    store = await harness.open(KeyRing([("old", old_key)]))
+    try:
+        await store.put_connection(make_connection(account="a"))
+        await store.put_connection(make_connection(BOB, account="b"))
+        await store.put_oauth_state(make_state())
+    finally:
+        await store.close()
+    store = await harness.open(KeyRing([("new", new_key), ("old", old_key)]))
+    try:
+        await store.put_connection(make_connection(account="c"))
+        assert await store.count_sealed_under("old") == 3
+        assert await store.count_sealed_under("new") == 1
+        assert await store.count_sealed_under("gone") == 0
+        await store.reencrypt_all()
+        assert await store.count_sealed_under("old") == 0
+        assert await store.count_sealed_under("new") == 4
+    finally:
+        await store.close()
+
+
+# --- webhook outbox -----------------------------------------------------------------------------
+
+
+def make_webhook(message_id: str, *, due: float = T0, created_at: float = T0) -> WebhookMessage:
+    body = json.dumps({"type": "connection.created", "data": {"sub": "alice"}})
+    return WebhookMessage(message_id, "connection.created", body, created_at, due)
+
+
+async def test_webhook_outbox_claims_due_messages_once_per_lease(store: Store) -> None:
+    first, second = make_webhook("msg_1"), make_webhook("msg_2", created_at=T0 + 1)
+    later = make_webhook("msg_later", due=T0 + 100)
+    for message in (second, later, first):
+        await store.enqueue_webhook(message)
+    await store.enqueue_webhook(replace(first, body="{}"))  # the same id again: kept as it was
+    claimed = await store.claim_webhooks(T0, lease_seconds=30, limit=10)
+    assert [(m.id, m.body, m.attempts) for m in claimed] == [
+        ("msg_1", first.body, 0),
+        ("msg_2", second.body, 0),
+    ]
+    assert await store.claim_webhooks(T0 + 29, lease_seconds=30, limit=10) == []  # leased
+    again = await store.claim_webhooks(T0 + 30, lease_seconds=30, limit=1)  # the lease ended
+    assert [m.id for m in again] == ["msg_1"]
+
+
+async def test_webhook_outbox_settles_by_retrying_or_removing(store: Store) -> None:
+    await store.enqueue_webhook(make_webhook("msg_retry"))
+    await store.enqueue_webhook(make_webhook("msg_done"))
+    await store.claim_webhooks(T0, lease_seconds=30, limit=10)
+    await store.settle_webhook("msg_retry", retry_at=T0 + 5)
+    await store.settle_webhook("msg_done", retry_at=None)
+    await store.settle_webhook("msg_unknown", retry_at=T0)  # nothing to settle: no error
+    assert await store.claim_webhooks(T0 + 4, lease_seconds=30, limit=10) == []
+    [retried] = await store.claim_webhooks(T0 + 5, lease_seconds=30, limit=10)
+    assert (retried.id, retried.attempts) == ("msg_retry", 1)
+    await store.settle_webhook("msg_retry", retry_at=None)
+    assert await store.claim_webhooks(T0 + 10_000, lease_seconds=30, limit=10) == []
+
+
+async def test_webhook_outbox_survives_reopening(harness: Harness, keyring: KeyRing) -> None:
+    store = await harness.open(keyring)
+    await store.enqueue_webhook(make_webhook("msg_durable"))
+    await store.close()
+    store = await harness.open(keyring)
+    try:
+        assert [m.id for m in await store.claim_webhooks(T0, 30, 10)] == ["msg_durable"]
     finally:
         await store.close()
 

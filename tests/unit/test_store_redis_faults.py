@@ -28,7 +28,7 @@ from tests.support.store_contract import (
     make_state,
     redis_server,
 )
-from token_store import ElicitationStatus, KeyRing, RedisStore, StoreUnavailable
+from token_store import ElicitationStatus, KeyRing, RedisStore, StoreUnavailable, WebhookMessage
 
 SOCKET_TIMEOUT = 0.5
 SLACK = 0.3  # scheduling noise on a busy test machine
@@ -71,6 +71,13 @@ def every_method(store: RedisStore) -> dict[str, Callable[[], Awaitable[object]]
         "put_nonce replacing the slot's": lambda: store.put_nonce("n3", ttl_seconds=60, slot="s"),
         "reencrypt_all": store.reencrypt_all,
         "ping": store.ping,
+        "find_connections": store.find_connections,
+        "find_connections(sub)": lambda: store.find_connections(sub="alice"),
+        "count_sealed_under": lambda: store.count_sealed_under("old"),
+        "enqueue_webhook": lambda: store.enqueue_webhook(WebhookMessage("w1", "t", "{}", 1.0, 1.0)),
+        "claim_webhooks": lambda: store.claim_webhooks(2.0, 30, 10),
+        "settle_webhook": lambda: store.settle_webhook("w1", 100.0),
+        "settle_webhook(remove)": lambda: store.settle_webhook("w1", None),
     }
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import uuid
 from pathlib import Path
 from types import MappingProxyType
@@ -21,6 +20,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from mock_providers.testing import store_servers
+from mock_providers.testing.servers import free_port  # noqa: F401 - for the tests
 from mock_providers.testing.store_servers import SENTINEL_SERVICE  # noqa: F401 - for the tests
 
 # MCPUC_TEST_REDIS_PORT: a Redis on another port, or a closed one to see the tests skip.
@@ -123,13 +123,6 @@ def redis_prefix() -> RedisPrefix:
 
 
 # --- a private redis-server -------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((REDIS_HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class RedisServer(store_servers.RedisServer):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import socket
 import threading
 import time
@@ -39,10 +40,34 @@ AppFactory = Callable[[Settings], Any]
 Wrap = Callable[[str, Any], Any]
 
 
+def _ports_outside_the_ephemeral_range() -> range:
+    """Ports the kernel never gives an outgoing connection: a port it picked for us (bind to 0)
+    could be taken by a client's connect() before our server binds it again."""
+    try:
+        low, high = (int(n) for n in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # Linux's default
+    return range(20000, low) if low > 21000 else range(high + 1, 55000)
+
+
+_PORTS = _ports_outside_the_ephemeral_range()
+_handed_out: set[int] = set()  # never the same port twice to one test process
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
+    """A loopback port nothing listens on, outside the ephemeral range, not handed out before."""
+    for _ in range(500):
+        port = _PORTS.start + secrets.randbelow(len(_PORTS))
+        if port in _handed_out:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind((HOST, port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no free loopback port in {_PORTS.start}-{_PORTS.stop - 1}")
 
 
 class _Server(uvicorn.Server):

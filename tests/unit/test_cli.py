@@ -21,6 +21,7 @@ import pytest
 
 from mock_providers import create_mock_providers_app
 from mock_providers.demo import banner, build_demo
+from mock_providers.testing.servers import free_port
 from service.cli import build_server, main, serve_until_stopped
 
 
@@ -152,9 +153,9 @@ def held_port() -> Iterator[int]:
 
 @pytest.mark.parametrize("which", ["--port", "--providers-port"])
 def test_demo_on_a_busy_port_exits_at_once_with_one_line(tmp_path: Path, held_port: int, which: str) -> None:
-    port, providers_port = (held_port, _free_port()) if which == "--port" else (_free_port(), held_port)
+    port, providers_port = (held_port, free_port()) if which == "--port" else (free_port(), held_port)
     argv = ["demo", "--port", str(port), "--providers-port", str(providers_port), "--data-dir", str(tmp_path)]
-    argv += ["--metrics-port", str(_free_port())]
+    argv += ["--metrics-port", str(free_port())]
     result = subprocess.run(_cli(*argv), capture_output=True, text=True, timeout=20, env=_env())
     assert result.returncode == 1
     assert result.stdout == ""  # no banner for a demo that cannot start
@@ -173,7 +174,7 @@ def test_demo_refuses_one_port_for_both_servers(tmp_path: Path, capsys: pytest.C
 
 
 def test_demo_stops_its_servers_on_sigterm(tmp_path: Path) -> None:
-    port, providers_port, metrics_port = _free_port(), _free_port(), _free_port()
+    port, providers_port, metrics_port = free_port(), free_port(), free_port()
     argv = ["demo", "--port", str(port), "--providers-port", str(providers_port), "--data-dir", str(tmp_path)]
     argv += ["--metrics-port", str(metrics_port)]
     demo = subprocess.Popen(
@@ -253,13 +254,6 @@ def test_mock_providers_for_a_non_loopback_mcp_url_is_a_configuration_error(
     err = capsys.readouterr().err
     assert err.startswith("mcp-url-connect: configuration error: ") and err.count("\n") == 1
     assert "MCPUC_PUBLIC_URL" in err
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _wait_for_listener(port: int, timeout: float = 20.0) -> None:

@@ -46,6 +46,7 @@ from mock_providers.testing.router import (
     router_conf,
     router_environment,
 )
+from mock_providers.testing.servers import free_port
 from service.request_id import REQUEST_ID_SHAPE
 from service.request_limits import MAX_REQUEST_HEAD_BYTES
 from service.session_limits import SESSION_MEMORY_KIB
@@ -136,13 +137,6 @@ def _generated_secrets() -> dict[str, str]:
         "MCPUC_REQUEST_STATE_KEYS": _key(),
         "MCPUC_LOGIN_CLIENT_SECRET": secrets.token_urlsafe(32),
     }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 # ---- YAML ---------------------------------------------------------------------------------------
@@ -507,7 +501,7 @@ def test_redis_started_as_the_kit_runs_it_answers_oom_when_full(yaml: ModuleType
     _, policy = _maxmemory(
         _k8s(yaml)[("StatefulSet", "redis")]["spec"]["template"]["spec"]["containers"][0]["args"][0]
     )
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(  # the kit's policy, a limit small enough to reach here
         [
             *(redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)),
@@ -673,7 +667,7 @@ def test_redis_started_as_documented_writes_private_files(tmp_path: Path) -> Non
     """The command compose and k8s run (umask 077, AOF, fsync always) against a real redis-server:
     every file it writes is readable by its owner only."""
     redis_server = need_binary("redis-server")
-    port = _free_port()
+    port = free_port()
     data = tmp_path / "data"
     data.mkdir()
     command = (
@@ -923,8 +917,8 @@ class Router:
 def _start_router(tmp_path: Path, publish: bool = True) -> Iterator[Router]:
     nginx = need_binary("nginx")
     need_binary("envsubst")
-    port = _free_port()
-    router = Router(f"http://127.0.0.1:{port}", DnsServer(), _free_port(), tmp_path / "nginx.log")
+    port = free_port()
+    router = Router(f"http://127.0.0.1:{port}", DnsServer(), free_port(), tmp_path / "nginx.log")
     router.stubs = {name: StubReplica(name, a, router.replica_port) for name, a in REPLICA_ADDRESSES.items()}
     if publish:
         router.publish()

@@ -19,6 +19,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from mock_providers.demo import build_demo
+from mock_providers.testing.servers import free_port
 from service.app import create_app
 from service.request_limits import (
     MAX_REQUEST_BODY_BYTES,
@@ -73,16 +74,10 @@ def test_a_head_or_body_over_the_limits_is_refused_and_one_at_them_served() -> N
         assert client.get("/echo").status_code == 200
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _serve(app: Starlette) -> Iterator[int]:
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, http="h11", log_level="error"))
+    port = free_port()
+    # log_config=None: uvicorn would otherwise reconfigure its loggers for the whole test process.
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, http="h11", log_config=None))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

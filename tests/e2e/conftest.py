@@ -1,11 +1,13 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
+from mock_providers.testing.replicas import LifecycleStack
 from mock_providers.testing.servers import DemoServers
+from token_store import Store
 
 
 @pytest.fixture
@@ -13,3 +15,10 @@ def servers(tmp_path: Path) -> Iterator[DemoServers]:
     running = DemoServers(tmp_path / "data").start()
     yield running
     running.stop()
+
+
+@pytest.fixture
+async def store(stack: LifecycleStack) -> AsyncIterator[Store]:
+    """The store of a module's two-instance `stack`, opened in the test's loop."""
+    async with stack.store() as opened:
+        yield opened

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -22,8 +22,7 @@ from mock_providers.testing.replicas import (
     refreshes_since,
     wait_completed,
 )
-from tests.needs import need_redis
-from tests.support.lifecycle import leaks
+from tests.support.lifecycle import leaks, running
 from token_store import Store
 
 pytestmark = pytest.mark.e2e
@@ -31,18 +30,7 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LifecycleStack]:
-    need_redis()
-    running = LifecycleStack(tmp_path_factory.mktemp("example-tools"))
-    try:
-        yield running.start()
-    finally:
-        running.stop()
-
-
-@pytest.fixture
-async def store(stack: LifecycleStack) -> AsyncIterator[Store]:
-    async with stack.store() as opened:
-        yield opened
+    yield from running(LifecycleStack(tmp_path_factory.mktemp("example-tools")))
 
 
 def visited(browser: Browser, path: str) -> list[dict[str, list[str]]]:

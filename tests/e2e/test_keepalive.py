@@ -8,7 +8,7 @@ webhooks. Grants are made due by writing them back as connected `2 * KEEPALIVE` 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 
 import anyio
@@ -16,8 +16,7 @@ import pytest
 
 from mock_providers.testing.replicas import LifecycleStack, connect
 from service.runtime import Runtime
-from tests.needs import need_redis
-from tests.support.lifecycle import wait_until
+from tests.support.lifecycle import running, wait_until
 from tests.support.webhook_receiver import Receiver, serving
 from token_store import Connection, ConnectionStatus, Store, UserRef
 
@@ -34,19 +33,8 @@ def receiver() -> Iterator[Receiver]:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, receiver: Receiver) -> Iterator[LifecycleStack]:
-    need_redis()
     overrides = {"webhook_url": receiver.url, "webhook_secret": receiver.secret}
-    running = LifecycleStack(tmp_path_factory.mktemp("keepalive"), settings_overrides=overrides)
-    try:
-        yield running.start()
-    finally:
-        running.stop()
-
-
-@pytest.fixture
-async def store(stack: LifecycleStack) -> AsyncIterator[Store]:
-    async with stack.store() as opened:
-        yield opened
+    yield from running(LifecycleStack(tmp_path_factory.mktemp("keepalive"), settings_overrides=overrides))
 
 
 async def age(store: Store, user: UserRef, seconds: float) -> Connection:

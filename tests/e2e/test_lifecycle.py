@@ -13,7 +13,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -40,8 +40,7 @@ from mock_providers.testing.replicas import (
 )
 from service.lifecycle import FAILURE_COOLDOWN
 from service.provider_session import ProviderSession, uses
-from tests.needs import need_redis
-from tests.support.lifecycle import leaks, sign_in, wait_until
+from tests.support.lifecycle import leaks, running, sign_in, wait_until
 from token_store import ConnectionStatus, Store
 
 pytestmark = pytest.mark.e2e
@@ -70,20 +69,11 @@ def add_scoped_tools(app: Starlette) -> None:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LifecycleStack]:
-    need_redis()
-    running = LifecycleStack(
-        tmp_path_factory.mktemp("lifecycle"), http_timeout=HTTP_TIMEOUT, tools=(add_scoped_tools,)
+    yield from running(
+        LifecycleStack(
+            tmp_path_factory.mktemp("lifecycle"), http_timeout=HTTP_TIMEOUT, tools=(add_scoped_tools,)
+        )
     )
-    try:
-        yield running.start()
-    finally:
-        running.stop()
-
-
-@pytest.fixture
-async def store(stack: LifecycleStack) -> AsyncIterator[Store]:
-    async with stack.store() as opened:
-        yield opened
 
 
 def profile(result: Any) -> dict[str, Any]:

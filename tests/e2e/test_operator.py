@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -23,7 +23,7 @@ from service.admin import admin_app
 from service.cli import main
 from service.provider_session import ProviderSession, uses
 from service.runtime import Runtime
-from tests.needs import need_redis
+from tests.support.lifecycle import running
 from token_store import Store
 
 pytestmark = pytest.mark.e2e
@@ -43,18 +43,7 @@ def add_google_tool(app: Starlette) -> None:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LifecycleStack]:
-    need_redis()
-    running = LifecycleStack(tmp_path_factory.mktemp("operator"), tools=(add_google_tool,))
-    try:
-        yield running.start()
-    finally:
-        running.stop()
-
-
-@pytest.fixture
-async def store(stack: LifecycleStack) -> AsyncIterator[Store]:
-    async with stack.store() as opened:
-        yield opened
+    yield from running(LifecycleStack(tmp_path_factory.mktemp("operator"), tools=(add_google_tool,)))
 
 
 @pytest.fixture

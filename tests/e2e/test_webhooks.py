@@ -5,7 +5,7 @@ to a real receiver on loopback that verifies every delivery with the Standard We
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -19,8 +19,7 @@ from mock_providers.testing.replicas import (
     legacy_client,
 )
 from service.cli import main
-from tests.needs import need_redis
-from tests.support.lifecycle import wait_until
+from tests.support.lifecycle import running, wait_until
 from tests.support.webhook_receiver import Receiver, serving
 from token_store import Store
 
@@ -35,19 +34,8 @@ def receiver() -> Iterator[Receiver]:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, receiver: Receiver) -> Iterator[LifecycleStack]:
-    need_redis()
     overrides = {"webhook_url": receiver.url, "webhook_secret": receiver.secret}
-    running = LifecycleStack(tmp_path_factory.mktemp("webhooks"), settings_overrides=overrides)
-    try:
-        yield running.start()
-    finally:
-        running.stop()
-
-
-@pytest.fixture
-async def store(stack: LifecycleStack) -> AsyncIterator[Store]:
-    async with stack.store() as opened:
-        yield opened
+    yield from running(LifecycleStack(tmp_path_factory.mktemp("webhooks"), settings_overrides=overrides))
 
 
 async def delivered(receiver: Receiver, event: str, sub: str) -> dict[str, Any]:

@@ -5,14 +5,25 @@ from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import anyio
 
 from mock_providers.testing.browser import Browser, forms_in
+from mock_providers.testing.replicas import LifecycleStack
+from tests.needs import need_redis
 
 POLL, WAIT_SECONDS = 0.02, 10.0  # waiting for what the server thread does
+
+
+def running(stack: LifecycleStack) -> Iterator[LifecycleStack]:
+    """A module's `stack` fixture: `yield from running(LifecycleStack(...))` (needs Redis)."""
+    need_redis()
+    try:
+        yield stack.start()
+    finally:
+        stack.stop()
 
 
 async def wait_until(predicate: Callable[[], bool], what: str) -> None:

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 from urllib.parse import quote
 
 import redis
@@ -132,12 +132,36 @@ class RedisServer:
         self.stop()
 
 
+class _Group:
+    """Servers started together: `with Group(...) as group:` stops every one it started, also
+    when starting one of them fails."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
 # --- a private Sentinel group: a primary, a replica and three sentinels -------------------------
 
 SENTINEL_SERVICE = "mcpuc-test"
 
 
-class SentinelGroup:
+class SentinelGroup(_Group):
     """A primary, one replica and three sentinels (quorum 2) on free loopback ports.
 
     `failover()` makes the sentinels promote the replica (`SENTINEL FAILOVER`) and returns once
@@ -306,19 +330,6 @@ class SentinelGroup:
         for node in self.nodes:
             node.stop()
 
-    def __enter__(self) -> SentinelGroup:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
 
 # --- a private Redis Cluster: three primaries ----------------------------------------------------
 
@@ -341,7 +352,7 @@ def free_cluster_port() -> int:
     raise RuntimeError("no free port pair for a cluster node")
 
 
-class ClusterGroup:
+class ClusterGroup(_Group):
     """Three cluster-enabled primaries on loopback, joined with `redis-cli --cluster create`."""
 
     def __init__(self, directory: Path, primaries: int = 3) -> None:
@@ -420,19 +431,6 @@ class ClusterGroup:
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
-
-    def __enter__(self) -> ClusterGroup:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 # --- PostgreSQL ---------------------------------------------------------------------------------

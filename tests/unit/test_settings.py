@@ -151,6 +151,7 @@ SECRET_ENV = {  # every secret setting, and a provider's client secret
     "MCPUC_REQUEST_STATE_KEYS": REQUEST_STATE_KEY,
     "MCPUC_STORE_URL": "rediss://:pa55word@redis.example:6380/0",
     "MCPUC_PROVIDER_MOCKHUB_CLIENT_SECRET": HUB_SECRET,
+    "MCPUC_WEBHOOK_SECRET": "whsec_" + base64.b64encode(b"w" * 32).decode(),
 }
 
 

@@ -8,10 +8,11 @@ a routing label, not a secret; the SDK still checks that a session belongs to th
 
 from __future__ import annotations
 
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-HEADER = b"mcp-session-id"
+HEADER = MCP_SESSION_ID_HEADER.encode()  # as ASGI names headers
 
 
 class SessionAffinityMiddleware:
@@ -29,9 +30,9 @@ class SessionAffinityMiddleware:
         async def outbound(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
-                session_id = headers.get("mcp-session-id")
+                session_id = headers.get(MCP_SESSION_ID_HEADER)
                 if session_id is not None:
-                    headers["mcp-session-id"] = self.prefix + session_id
+                    headers[MCP_SESSION_ID_HEADER] = self.prefix + session_id
             await send(message)
 
         await self.app(scope, receive, outbound)

@@ -39,7 +39,7 @@ from service.sse_resumption import RETRY_INTERVAL_MS
 from service.sse_resumption import install as install_sse_resumption
 from service.tool_packages import load_tool_packages, register_tool_packages
 from service.tools import register_tools
-from service.urls import LOOPBACK_HOSTS, is_loopback
+from service.urls import LOOPBACK_HOSTS, MCP_PATH, is_loopback
 from token_store import StoreUnavailable
 
 INSTRUCTIONS = (
@@ -111,7 +111,7 @@ def mcp_http_app(
     the SDK sends once each session has an event store (service/sse_resumption.py).
     """
     app = server.streamable_http_app(
-        streamable_http_path="/mcp", transport_security=security, retry_interval=RETRY_INTERVAL_MS
+        streamable_http_path=MCP_PATH, transport_security=security, retry_interval=RETRY_INTERVAL_MS
     )
     manager = adopt_session_manager(server)
     install_sse_resumption(manager)

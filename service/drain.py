@@ -28,16 +28,19 @@ from collections.abc import Callable, Mapping
 
 import anyio
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
+from mcp_types import INVALID_REQUEST
 from starlette.datastructures import MutableHeaders
-from starlette.responses import JSONResponse
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from service.mcp_errors import http_error_body
+from service.urls import MCP_PATH
 
 logger = logging.getLogger(__name__)
 
-MCP_PATH = "/mcp"
 _SESSION_HEADER = MCP_SESSION_ID_HEADER.lower().encode()  # as ASGI names headers
 # What the SDK answers for a session it does not hold (and nginx for a replica that is gone).
-SESSION_GONE = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}}
+SESSION_GONE = http_error_body(INVALID_REQUEST, "Session not found")
 
 
 def is_event_stream(scope: Scope) -> bool:
@@ -88,7 +91,9 @@ class Drain:
                 await send(message)
 
             if self.closing_sessions and names_a_session(scope):
-                await JSONResponse(SESSION_GONE, status_code=404)(scope, receive, close_when_draining)
+                await Response(SESSION_GONE, status_code=404, media_type="application/json")(
+                    scope, receive, close_when_draining
+                )
                 return
             if is_event_stream(scope):
                 self._streams += 1

@@ -8,6 +8,7 @@ from typing import Any
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 
 from service.errors import BlankClientName, NotAuthenticated
 from service.revision import is_stateless_revision
@@ -30,7 +31,7 @@ def current_caller(ctx: Context[Any, Any]) -> Caller:
         raise NotAuthenticated()
     headers = ctx.headers or {}
     # The session id only routes the completion notification and its failure notice.
-    session_id = session_id_checked_by_sdk(headers.get("mcp-session-id"), is_stateless_revision(ctx))
+    session_id = session_id_checked_by_sdk(headers.get(MCP_SESSION_ID_HEADER), is_stateless_revision(ctx))
     return Caller(
         user=UserRef(iss=issuer, sub=token.subject), client_id=token.client_id, mcp_session_id=session_id
     )

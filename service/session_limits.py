@@ -21,15 +21,16 @@ headers say.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import principal_components
+from mcp_types import INVALID_REQUEST
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from service.mcp_errors import http_error_body
 from service.sdk_hooks import SessionManager
 
 RETRY_AFTER_SECONDS = 30
@@ -137,7 +138,7 @@ class SessionLimits:
 
 
 async def _too_many(send: Send, message: str) -> None:
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}).encode()
+    body = http_error_body(INVALID_REQUEST, message)
     await send(
         {
             "type": "http.response.start",

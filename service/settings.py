@@ -37,7 +37,7 @@ from service.server_runtime import (
     EventLoopChoice,
     event_loop_name,
 )
-from service.urls import LOOPBACK_HOSTS, https_unless_loopback
+from service.urls import LOOPBACK_HOSTS, MCP_PATH, https_unless_loopback
 from token_store import POSTGRES_SCHEMES, REDIS_SCHEMES, ClusterURL, SentinelURL, check_store_url
 
 ENV_PREFIX = "MCPUC_"
@@ -178,7 +178,7 @@ class Settings(BaseSettings):
     @property
     def resource_url(self) -> str:
         """The protected resource (RFC 9728 §2) and default token audience."""
-        return self._public("/mcp")
+        return self._public(MCP_PATH)
 
     def connect_url(self, elicitation_id: str) -> str:
         """The URL the user opens: it carries only the opaque elicitation id

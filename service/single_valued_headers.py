@@ -11,9 +11,13 @@ refuses the same requests (deploy/nginx/nginx.conf).
 
 from __future__ import annotations
 
-import json
-
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types import INVALID_REQUEST
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from service.mcp_errors import http_error_body
+from service.urls import is_mcp_path
 
 # As ASGI names them (lower case). Authorization: RFC 9110 §11.6.2; the MCP fields: 2025-11-25
 # basic/transports ("Session Management", "Protocol Version Header") and the 2026-07-28 request
@@ -24,10 +28,9 @@ SINGLE_VALUED = (
     b"last-event-id",
     b"mcp-method",
     b"mcp-name",
-    b"mcp-protocol-version",
-    b"mcp-session-id",
+    MCP_PROTOCOL_VERSION_HEADER.encode(),
+    MCP_SESSION_ID_HEADER.encode(),
 )
-MCP_PATH = "/mcp"
 
 
 def repeated_field(headers: list[tuple[bytes, bytes]]) -> str | None:
@@ -57,9 +60,8 @@ def require_single_valued_headers(app: ASGIApp) -> ASGIApp:
             await app(scope, receive, send)
             return
         message = f"Bad request: the {repeated} header field appears more than once."
-        if scope["path"] == MCP_PATH or scope["path"].startswith(MCP_PATH + "/"):
-            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
-            body, content_type = json.dumps(error).encode(), b"application/json"
+        if is_mcp_path(scope["path"]):
+            body, content_type = http_error_body(INVALID_REQUEST, message), b"application/json"
         else:
             body, content_type = message.encode(), b"text/plain; charset=utf-8"
         await send(

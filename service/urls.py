@@ -5,8 +5,17 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+# The streamable HTTP endpoint (MCP 2025-11-25 basic/transports "Streamable HTTP": one path serves
+# POST, GET and DELETE).
+MCP_PATH = "/mcp"
+
 # Names and addresses of this machine. Plain http is acceptable only to these (development).
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def is_mcp_path(path: str) -> bool:
+    """True for the MCP endpoint and anything below it."""
+    return path == MCP_PATH or path.startswith(MCP_PATH + "/")
 
 
 def is_loopback(url: str) -> bool:

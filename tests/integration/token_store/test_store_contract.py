@@ -57,11 +57,6 @@ from token_store import (
 )
 
 
-@pytest.fixture
-def keyring() -> KeyRing:
-    return KeyRing([("k1", KeyRing.generate_key())])
-
-
 @pytest.fixture(params=["sqlite", "redis", "sentinel", "cluster", "postgres"])
 async def harness(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Harness]:
     if request.param == "sqlite":

@@ -24,11 +24,6 @@ FIRST_GOOD_CALL_SECONDS = 10  # the issue's goal for the first good call after a
 
 
 @pytest.fixture
-def keyring() -> KeyRing:
-    return KeyRing([("k1", KeyRing.generate_key())])
-
-
-@pytest.fixture
 async def prefix(sentinel_group: SentinelGroup) -> AsyncIterator[str]:
     name = f"test-{uuid.uuid4().hex}:"
     yield name

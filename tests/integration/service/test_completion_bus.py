@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator
-from dataclasses import replace
 
 import anyio
 import asyncpg
@@ -14,7 +13,7 @@ import pytest
 import redis.asyncio as redis
 
 from service.completion import CompletionHub
-from service.completion_bus import LocalBus, PostgresBus, RedisBus, require_finished_in_store
+from service.completion_bus import PostgresBus, RedisBus
 from tests.needs import ClusterGroup
 from tests.support.completion import FakeSession, elicitation
 from tests.support.postgres import PostgresSchema, PostgresServer, terminate_clients
@@ -31,15 +30,6 @@ class WakingSession(FakeSession):
     async def send_elicit_complete(self, elicitation_id: str) -> None:
         await super().send_elicit_complete(elicitation_id)
         self.notified.set()
-
-
-async def test_local_bus_delivers_to_the_hub() -> None:
-    hub, session = CompletionHub(clock=lambda: 1.0), FakeSession()
-    hub.register(elicitation(), session)
-    bus = LocalBus(hub)
-    async with bus.running():
-        await bus.publish(elicitation())
-    assert session.sent == ["e" * 43]
 
 
 async def test_redis_bus_delivers_to_the_replica_that_holds_the_session() -> None:
@@ -59,12 +49,6 @@ async def test_redis_bus_delivers_to_the_replica_that_holds_the_session() -> Non
         with anyio.fail_after(5):
             await session.notified.wait()
     assert session.sent == ["e" * 43]
-
-
-async def test_redis_bus_publish_failure_is_store_unavailable() -> None:
-    bus = RedisBus("redis://127.0.0.1:1/0", "test-bus-down:", CompletionHub(clock=lambda: 1.0))
-    with pytest.raises(StoreUnavailable):
-        await bus.publish(elicitation())
 
 
 async def test_cluster_bus_delivers_over_a_shard_channel(cluster_group: ClusterGroup) -> None:
@@ -238,12 +222,3 @@ async def test_postgres_bus_publish_failure_is_store_unavailable(postgres_server
 
 async def _none() -> None:
     return None
-
-
-def test_require_finished_in_store() -> None:
-    live = elicitation()
-    assert require_finished_in_store(None) is None
-    assert require_finished_in_store(live) is None
-    for status in (ElicitationStatus.COMPLETE, ElicitationStatus.FAILED):
-        done = replace(live, status=status)
-        assert require_finished_in_store(done) == done

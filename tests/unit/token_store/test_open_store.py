@@ -12,11 +12,6 @@ from service.cli import main
 from token_store import KeyRing, SQLiteStore, check_store_url, open_store
 
 
-@pytest.fixture
-def keyring() -> KeyRing:
-    return KeyRing([("k1", KeyRing.generate_key())])
-
-
 @pytest.mark.parametrize("slashes", ["///", "////"])
 async def test_absolute_sqlite_url(tmp_path: Path, keyring: KeyRing, slashes: str) -> None:
     path = tmp_path / "a" / "store.db"

@@ -74,11 +74,6 @@ PRAGMA user_version = 1;
 
 
 @pytest.fixture
-def keyring() -> KeyRing:
-    return KeyRing([("k1", KeyRing.generate_key())])
-
-
-@pytest.fixture
 def loose_umask() -> Iterator[None]:
     # With umask 0 only explicit modes keep the files private; SQLite alone would make them 0644.
     previous = os.umask(0)

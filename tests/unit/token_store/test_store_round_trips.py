@@ -16,18 +16,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import pytest
-
 from tests.support.store_contract import (
     ALICE,
-    REDIS_URL,
-    RedisHarness,
     SQLiteHarness,
     make_connection,
     make_elicitation,
     make_state,
-    record_wire,
-    redis_prefix,
 )
 from token_store import ElicitationStatus, KeyRing, Store
 from token_store.sqlite import SQLiteStore
@@ -128,25 +122,3 @@ async def test_sqlite_purge_adds_its_statements_at_most_every_interval(
         await store.close()
     assert due == SQLiteCount(statements=13 + 2 + 4, transactions=4)  # BEGIN, COMMIT, 4 DELETEs
     assert not_due == SQLiteCount(statements=13, transactions=4)
-
-
-@pytest.mark.parametrize("name", FLOWS)
-async def test_redis_flow_round_trips(monkeypatch: pytest.MonkeyPatch, keyring: KeyRing, name: str) -> None:
-    with redis_prefix() as prefix:
-        harness = RedisHarness(REDIS_URL, prefix)
-        store = await harness.open(keyring)
-        try:
-            await FLOWS[name](store)  # warm the pool and the script cache
-            wire = record_wire(monkeypatch)
-            await FLOWS[name](store)
-        finally:
-            await store.close()
-            harness.cleanup()
-    trips = len(wire.writes) - 1  # the reset
-    print(f"\nRedis per flow ({name}): {trips} round trips: {wire.commands()[:-1]}")
-    assert trips == {"separate": 11, "batched": 7}[name]
-
-
-@pytest.fixture
-def keyring() -> KeyRing:
-    return KeyRing([("k1", KeyRing.generate_key())])

@@ -35,11 +35,6 @@ SLACK = 0.3  # scheduling noise on a busy test machine
 
 
 @pytest.fixture
-def keyring() -> KeyRing:
-    return KeyRing([("k1", KeyRing.generate_key())])
-
-
-@pytest.fixture
 def server(tmp_path: Path) -> Iterator[RedisServer]:
     with redis_server(tmp_path / "redis", "--appendonly", "yes", "--appendfsync", "always") as running:
         yield running

@@ -23,7 +23,7 @@ from service.admin import (
 from service.runtime import Runtime
 from service.settings import Settings, SettingsError
 
-OPENAPI = Path(__file__).resolve().parents[2] / "docs" / "admin-openapi.json"
+OPENAPI = Path(__file__).resolve().parents[3] / "docs" / "admin-openapi.json"
 
 
 def valid_settings(**changes: Any) -> Settings:

@@ -131,7 +131,7 @@ def test_keys_rotate_reencrypts_under_the_newest_key(
 
 # -- the demo a newcomer runs: busy ports, bad configuration, Ctrl-C ---------------------------
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def _cli(*argv: str) -> list[str]:

@@ -34,11 +34,6 @@ LEAST_PRIVILEGE_GRANTS = (
 
 
 @pytest.fixture
-def keyring() -> KeyRing:
-    return KeyRing([("k1", KeyRing.generate_key())])
-
-
-@pytest.fixture
 def schema(postgres_server: PostgresServer) -> Iterator[PostgresSchema]:
     with PostgresSchema(postgres_server) as made:
         yield made

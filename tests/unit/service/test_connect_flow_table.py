@@ -13,7 +13,7 @@ from service.connect_flow import TRANSITIONS, ConnectFlow, UnknownTransition
 from service.outbound_http import OutboundHttp
 from token_store import ElicitationStatus
 
-FLOW_MD = Path(__file__).resolve().parents[2] / "docs" / "flow.md"
+FLOW_MD = Path(__file__).resolve().parents[3] / "docs" / "flow.md"
 
 
 def section(title: str) -> str:

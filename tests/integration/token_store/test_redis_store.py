@@ -52,11 +52,6 @@ from token_store import (
 
 
 @pytest.fixture
-def keyring() -> KeyRing:
-    return KeyRing([("k1", KeyRing.generate_key())])
-
-
-@pytest.fixture
 async def harness() -> AsyncIterator[RedisHarness]:
     with redis_prefix() as prefix:
         h = RedisHarness(REDIS_URL, prefix)

@@ -32,11 +32,6 @@ from token_store import KeyRing, RedisStore, StoreUnavailable, slot_tag
 
 
 @pytest.fixture
-def keyring() -> KeyRing:
-    return KeyRing([("k1", KeyRing.generate_key())])
-
-
-@pytest.fixture
 async def prefix(cluster_group: ClusterGroup) -> AsyncIterator[str]:
     with redis_prefix() as name:  # the shared single primary's keys under it go afterwards
         yield name

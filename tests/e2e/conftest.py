@@ -7,12 +7,14 @@ import pytest
 
 from mock_providers.testing.replicas import LifecycleStack
 from mock_providers.testing.servers import DemoServers
+from tests.support.markers import demo_settings
 from token_store import Store
 
 
 @pytest.fixture
-def servers(tmp_path: Path) -> Iterator[DemoServers]:
-    running = DemoServers(tmp_path / "data").start()
+def servers(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[DemoServers]:
+    """The demo for one test, with the settings a `demo_settings` marker overrides."""
+    running = DemoServers(tmp_path / "data", overrides=demo_settings(request.node)).start()
     yield running
     running.stop()
 

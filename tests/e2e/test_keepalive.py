@@ -16,7 +16,8 @@ import pytest
 
 from mock_providers.testing.replicas import LifecycleStack, connect
 from service.runtime import Runtime
-from tests.support.lifecycle import running, wait_until
+from tests.support.lifecycle import running
+from tests.support.settle import wait_until
 from tests.support.webhook_receiver import Receiver, serving
 from token_store import Connection, ConnectionStatus, Store, UserRef
 

@@ -13,7 +13,6 @@ import re
 import socket
 import subprocess
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,15 +34,23 @@ from mock_providers.testing.servers import free_port
 from service.request_id import REQUEST_ID_SHAPE
 from service.request_limits import MAX_REQUEST_HEAD_BYTES
 from tests.needs import need_binary
-from tests.project.test_deploy_kit import FSYNC_POLICY, NGINX_CONF, REPLICAS, _compose, _k8s, _maxmemory
+from tests.support.deploy_kit import (
+    FSYNC_POLICY,
+    NGINX_CONF,
+    REPLICAS,
+    compose_file,
+    k8s_objects,
+    redis_maxmemory,
+)
+from tests.support.settle import eventually, succeeds
 
 SPREAD = 30  # requests that show both replicas get some (the router picks one at random)
 
 
 def test_redis_started_as_the_kit_runs_it_answers_oom_when_full(yaml: ModuleType, tmp_path: Path) -> None:
     redis_server = need_binary("redis-server")
-    _, policy = _maxmemory(
-        _k8s(yaml)[("StatefulSet", "redis")]["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    _, policy = redis_maxmemory(
+        k8s_objects(yaml)[("StatefulSet", "redis")]["spec"]["template"]["spec"]["containers"][0]["args"][0]
     )
     port = free_port()
     process = subprocess.Popen(  # the kit's policy, a limit small enough to reach here
@@ -57,14 +64,7 @@ def test_redis_started_as_the_kit_runs_it_answers_oom_when_full(yaml: ModuleType
         import redis as redis_client
 
         client = redis_client.Redis(host="127.0.0.1", port=port, socket_timeout=5)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except redis_client.ConnectionError:
-                assert time.monotonic() < deadline, "redis-server did not start"
-                time.sleep(0.05)
+        eventually(lambda: succeeds(client.ping, redis_client.ConnectionError), "redis-server to start")
         with pytest.raises(redis_client.exceptions.OutOfMemoryError):  # -OOM
             for i in range(1000):
                 client.set(f"k{i}", b"x" * 16384)
@@ -88,16 +88,14 @@ def test_redis_started_as_documented_writes_private_files(tmp_path: Path) -> Non
     )
     process = subprocess.Popen(["sh", "-c", command], stdout=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
-                    conn.sendall(b"SET k v\r\n")
-                    assert conn.recv(16) == b"+OK\r\n"
-                break
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline, "redis-server did not start"
-                time.sleep(0.05)
+
+        def stored() -> None:
+            assert process.poll() is None, "redis-server exited"
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
+                conn.sendall(b"SET k v\r\n")
+                assert conn.recv(16) == b"+OK\r\n"
+
+        eventually(lambda: succeeds(stored, OSError), "redis-server to store a key")
     finally:
         process.terminate()
         process.wait(timeout=10)
@@ -129,7 +127,10 @@ def test_nginx_accepts_the_conf_as_rendered_for_kubernetes_and_compose(
     (tmp_path / "k8s").mkdir()
     (tmp_path / "k8s" / "nginx.conf").write_text(router_conf("127.0.0.1:8080", "127.0.0.1:53", 8000))
     _nginx_test(nginx, tmp_path / "k8s")
-    compose = {**_compose(yaml)["services"]["nginx"]["environment"], "NGINX_LOCAL_RESOLVERS": "127.0.0.11"}
+    compose = {
+        **compose_file(yaml)["services"]["nginx"]["environment"],
+        "NGINX_LOCAL_RESOLVERS": "127.0.0.11",
+    }
     (tmp_path / "compose").mkdir()
     (tmp_path / "compose" / "nginx.conf").write_text(render(compose))
     _nginx_test(nginx, tmp_path / "compose")
@@ -227,8 +228,9 @@ class Router:
         self.stubs[name] = StubReplica(name, address, self.replica_port)
         self.publish()
 
-    def log_text(self) -> str:
-        time.sleep(0.2)  # nginx writes its log lines after answering
+    def log_text(self, complete: Callable[[str], bool]) -> str:
+        """The log once `complete(text)` holds: nginx writes a request's line after answering it."""
+        eventually(lambda: complete(self.log.read_text()), "nginx's log lines")
         return self.log.read_text()
 
 
@@ -252,15 +254,12 @@ def _start_router(tmp_path: Path, publish: bool = True) -> Iterator[Router]:
         stderr=log,
     )
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                assert process.poll() is None, router.log.read_text()
-                assert time.monotonic() < deadline, "nginx did not start"
-                time.sleep(0.05)
+
+        def listening() -> None:
+            assert process.poll() is None, router.log.read_text()
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+
+        eventually(lambda: succeeds(listening, OSError), "nginx to start")
         yield router
     finally:
         process.terminate()
@@ -444,7 +443,7 @@ def test_nginx_accepts_a_request_id_only_in_the_replicas_shape(router: Router) -
     assert "edge-42.a:b_c" in seen
     fresh = [i for i in seen if i != "edge-42.a:b_c"]
     assert len(fresh) == len(FORGED_REQUEST_IDS) and all(re.fullmatch(r"[0-9a-f]{32}", i) for i in fresh)
-    log = router.log_text()
+    log = router.log_text(lambda text: len(re.findall(r"request_id=", text)) >= len(seen))
     logged = re.findall(r"request_id=(\S*)$", log, re.MULTILINE)
     assert sorted(logged) == sorted(seen)  # the same id in nginx's line as at the replica
     assert "forged" not in log and "with spaces" not in log
@@ -520,9 +519,12 @@ def test_the_router_finds_replicas_in_dns_at_request_time(tmp_path: Path) -> Non
             assert gone.status_code == 404 and gone.json()["error"]["message"] == "Session not found"
             assert client.get("/connections").status_code == 502
             router.publish()
-            assert _eventually(lambda: _address(client, session) == "127.0.0.2")
+            # the router's cached DNS answers expire after `valid=2s`
+            eventually(
+                lambda: _address(client, session) == "127.0.0.2", "mcp-1 at its first address", poll=0.2
+            )
             router.move("mcp-1", "127.0.0.4")
-            assert _eventually(lambda: _address(client, session) == "127.0.0.4")
+            eventually(lambda: _address(client, session) == "127.0.0.4", "mcp-1's new address", poll=0.2)
             # The other replica's sessions never noticed.
             assert _address(client, {"Mcp-Session-Id": "mcp-2.abc"}) == "127.0.0.3"
             addresses = {client.get("/connections").json()["address"] for _ in range(SPREAD)}
@@ -534,16 +536,6 @@ def test_the_router_finds_replicas_in_dns_at_request_time(tmp_path: Path) -> Non
 def _address(client: httpx.Client, headers: dict[str, str]) -> str | None:
     answer = client.post("/mcp", content=b"{}", headers=headers)
     return str(answer.json()["address"]) if answer.status_code == 200 else None
-
-
-def _eventually(check: Callable[[], bool], seconds: float = 10.0) -> bool:
-    """Poll `check` until it holds: the router's cached DNS answers expire after `valid=2s`."""
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.2)
-    return True
 
 
 def test_nginx_error_log_quotes_no_codes_states_or_links(router: Router) -> None:
@@ -566,7 +558,7 @@ def test_nginx_error_log_quotes_no_codes_states_or_links(router: Router) -> None
             assert gone.status_code == 404
         # No replica and no session id: a plain 502, not a made-up "session not found".
         assert client.post("/mcp", content=b"{}").status_code == 502
-    log = router.log_text()
+    log = router.log_text(lambda text: text.count("upstream_status=502") >= 7)
     assert log.count("upstream_status=502") >= 7  # the control: every failure is logged
     for secret in ("SECRETCODE", "SECRETSTATE", "SECRETLINK"):
         assert secret not in log

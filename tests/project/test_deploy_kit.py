@@ -36,14 +36,21 @@ from mock_providers.testing.router import (
 )
 from service.session_limits import SESSION_MEMORY_KIB
 from service.settings import DEFAULT_METRICS_PORT, SettingsError, load_settings
+from tests.support.deploy_kit import (
+    DEPLOY,
+    FSYNC_POLICY,
+    K8S,
+    NGINX_CONF,
+    REPLICAS,
+    ROOT,
+    compose_file,
+    k8s_objects,
+    redis_maxmemory,
+    yaml_documents,
+)
 from token_store import KeyRing
 
-ROOT = Path(__file__).parents[2]
-DEPLOY = ROOT / "deploy"
-K8S = DEPLOY / "k8s"
-NGINX_CONF = DEPLOY / "nginx" / "nginx.conf"
 DOCKERFILE = DEPLOY / "Dockerfile"
-REPLICAS = ("mcp-1", "mcp-2")
 # The mock providers as compose runs them (checked against compose.yaml below).
 COMPOSE_MCP_PUBLIC_URL = "http://localhost:8080"
 COMPOSE_PROVIDERS_URL = "http://mock-providers:8001"
@@ -64,31 +71,7 @@ SECRET_ENV = (
 )
 
 
-# One fsync policy everywhere: the one docs/redis.md recommends (compose, k8s and deploy.md agree).
-FSYNC_POLICY = "always"
-
-
 # ---- helpers ------------------------------------------------------------------------------------
-
-
-def _docs(yaml: ModuleType, path: Path) -> list[Any]:
-    return list(yaml.safe_load_all(path.read_text()))
-
-
-def _k8s(yaml: ModuleType) -> dict[tuple[str, str], dict[str, Any]]:
-    """Every Kubernetes object under deploy/k8s, by (kind, name)."""
-    objects: dict[tuple[str, str], dict[str, Any]] = {}
-    for path in sorted(K8S.glob("*.yaml")):
-        for doc in _docs(yaml, path):
-            key = (doc["kind"], doc["metadata"]["name"])
-            assert key not in objects, f"{path.name}: {key} defined twice"
-            objects[key] = doc
-    return objects
-
-
-def _compose(yaml: ModuleType) -> dict[str, Any]:
-    compose: dict[str, Any] = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
-    return compose
 
 
 def _env_file(path: Path) -> dict[str, str]:
@@ -130,7 +113,7 @@ def test_every_yaml_file_under_deploy_parses(yaml: ModuleType) -> None:
         "k8s/statefulset.yaml",
     }
     for path in files:
-        docs = _docs(yaml, path)
+        docs = yaml_documents(yaml, path)
         assert docs and all(isinstance(d, dict) for d in docs), path
         if path.parent == K8S:
             for doc in docs:
@@ -140,7 +123,7 @@ def test_every_yaml_file_under_deploy_parses(yaml: ModuleType) -> None:
 
 
 def test_compose_replicas_share_one_configuration_and_differ_only_in_replica_id(yaml: ModuleType) -> None:
-    services = _compose(yaml)["services"]
+    services = compose_file(yaml)["services"]
     assert set(services) == {"redis", "mock-providers", *REPLICAS, "nginx"}
     replicas = [services[name] for name in REPLICAS]
     for name, service in zip(REPLICAS, replicas, strict=True):
@@ -169,7 +152,7 @@ def test_compose_replicas_share_one_configuration_and_differ_only_in_replica_id(
 
 
 def test_compose_nginx_redis_and_mock_providers(yaml: ModuleType) -> None:
-    services = _compose(yaml)["services"]
+    services = compose_file(yaml)["services"]
     nginx = services["nginx"]
     assert nginx["image"].startswith("nginx:1.27")
     assert "./nginx/nginx.conf:/etc/nginx/templates/nginx.conf.template:ro" in nginx["volumes"]
@@ -265,7 +248,7 @@ def test_compose_config_and_env_match_what_mock_providers_writes(tmp_path: Path)
 
 
 def test_k8s_configmap_and_secret_make_a_valid_configuration(yaml: ModuleType, tmp_path: Path) -> None:
-    objects = _k8s(yaml)
+    objects = k8s_objects(yaml)
     env = dict(objects[("ConfigMap", "mcp-env")]["data"])
     secret = objects[("Secret", "mcp-secrets")]["stringData"]
     assert set(REQUIRED_ENV) <= set(env) | set(secret)
@@ -318,7 +301,7 @@ def test_k8s_configmap_and_secret_make_a_valid_configuration(yaml: ModuleType, t
 
 
 def test_k8s_statefulset_probes_identity_and_hardening(yaml: ModuleType) -> None:
-    objects = _k8s(yaml)
+    objects = k8s_objects(yaml)
     sts = objects[("StatefulSet", "mcp")]
     spec = sts["spec"]
     assert spec["replicas"] >= 2
@@ -365,7 +348,7 @@ def test_k8s_statefulset_probes_identity_and_hardening(yaml: ModuleType) -> None
 def test_k8s_network_policy_admits_only_the_router_and_the_scraper(yaml: ModuleType) -> None:
     """CIS Kubernetes Benchmark 5.3.2: a NetworkPolicy selects the MCP pods. Their http port takes
     traffic from the router's pods only; their metrics port from the monitoring namespace only."""
-    objects = _k8s(yaml)
+    objects = k8s_objects(yaml)
     pod_labels = objects[("StatefulSet", "mcp")]["spec"]["template"]["metadata"]["labels"]
     router_labels = objects[("Deployment", "mcp-router")]["spec"]["template"]["metadata"]["labels"]
     policies = [o for (kind, _), o in objects.items() if kind == "NetworkPolicy"]
@@ -400,7 +383,9 @@ def _mebibytes(quantity: str) -> float:
 def test_default_session_caps_fit_the_pod_memory_limit(yaml: ModuleType) -> None:
     """docs/operations.md, "Memory": the pod's memory request covers the process at rest, and a
     replica full of sessions, each holding the most a session may, fits under its limit."""
-    resources = _k8s(yaml)[("StatefulSet", "mcp")]["spec"]["template"]["spec"]["containers"][0]["resources"]
+    resources = k8s_objects(yaml)[("StatefulSet", "mcp")]["spec"]["template"]["spec"]["containers"][0][
+        "resources"
+    ]
     at_rest, limit = _mebibytes(resources["requests"]["memory"]), _mebibytes(resources["limits"]["memory"])
     sessions = load_settings({}).max_sessions_per_replica * SESSION_MEMORY_KIB / 1024
     assert at_rest + sessions <= 0.85 * limit, (at_rest, sessions, limit)  # room for requests in flight
@@ -411,7 +396,7 @@ def test_default_session_caps_fit_the_pod_memory_limit(yaml: ModuleType) -> None
 
 
 def test_k8s_services_front_doors_and_redis(yaml: ModuleType) -> None:
-    objects = _k8s(yaml)
+    objects = k8s_objects(yaml)
     pod_labels = objects[("StatefulSet", "mcp")]["spec"]["template"]["metadata"]["labels"]
     services = {name for kind, name in objects if kind == "Service"}
     assert services == {"mcp-headless", "mcp-router", "redis"}  # nothing else reaches the pods
@@ -453,23 +438,17 @@ def test_k8s_services_front_doors_and_redis(yaml: ModuleType) -> None:
     assert ("Service", "redis") in objects
 
 
-def _maxmemory(command: str) -> tuple[float, str]:
-    match = re.search(r"--maxmemory (\d+)mb --maxmemory-policy (\S+)", command)
-    assert match, command
-    return float(match.group(1)), match.group(2)
-
-
 def test_every_redis_the_kit_runs_answers_oom_before_its_memory_limit(yaml: ModuleType) -> None:
     """docs/redis.md, "Memory and eviction": noeviction, and maxmemory well under the container's
     limit (the AOF rewrite's fork and the buffers need the rest), so a full Redis answers -OOM
     instead of being killed."""
-    redis = _k8s(yaml)[("StatefulSet", "redis")]["spec"]["template"]["spec"]["containers"][0]
-    compose = _compose(yaml)["services"]["redis"]
+    redis = k8s_objects(yaml)[("StatefulSet", "redis")]["spec"]["template"]["spec"]["containers"][0]
+    compose = compose_file(yaml)["services"]["redis"]
     for command, limit in (
         (redis["args"][0], _mebibytes(redis["resources"]["limits"]["memory"])),
         (" ".join(compose["command"]), float(compose["mem_limit"].removesuffix("m"))),
     ):
-        maxmemory, policy = _maxmemory(command)
+        maxmemory, policy = redis_maxmemory(command)
         assert policy == "noeviction"
         assert maxmemory <= 0.7 * limit, (maxmemory, limit)
 
@@ -525,9 +504,9 @@ def _images(node: Any) -> Iterator[str]:
 def test_every_image_and_the_buildkit_frontend_is_pinned_by_digest(yaml: ModuleType) -> None:
     """A tag moves; a digest names one image (docs/deploy.md, "Pinned images", has the update
     command). Compose's own builds (`build:`) are named by a local tag."""
-    references = [image for obj in _k8s(yaml).values() for image in _images(obj)]
+    references = [image for obj in k8s_objects(yaml).values() for image in _images(obj)]
     assert len(references) >= 3  # mcp, redis, the router
-    for service in _compose(yaml)["services"].values():
+    for service in compose_file(yaml)["services"].values():
         if "build" not in service:
             references.append(service["image"])
     instructions = _dockerfile_instructions()
@@ -672,7 +651,7 @@ def test_nginx_conf_keeps_the_streaming_settings_and_names_only_variables_that_a
     names = set(re.findall(r"\$\{?([A-Z_][A-Z0-9_]*)", conf))
     k8s = set(router_environment()) - ROUTER_ENTRYPOINT_ENV
     assert names == k8s | {"NGINX_LOCAL_RESOLVERS"}
-    compose = _compose(yaml)["services"]["nginx"]["environment"]
+    compose = compose_file(yaml)["services"]["nginx"]["environment"]
     assert set(compose) - ROUTER_ENTRYPOINT_ENV == k8s
     for environment in (compose, router_environment()):
         assert environment["NGINX_ENTRYPOINT_LOCAL_RESOLVERS"] == "1"
@@ -690,7 +669,7 @@ def test_the_router_configmap_is_the_template_compose_mounts(yaml: ModuleType) -
     assert (K8S / "router-config.yaml").read_text() == script.render(NGINX_CONF.read_text()), (
         "run scripts/router_configmap.py"
     )
-    objects = _k8s(yaml)
+    objects = k8s_objects(yaml)
     template = objects[("ConfigMap", "mcp-router-template")]["data"]["nginx.conf.template"]
     assert template == NGINX_CONF.read_text()
     pod = objects[("Deployment", "mcp-router")]["spec"]["template"]["spec"]
@@ -698,7 +677,7 @@ def test_the_router_configmap_is_the_template_compose_mounts(yaml: ModuleType) -
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes[mounts["/etc/nginx/templates"]]["configMap"]["name"] == "mcp-router-template"
     assert "emptyDir" in volumes[mounts["/etc/nginx"]]  # the rendered file, pid, temporary files
-    nginx = _compose(yaml)["services"]["nginx"]
+    nginx = compose_file(yaml)["services"]["nginx"]
     assert "./nginx/nginx.conf:/etc/nginx/templates/nginx.conf.template:ro" in nginx["volumes"]
 
 

@@ -15,8 +15,8 @@ import service.lifecycle
 from service.lifecycle import TokenLifecycle
 from service.outbound_http import OutboundHttp
 from service.providers import ProviderConfig
+from tests.support.lifecycle import CALLERS, provider, stale_connection
 from tests.support.postgres import PostgresSchema, PostgresServer
-from tests.unit.service.test_lifecycle import CALLERS, provider, stale_connection
 from token_store import (
     Connection,
     KeyRing,

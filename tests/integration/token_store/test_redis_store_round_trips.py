@@ -12,7 +12,7 @@ from tests.support.store_contract import (
     record_wire,
     redis_prefix,
 )
-from tests.unit.token_store.test_store_round_trips import FLOWS
+from tests.support.store_flows import FLOWS
 from token_store import KeyRing
 
 

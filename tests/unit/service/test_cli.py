@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import os
 import signal
 import socket
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from mock_providers import create_mock_providers_app
 from mock_providers.demo import banner, build_demo
 from mock_providers.testing.servers import free_port
 from service.cli import build_server, main, serve_until_stopped
+from tests.support.settle import eventually, succeeds
 
 
 def test_dev_token_refuses_without_dev_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -256,13 +255,11 @@ def test_mock_providers_for_a_non_loopback_mcp_url_is_a_configuration_error(
     assert "MCPUC_PUBLIC_URL" in err
 
 
-def _wait_for_listener(port: int, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"nothing listens on {port}")
+def _wait_for_listener(port: int) -> None:
+    def connect() -> None:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+
+    eventually(lambda: succeeds(connect, OSError), f"a listener on {port}", within=20.0, poll=0.1)
 
 
 def test_production_packages_do_not_import_the_mock_providers() -> None:

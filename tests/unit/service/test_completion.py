@@ -48,7 +48,7 @@ async def test_a_stateless_waiter_is_woken_and_leaves_nothing_behind() -> None:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(waiter)
-        await anyio.sleep(0.05)
+        await anyio.wait_all_tasks_blocked()  # the waiter waits
         assert await hub.completed(record) is False  # no session to notify, but the waiter wakes
     assert woke.is_set()
     await hub.wait(record, 0.01)  # times out

@@ -16,43 +16,23 @@ import service.lifecycle
 from service.lifecycle import TokenLifecycle
 from service.outbound_http import OutboundHttp
 from service.provider_api import ProviderApiError
-from service.providers import ProviderConfig, build_provider
+from service.providers import ProviderConfig
+from tests.support.lifecycle import CALLERS, provider, stale_connection
 from tests.support.store_contract import T0, FakeClock
 from token_store import (
     Connection,
-    ConnectionKey,
     KeyRing,
     SQLiteStore,
     Store,
     TokenSet,
-    UserRef,
     open_store,
 )
-
-CALLERS = 20
-
-
-def provider() -> ProviderConfig:
-    return build_provider(
-        "github", {"preset": "github", "client_id": "c"}, {"MCPUC_PROVIDER_GITHUB_CLIENT_SECRET": "s"}
-    )
-
 
 TEST_KEYS = "k1:" + base64.urlsafe_b64encode(KeyRing.generate_key()).rstrip(b"=").decode()
 
 
 async def open_test_store(tmp_path: Path) -> Store:
     return await open_store(f"sqlite:///{tmp_path / 'store.sqlite3'}", KeyRing.parse(TEST_KEYS))
-
-
-def stale_connection() -> Connection:
-    return Connection(
-        ConnectionKey(UserRef("https://as", "alice"), "github", "1"),
-        TokenSet("old-access", refresh_token="old-refresh", expires_at=1.0),
-        "octocat",
-        1.0,
-        1.0,
-    )
 
 
 async def test_a_storm_in_one_process_sends_one_refresh_and_wakes_every_waiter(

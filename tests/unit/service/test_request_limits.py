@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from service.request_limits import (
     request_head_bytes,
     require_bounded_request,
 )
+from tests.support.settle import eventually
 
 
 async def echo(request: Request) -> PlainTextResponse:
@@ -80,10 +80,12 @@ def _serve(app: Starlette) -> Iterator[int]:
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, http="h11", log_config=None))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.02)
+
+    def started() -> bool:
+        assert thread.is_alive(), "uvicorn exited"
+        return server.started
+
+    eventually(started, "uvicorn to start")
     try:
         yield port
     finally:

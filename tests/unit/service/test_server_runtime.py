@@ -27,6 +27,7 @@ from service.server_runtime import (
     loop_factory,
 )
 from service.settings import load_settings
+from tests.support.settle import wait_until
 
 
 def test_auto_takes_uvloop_when_installed() -> None:
@@ -85,9 +86,7 @@ async def serving(awaiting_head: int) -> AsyncIterator[tuple[int, _Server]]:
     server = build_server(_slow_app, HOST, port, head_timeout=HEAD_TIMEOUT, awaiting_head=awaiting_head)
     task = asyncio.create_task(server.serve())
     try:
-        with anyio.fail_after(10):
-            while not server.started:  # noqa: ASYNC110  # uvicorn keeps a flag, not an event
-                await asyncio.sleep(0.01)
+        await wait_until(lambda: server.started, "uvicorn to start")  # a flag, not an event
         yield port, server
     finally:
         server.should_exit = True

@@ -40,7 +40,8 @@ from mock_providers.testing.replicas import (
 )
 from service.lifecycle import FAILURE_COOLDOWN
 from service.provider_session import ProviderSession, uses
-from tests.support.lifecycle import leaks, running, sign_in
+from tests.support.lifecycle import leaks, running
+from tests.support.login import sign_in
 from tests.support.settle import wait_until
 from token_store import ConnectionStatus, Store
 

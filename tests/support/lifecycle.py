@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable, Iterator
-from typing import Any
 
-from mock_providers.testing.browser import Browser, forms_in
 from mock_providers.testing.replicas import LifecycleStack
 from service.providers import ProviderConfig, build_provider
 from tests.needs import need_redis
@@ -26,17 +24,6 @@ def running(stack: LifecycleStack) -> Iterator[LifecycleStack]:
         yield stack.start()
     finally:
         stack.stop()
-
-
-async def sign_in(browser: Browser, url: str, user: str) -> Any:
-    """Open `url`, passing the dev AS login as `user` if asked; the page after that."""
-    page = await browser.get(url)
-    for _ in range(3):
-        login_form = next((f for f in forms_in(page.text) if "username" in f.fields), None)
-        if login_form is None:
-            return page
-        page = await browser.submit(page, login_form, username=user)
-    return page
 
 
 def encodings(secret: str) -> list[bytes]:

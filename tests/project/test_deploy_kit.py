@@ -277,7 +277,7 @@ def test_k8s_configmap_and_secret_make_a_valid_configuration(yaml: ModuleType, t
     environ = {**env, **pod_files, "MCPUC_CONFIG_FILE": str(config_file), "MCPUC_REPLICA_ID": "mcp-0"}
     with pytest.raises(SettingsError):  # a placeholder never runs
         load_settings(environ).validate()
-    # The rest with the environment form: the same settings (tests/unit/test_settings.py).
+    # The rest with the environment form: the same settings (tests/unit/service/test_settings.py).
     environ = {**env, **secret, "MCPUC_CONFIG_FILE": str(config_file), "MCPUC_REPLICA_ID": "mcp-0"}
     with pytest.raises(SettingsError):  # a placeholder never runs
         load_settings(environ).validate()

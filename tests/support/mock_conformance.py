@@ -1,4 +1,4 @@
-"""The mock OAuth providers as the RFC conformance tests (tests/unit/mock_conformance/)
+"""The mock OAuth providers as the RFC conformance tests (tests/unit/mock_providers/conformance/)
 drive them: one description per provider and the few flows every test needs, all over HTTP.
 
 Each :class:`OAuthProvider` says where a provider's endpoints are, which client it knows and how a

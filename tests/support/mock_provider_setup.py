@@ -1,4 +1,4 @@
-"""The mock providers' configuration for ASGI-level tests (tests/unit/test_mock_providers*.py):
+"""The mock providers' configuration for ASGI-level tests (tests/unit/mock_providers/):
 fixed URLs, clients and secrets, and the small OAuth helpers those tests share."""
 
 from __future__ import annotations

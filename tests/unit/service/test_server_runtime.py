@@ -1,6 +1,6 @@
 """How the servers run (service/server_runtime.py). The event loop (setting `event_loop`): uvloop
 by default, asyncio's own on request, and a clear configuration error for uvloop where it is not
-installed (tests/unit/test_settings.py). The HTTP protocol: h11, with slow request heads bounded
+installed (tests/unit/service/test_settings.py). The HTTP protocol: h11, with slow request heads bounded
 in time and in number (on real sockets)."""
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-from starlette.applications import Starlette
 
 from mock_providers import MockHub
 from tests.support.mock_conformance import (
@@ -27,12 +26,6 @@ from tests.support.mock_conformance import (
     obtain_tokens,
     refresh,
 )
-
-
-@pytest.fixture
-def hub(app: Starlette) -> MockHub:
-    mockhub: MockHub = app.state.mockhub
-    return mockhub
 
 
 async def refreshed(http: httpx.AsyncClient, provider: OAuthProvider, refresh_token: str) -> dict[str, Any]:

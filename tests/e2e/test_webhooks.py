@@ -21,16 +21,10 @@ from mock_providers.testing.replicas import (
 from service.cli import main
 from tests.support.lifecycle import running
 from tests.support.settle import quiet_for, wait_until
-from tests.support.webhook_receiver import Receiver, serving
+from tests.support.webhook_receiver import Receiver
 from token_store import Store
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def receiver() -> Iterator[Receiver]:
-    with serving() as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import anyio
 import pytest
@@ -20,9 +18,7 @@ from token_store import (
     Connection,
     ConnectionKey,
     ElicitationStatus,
-    KeyRing,
     PendingElicitation,
-    SQLiteStore,
     Store,
     TokenSet,
     UserRef,
@@ -45,13 +41,6 @@ def settings() -> Settings:
         request_state_keys=key,
         providers={"hub": HUB},
     )
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await SQLiteStore.open(tmp_path / "store.sqlite3", KeyRing([("k1", KeyRing.generate_key())]))
-    yield opened
-    await opened.close()
 
 
 class PacedClock:

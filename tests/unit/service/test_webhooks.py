@@ -5,7 +5,6 @@ The clock is moved, never slept on (real time plus an offset: the receiver check
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -28,13 +27,6 @@ from token_store import ConnectionKey, ConnectionStatus, KeyRing, SQLiteStore, S
 
 URL = "http://127.0.0.1:9/hooks"  # never dialled: the transport is the receiver app itself
 KEY = ConnectionKey(UserRef("https://as.example", "alice"), "mockhub", "42")
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await SQLiteStore.open(tmp_path / "store.sqlite3", KeyRing([("k1", KeyRing.generate_key())]))
-    yield opened
-    await opened.close()
 
 
 def sender_for(

@@ -79,7 +79,7 @@ class _Server(uvicorn.Server):
         await drain.wait_idle(grace)
         # Idle keep-alive connections are left for the proxy to close (nginx after 4 s, before
         # our keep-alive ends): closing one ourselves races with a request the proxy may be
-        # sending on it, which then fails (a POST is not re-sent). Each answer now carries
+        # sending on it, which then fails (a POST is not re-sent). Each answer during the drain carries
         # `Connection: close`, so a reused one closes after its answer.
         idle_until = min(deadline, loop.time() + self.config.timeout_keep_alive + 1)
         # uvicorn keeps no event for "a connection closed": poll, as its own shutdown does.

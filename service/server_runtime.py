@@ -18,7 +18,7 @@ complete `request_head_timeout_seconds` after the connection opened or its previ
 ended, and keeps at most `max_connections_awaiting_head` waiting (the longest-waiting one is
 closed first), so a client that sends its head promptly is served while slow ones are open
 (docs/deploy.md, "Slow clients"; nginx's `client_header_timeout` does the same in front of a
-proxied replica). uvicorn's `limit_concurrency` was not taken: it counts the slow connections too
+proxied replica). Not uvicorn's `limit_concurrency`: it counts the slow connections too
 and answers every request 503 while they are open.
 """
 

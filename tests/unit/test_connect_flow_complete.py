@@ -1,4 +1,4 @@
-"""`ConnectFlow.complete` against a real SQLite store: what it reads and what it keeps (issue 10).
+"""`ConnectFlow.complete` against a real SQLite store: what it reads and what it keeps.
 
 The stored connection is read only when the token response carries no refresh token (then a
 healthy grant's refresh token is kept, RFC 6749 §6); a reconnect keeps its first `connected_at`

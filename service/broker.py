@@ -105,7 +105,7 @@ class ConnectionBroker:
         """A held 2026-07-28 retry answers at once while `draining()` is true: a stopping replica
         must not hold a request past its grace period, and the client's next leg (250 ms later for
         the TypeScript SDK) reaches a replica that is still serving."""
-        self._stateless.draining = draining
+        self._stateless.stop_holding_when(draining)
 
     @property
     def providers(self) -> Mapping[str, ProviderConfig]:

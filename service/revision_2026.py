@@ -1,7 +1,7 @@
 """The broker's answers on 2026-07-28 and later: an InputRequiredResult and a requestState.
 
-Nothing waits on the server between the question and the retry (2026-07-28/patterns-mrtr.mdx):
-the question goes out as an InputRequiredResult holding one elicitation request (URL mode to
+No request stays open between the question and the retry (2026-07-28/patterns-mrtr.mdx): the
+question goes out as an InputRequiredResult holding one elicitation request (URL mode to
 connect, form mode for "which account?") and a requestState that the SDK seals, binds to the
 user and tool, and gives an expiry; inside it, `RequestState` names the question, and a nonce
 recorded in the store makes it good for one retry. The retry is read here (`resume`): an answer
@@ -112,7 +112,10 @@ class StatelessAnswers:
         self._hub = hub
         self._flow = flow
         self._clock = clock
-        self.draining: Callable[[], bool] = lambda: False
+        self._draining: Callable[[], bool] = lambda: False
+
+    def stop_holding_when(self, draining: Callable[[], bool]) -> None:
+        self._draining = draining
 
     def session_of(self, caller: Caller) -> str | None:
         return None  # no MCP session: the retry carries everything
@@ -201,7 +204,7 @@ class StatelessAnswers:
                 return connection
             live = elicitation is not None and elicitation.status.is_live
             remaining = deadline - self._clock()
-            if not live or remaining <= 0 or self.draining():
+            if not live or remaining <= 0 or self._draining():
                 break
             assert elicitation is not None
             await self._hub.wait(elicitation, min(POLL_INTERVAL, remaining))

@@ -17,7 +17,6 @@ Tools wrap themselves in `@connected` so that answer reaches the wire.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -50,8 +49,6 @@ from service.revision_2026 import StatelessAnswers
 from service.security_checks import require_account_argument
 from service.settings import Settings
 from token_store import Connection, PendingElicitation, Store
-
-logger = logging.getLogger(__name__)
 
 # A link shown again must leave the user time to finish: one closer to expiry is replaced.
 MIN_LINK_LIFETIME = 120.0

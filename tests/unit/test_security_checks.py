@@ -32,6 +32,7 @@ from service.security_checks import (
     MAX_ACCOUNT_ID,
     OPAQUE_ID,
     check_rfc9207_issuer,
+    elicitation_of_same_user,
     mint_opaque_id,
     require_account_argument,
     require_account_id_of_provider,
@@ -222,6 +223,14 @@ def test_reusable_link_of_same_user_and_client() -> None:
     for status in (ElicitationStatus.OPENED, ElicitationStatus.COMPLETE, ElicitationStatus.FAILED):
         assert reused(elicitation(status)) is None
     assert reused(elicitation(ElicitationStatus.OPENED), mine) is mine
+
+
+def test_elicitation_of_same_user() -> None:
+    mine = elicitation()
+    assert elicitation_of_same_user(mine, ALICE) is mine
+    assert elicitation_of_same_user(mine, UserRef("https://as.example", "bob")) is None
+    assert elicitation_of_same_user(mine, UserRef("https://other.example", "alice")) is None
+    assert elicitation_of_same_user(None, ALICE) is None
 
 
 def test_require_first_open() -> None:

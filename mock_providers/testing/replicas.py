@@ -154,7 +154,7 @@ class LifecycleStack:
                 replica_id=f"mcp-{i + 1}",
                 port=port,
                 **self.settings_overrides,
-            ).validate()
+            ).require_safe_to_serve()
             app = create_app(settings)
             for hook in self.tools:
                 hook(app)

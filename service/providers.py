@@ -188,7 +188,7 @@ class ProviderConfig(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _require_https_endpoints(self) -> Self:
+    def require_https_endpoints(self) -> Self:
         """Tokens, codes and client secrets travel to these URLs: TLS unless on this machine
         (`https_unless_loopback`), or a development provider explicitly marked `insecure_http`."""
         for key in ENDPOINTS:
@@ -198,7 +198,7 @@ class ProviderConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _require_what_the_flow_needs(self) -> Self:
+    def require_what_the_flow_needs(self) -> Self:
         """An api_key provider needs where the key goes; an OAuth client needs its id, its secret
         (unless public) and every endpoint, or a discovery URL to find them."""
         if self.kind == "api_key":

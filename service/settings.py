@@ -32,7 +32,14 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
-from service.providers import ProviderConfig, named_provider_tables, provider_error, with_client_secrets
+from service.providers import (
+    PROVIDER_NAME,
+    ProviderConfig,
+    client_secret_env,
+    named_provider_tables,
+    provider_error,
+    with_client_secrets,
+)
 from service.server_runtime import (
     MAX_CONNECTIONS_AWAITING_HEAD,
     REQUEST_HEAD_TIMEOUT_SECONDS,
@@ -45,8 +52,8 @@ from token_store import POSTGRES_SCHEMES, REDIS_SCHEMES, ClusterURL, SentinelURL
 ENV_PREFIX = "MCPUC_"
 CONFIG_FILE_ENV = f"{ENV_PREFIX}CONFIG_FILE"
 FILE_SUFFIX = "_FILE"
-# The secret each provider table names (service/providers.py: client_secret_env).
-PROVIDER_CLIENT_SECRET_ENV = re.compile(r"MCPUC_PROVIDER_[A-Z][A-Z0-9_]{0,31}_CLIENT_SECRET")
+# The secret each provider table names: client_secret_env upper-cases the name's pattern too.
+PROVIDER_CLIENT_SECRET_ENV = re.compile(client_secret_env(PROVIDER_NAME.pattern))
 REPLICA_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 # The one definition of these defaults (the CLI imports them).
 DEFAULT_DATA_DIR = Path(".mcp-url-connect")

@@ -45,75 +45,6 @@ class _FieldRule(ValueError):
         self.message = message
 
 
-PRESETS: dict[str, dict[str, Any]] = {
-    # GitHub OAuth App: tokens do not expire, no refresh token, no RFC 7009 endpoint.
-    "github": {
-        "display_name": "GitHub",
-        "authorize_url": "https://github.com/login/oauth/authorize",
-        "token_url": "https://github.com/login/oauth/access_token",
-        "userinfo_url": "https://api.github.com/user",
-        "api_base_url": "https://api.github.com",
-        "scopes": ("read:user",),
-        "account_field": "id",
-        "label_field": "login",
-    },
-    # GitHub App (user-to-server): expiring tokens (8 h) and rotating refresh tokens (6 months).
-    "github_app": {
-        "display_name": "GitHub",
-        "authorize_url": "https://github.com/login/oauth/authorize",
-        "token_url": "https://github.com/login/oauth/access_token",
-        "userinfo_url": "https://api.github.com/user",
-        "api_base_url": "https://api.github.com",
-        "account_field": "id",
-        "label_field": "login",
-    },
-    "google": {
-        "display_name": "Google",
-        "authorize_url": "https://accounts.google.com/o/oauth2/v2/auth",
-        "token_url": "https://oauth2.googleapis.com/token",
-        "userinfo_url": "https://openidconnect.googleapis.com/v1/userinfo",
-        "revocation_url": "https://oauth2.googleapis.com/revoke",
-        "api_base_url": "https://www.googleapis.com",
-        "scopes": ("openid", "email", "profile"),
-        "authorize_params": {"access_type": "offline"},
-        "consent_prompt_for_refresh": True,
-        "account_field": "sub",
-        "label_field": "email",
-    },
-    # Slack: one response carries a bot token and, under authed_user, the user's token.
-    "slack": {
-        "display_name": "Slack",
-        "authorize_url": "https://slack.com/oauth/v2/authorize",
-        "token_url": "https://slack.com/api/oauth.v2.access",
-        "userinfo_url": "https://slack.com/api/auth.test",
-        "api_base_url": "https://slack.com/api",
-        "scopes": ("users:read",),
-        "scope_param": "user_scope",
-        "token_path": "authed_user",
-        "token_types": ("user",),  # Slack's user token, sent as `Authorization: Bearer`
-        "token_auth_method": "client_secret_post",
-        "account_field": "user_id",
-        "label_field": "user",
-    },
-    "entra": {
-        "display_name": "Microsoft",
-        "authorize_url": "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/authorize",
-        "token_url": "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token",
-        "userinfo_url": "https://graph.microsoft.com/oidc/userinfo",
-        "api_base_url": "https://graph.microsoft.com/v1.0",
-        "scopes": ("openid", "profile", "offline_access", "User.Read"),
-        "account_field": "sub",
-        "label_field": "name",
-    },
-    # Any OpenID Connect provider: endpoints from discovery_url.
-    "oidc": {"scopes": ("openid",), "account_field": "sub", "label_field": "email"},
-    # Any OAuth 2 provider: every endpoint given explicitly.
-    "oauth2": {},
-}
-
-ENDPOINTS = ("authorize_url", "token_url", "userinfo_url", "revocation_url", "discovery_url", "api_base_url")
-
-
 class ProviderConfig(BaseModel):
     """A third-party service the server connects users to.
 
@@ -215,6 +146,75 @@ class ProviderConfig(BaseModel):
                 if not getattr(self, key):
                     raise _FieldRule(key, "required (or give discovery_url)")
         return self
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # GitHub OAuth App: tokens do not expire, no refresh token, no RFC 7009 endpoint.
+    "github": {
+        "display_name": "GitHub",
+        "authorize_url": "https://github.com/login/oauth/authorize",
+        "token_url": "https://github.com/login/oauth/access_token",
+        "userinfo_url": "https://api.github.com/user",
+        "api_base_url": "https://api.github.com",
+        "scopes": ("read:user",),
+        "account_field": "id",
+        "label_field": "login",
+    },
+    # GitHub App (user-to-server): expiring tokens (8 h) and rotating refresh tokens (6 months).
+    "github_app": {
+        "display_name": "GitHub",
+        "authorize_url": "https://github.com/login/oauth/authorize",
+        "token_url": "https://github.com/login/oauth/access_token",
+        "userinfo_url": "https://api.github.com/user",
+        "api_base_url": "https://api.github.com",
+        "account_field": "id",
+        "label_field": "login",
+    },
+    "google": {
+        "display_name": "Google",
+        "authorize_url": "https://accounts.google.com/o/oauth2/v2/auth",
+        "token_url": "https://oauth2.googleapis.com/token",
+        "userinfo_url": "https://openidconnect.googleapis.com/v1/userinfo",
+        "revocation_url": "https://oauth2.googleapis.com/revoke",
+        "api_base_url": "https://www.googleapis.com",
+        "scopes": ("openid", "email", "profile"),
+        "authorize_params": {"access_type": "offline"},
+        "consent_prompt_for_refresh": True,
+        "account_field": "sub",
+        "label_field": "email",
+    },
+    # Slack: one response carries a bot token and, under authed_user, the user's token.
+    "slack": {
+        "display_name": "Slack",
+        "authorize_url": "https://slack.com/oauth/v2/authorize",
+        "token_url": "https://slack.com/api/oauth.v2.access",
+        "userinfo_url": "https://slack.com/api/auth.test",
+        "api_base_url": "https://slack.com/api",
+        "scopes": ("users:read",),
+        "scope_param": "user_scope",
+        "token_path": "authed_user",
+        "token_types": ("user",),  # Slack's user token, sent as `Authorization: Bearer`
+        "token_auth_method": "client_secret_post",
+        "account_field": "user_id",
+        "label_field": "user",
+    },
+    "entra": {
+        "display_name": "Microsoft",
+        "authorize_url": "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/authorize",
+        "token_url": "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token",
+        "userinfo_url": "https://graph.microsoft.com/oidc/userinfo",
+        "api_base_url": "https://graph.microsoft.com/v1.0",
+        "scopes": ("openid", "profile", "offline_access", "User.Read"),
+        "account_field": "sub",
+        "label_field": "name",
+    },
+    # Any OpenID Connect provider: endpoints from discovery_url.
+    "oidc": {"scopes": ("openid",), "account_field": "sub", "label_field": "email"},
+    # Any OAuth 2 provider: every endpoint given explicitly.
+    "oauth2": {},
+}
+
+ENDPOINTS = ("authorize_url", "token_url", "userinfo_url", "revocation_url", "discovery_url", "api_base_url")
 
 
 def _plain_http(url: str) -> bool:

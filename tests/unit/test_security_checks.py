@@ -291,7 +291,9 @@ def test_require_redirect_uri_of_provider() -> None:
         display_name="MockHub",
         authorize_url="https://hub.example/authorize",
         token_url="https://hub.example/token",
+        userinfo_url="https://hub.example/user",
         client_id="c",
+        client_secret="s",
     )
     assert require_redirect_uri_of_provider("mockhub", mockhub) is mockhub
     for path in ("otherhub", "MockHub", "", None):

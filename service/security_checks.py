@@ -38,7 +38,7 @@ from service.errors import (
 )
 from service.names import is_blank
 from service.providers import ProviderConfig
-from service.urls import origin
+from service.urls import connect_link, origin
 from token_store import ElicitationStatus, OAuthState, PendingElicitation, UserRef, slot_tag
 
 # ---- opaque ids: minted here, checked here -------------------------------------------------------
@@ -261,7 +261,9 @@ def require_safe_next(value: object) -> str:
     return "/connections"
 
 
-_SAFE_NEXT = re.compile(rf"/(connect\?elicitationId={OPAQUE_ID.pattern}|connections)")
+_SAFE_NEXT = re.compile(
+    rf"{re.escape(connect_link(''))}{OPAQUE_ID.pattern}|/connections"
+)  # a link, or the list
 
 
 def require_login_issuer(iss: object, sub: object, expected_issuer: str) -> UserRef:

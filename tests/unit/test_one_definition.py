@@ -111,15 +111,16 @@ class Spelling:
 
 
 def spellings(path: Path) -> Iterator[Spelling]:
-    """The string literals outside docstrings, the negative integers, and the names assigned a
-    value spelled out, of one module."""
+    """The string and bytes literals outside docstrings, the negative integers, and the names
+    assigned a value spelled out, of one module."""
     tree = ast.parse(path.read_text(), str(path))
     prose = docstrings(tree)
     name = path.relative_to(ROOT).as_posix()
     for node in ast.walk(tree):
         where = f"{name}:{getattr(node, 'lineno', 0)}"
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
-            yield Spelling(where, literal=node.value)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str | bytes) and id(node) not in prose:
+            text = node.value.decode("latin-1") if isinstance(node.value, bytes) else node.value
+            yield Spelling(where, literal=text)  # b"mcp-session-id" is how ASGI spells a header
         elif (
             isinstance(node, ast.UnaryOp)
             and isinstance(node.op, ast.USub)
@@ -174,7 +175,7 @@ def test_a_second_definition_is_found(tmp_path: Path, monkeypatch: pytest.Monkey
     copy.parent.mkdir()
     copy.write_text(
         '"""A docstring may say /connect and mcp-session-id."""\n'
-        'HEADER = "Mcp-Session-Id"\n'
+        'HEADER = b"mcp-session-id"\n'
         "CODE = -32602\n"
         "MAX_API_KEY = 4096\n"
         'CALLBACK = f"/callback/{1}"\n'

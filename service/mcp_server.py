@@ -78,7 +78,7 @@ class ObservedMCPServer(MCPServer[Any]):
         if not has_tool(self, name):
             self._metrics.tool_calls.labels(tool="unknown", result="error").inc()
             # A protocol error, not a tool result: the name does not exist on this server
-            # (MCP 2025-11-25, server/tools "Error Handling": an unknown tool is invalid params).
+            # (MCP 2025-11-25, server/tools "Error Handling": an unknown tool is -32602).
             with mcp_errors():
                 raise InvalidToolArgument(f"Unknown tool: {name[:64]!r}")
         tool = name

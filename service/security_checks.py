@@ -261,9 +261,8 @@ def require_safe_next(value: object) -> str:
     return "/connections"
 
 
-_SAFE_NEXT = re.compile(
-    rf"{re.escape(connect_link(''))}{OPAQUE_ID.pattern}|/connections"
-)  # a link, or the list
+# A connect link (whose id has the shape we mint), or the connections page.
+_SAFE_NEXT = re.compile(rf"{re.escape(connect_link(''))}{OPAQUE_ID.pattern}|/connections")
 
 
 def require_login_issuer(iss: object, sub: object, expected_issuer: str) -> UserRef:

@@ -103,9 +103,8 @@ CONNECTION_COLUMNS = (
     "status",
     "refreshed_at",
 )
-USER_COLUMNS = CONNECTION_KEY[:2]
-# What `open_connection_rows` reads: every column but the user, who is known already.
-CONNECTION_READ_COLUMNS = CONNECTION_COLUMNS[len(USER_COLUMNS) :]
+# What `open_connection_rows` reads: every column but the user (iss, sub), who is known already.
+CONNECTION_READ_COLUMNS = CONNECTION_COLUMNS[2:]
 
 
 def connection_values(keyring: KeyRing, connection: Connection) -> tuple[Any, ...]:

@@ -45,7 +45,7 @@ from service.security_checks import (
     require_same_origin,
 )
 from service.settings import Settings
-from service.urls import is_connect_link
+from service.urls import CONNECTIONS_PATH, LOGIN_CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH, is_connect_link
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class Login:
         if request is not None and purpose:
             request.session[PURPOSE_KEY] = purpose[:MAX_PURPOSE]
         query = {"next": next_path, **({"prompt": "login"} if switch_account else {})}
-        return RedirectResponse("/login?" + urlencode(query), status_code=303)
+        return RedirectResponse(f"{LOGIN_PATH}?{urlencode(query)}", status_code=303)
 
     async def login(self, request: Request) -> Response:
         next_path = require_safe_next(request.query_params.get("next"))
@@ -180,9 +180,9 @@ class Login:
 
     def routes(self) -> list[Route]:
         return [
-            Route("/login", self.login, methods=["GET"]),
-            Route("/login/callback", self.callback, methods=["GET"]),
-            Route("/logout", self.logout, methods=["POST"]),
+            Route(LOGIN_PATH, self.login, methods=["GET"]),
+            Route(LOGIN_CALLBACK_PATH, self.callback, methods=["GET"]),
+            Route(LOGOUT_PATH, self.logout, methods=["POST"]),
         ]
 
 
@@ -199,6 +199,6 @@ def _signed_out(request: Request) -> Response:
         "Signed out",
         "You are signed out of this server.",
         200,
-        back="/connections",
+        back=CONNECTIONS_PATH,
         back_text="Sign in again to see your connections",
     )

@@ -37,7 +37,14 @@ from service.server_runtime import (
     EventLoopChoice,
     event_loop_name,
 )
-from service.urls import LOOPBACK_HOSTS, MCP_PATH, callback_path, connect_link, https_unless_loopback
+from service.urls import (
+    LOGIN_CALLBACK_PATH,
+    LOOPBACK_HOSTS,
+    MCP_PATH,
+    callback_path,
+    connect_link,
+    https_unless_loopback,
+)
 from token_store import (
     DEFAULT_REDIS_PREFIX,
     POSTGRES_SCHEMES,
@@ -198,7 +205,7 @@ class Settings(BaseSettings):
 
     @property
     def login_callback_url(self) -> str:
-        return self._public("/login/callback")
+        return self._public(LOGIN_CALLBACK_PATH)
 
     # ---- other derived values --------------------------------------------------------------
     @property

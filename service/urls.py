@@ -17,6 +17,15 @@ CONNECT_CANCEL_PATH = CONNECT_PATH + "/cancel"
 ELICITATION_ID_PARAM = "elicitationId"
 # One redirect URI per provider (RFC 9700 §4.4.2, mix-up): a Starlette path template.
 CALLBACK_PATH = "/callback/{provider}"
+# The user's connections page and its forms (connect_routes/connections_page.py).
+CONNECTIONS_PATH = "/connections"
+CONNECTIONS_DISCONNECT_PATH = CONNECTIONS_PATH + "/disconnect"
+CONNECTIONS_DEFAULT_PATH = CONNECTIONS_PATH + "/default"
+# The browser's sign-in at the MCP authorization server (connect_routes/login.py); the callback is
+# the redirect URI registered there, so the route and the URL sent are one string.
+LOGIN_PATH = "/login"
+LOGIN_CALLBACK_PATH = LOGIN_PATH + "/callback"
+LOGOUT_PATH = "/logout"
 
 # Names and addresses of this machine. Plain http is acceptable only to these (development).
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")

@@ -31,6 +31,7 @@ class Rule:
     markup: re.Pattern[str] | None = None  # searched in each line of each template
 
 
+PAGES = r"(connect|callback|connections|login|logout)"
 COLUMN = r"(c\.)?(account_label|blob|connected_at|updated_at|status|refreshed_at)"
 
 RULES = (
@@ -38,10 +39,10 @@ RULES = (
     Rule("session header", None, literal=re.compile(r"(?i)^mcp-session-id$")),
     Rule("MCP path", "service/urls.py", literal=re.compile(r"^/mcp(/|\?|$)")),
     Rule(
-        "connect paths",
+        "browser paths",  # /connect, /callback/<provider>, /connections, /login, /logout and below
         "service/urls.py",
-        literal=re.compile(r"^/(connect|callback)(/|\?|$)"),
-        markup=re.compile(r"""(action|formaction|href)=["']/(connect|callback)\b"""),
+        literal=re.compile(rf"^/{PAGES}(/|\?|$)"),
+        markup=re.compile(rf"""(action|formaction|href)=["']/{PAGES}\b"""),
     ),
     Rule(
         "API-key bounds",
@@ -189,7 +190,7 @@ def test_a_second_definition_is_found(tmp_path: Path, monkeypatch: pytest.Monkey
         "API-key bounds",  # MAX_API_KEY
         "API-key bounds",  # minlength
         "JSON-RPC error codes",
-        "connect paths",  # the f-string's literal part
-        "connect paths",  # the form's action
+        "browser paths",  # the f-string's literal part
+        "browser paths",  # the form's action
         "session header",
     ], found

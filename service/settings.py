@@ -83,7 +83,10 @@ class Settings(BaseSettings):
     """Every setting of the server. Build it with `load_settings`; `Settings(...)` takes keyword
     values only (it reads no environment), for tests and the development setup."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid")
+    # A ValidationError would otherwise quote the input: keys, secrets and client secrets.
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, frozen=True, extra="forbid", hide_input_in_errors=True
+    )
 
     # Public origin of this server, e.g. https://mcp.example.com. Connect URLs and the OAuth
     # redirect URI are built from it, never from Host / X-Forwarded-* (docs/threat-model.md, "4. PKCE

@@ -31,14 +31,13 @@ from connect_routes.browser_session import BrowserUser, browser_user, check_csrf
 from connect_routes.headers import HEADERS
 from connect_routes.login import Login
 from connect_routes.pages import message, page, timestamp
-from service.connect_flow import CallbackParams, InvalidApiKey
+from service.connect_flow import API_KEY_MAX_LENGTH, CallbackParams, InvalidApiKey
 from service.errors import (
     BlankClientName,
     MalformedLink,
     MalformedParameter,
     NotSignedIn,
     StaleConnectForm,
-    StoreUnavailable,
 )
 from service.providers import ProviderConfig
 from service.runtime import Runtime
@@ -46,14 +45,20 @@ from service.security_checks import (
     require_opaque_id,
     require_same_origin,
     require_signed_in,
-    require_single_use_state,
     require_visible_client_name,
 )
-from service.urls import origin
+from service.urls import (
+    CALLBACK_PATH,
+    CONNECT_API_KEY_PATH,
+    CONNECT_CANCEL_PATH,
+    CONNECT_PATH,
+    ELICITATION_ID_PARAM,
+    connect_link,
+    origin,
+)
 from token_store import PendingElicitation
 
 MAX_PARAM = 2048
-MAX_API_KEY = 4096
 MAX_CLIENT_SHOWN = 64  # a client id may be a long URL (client ID metadata documents)
 FRESH_SIGN_IN = 300  # seconds since the issuer authenticated the user that count as "just now"
 
@@ -70,20 +75,20 @@ class ConnectRoutes:
 
     def routes(self) -> list[Route]:
         return [
-            Route("/connect", self.confirm, methods=["GET"]),
-            Route("/connect", self.connect, methods=["POST"]),
-            Route("/callback/{provider}", self.callback, methods=["GET"]),
-            Route("/connect/api-key", self.api_key, methods=["POST"]),
-            Route("/connect/cancel", self.cancel, methods=["POST"]),
+            Route(CONNECT_PATH, self.confirm, methods=["GET"]),
+            Route(CONNECT_PATH, self.connect, methods=["POST"]),
+            Route(CALLBACK_PATH, self.callback, methods=["GET"]),
+            Route(CONNECT_API_KEY_PATH, self.api_key, methods=["POST"]),
+            Route(CONNECT_CANCEL_PATH, self.cancel, methods=["POST"]),
         ]
 
     async def confirm(self, request: Request) -> Response:
         """GET: check the link and the user, then show who is connecting what (no state change)."""
-        elicitation_id = require_opaque_id(request.query_params.get("elicitationId", ""), MalformedLink)
+        elicitation_id = require_opaque_id(request.query_params.get(ELICITATION_ID_PARAM, ""), MalformedLink)
         browser = browser_user(request, self._settings)
         if browser is None:
             return self._login.redirect_to_login(
-                f"/connect?elicitationId={elicitation_id}", request, await self._purpose(elicitation_id)
+                connect_link(elicitation_id), request, await self._purpose(elicitation_id)
             )
         link = await self._flow.check_link(browser.user, elicitation_id)
         elicitation, provider = link.elicitation, link.provider
@@ -129,13 +134,10 @@ class ConnectRoutes:
         """What a signed-out visitor is asked to sign in for, e.g. "connect MockHub for the MCP
         client Claude". Only the service and the client's own name: nothing about the user, and
         no same-user check has run yet, so no more than the link's holder was shown already."""
-        try:
-            elicitation = await self._runtime.store.get_elicitation(elicitation_id)
-        except StoreUnavailable:
-            return None  # the sign-in still works; the page after it reports the store
-        provider = self._settings.providers.get(elicitation.provider) if elicitation else None
-        if elicitation is None or provider is None:
+        named = await self._flow.unchecked_link(elicitation_id)
+        if named is None:
             return None
+        elicitation, provider = named
         return f"connect {provider.display_name} for the MCP client {_client_shown(elicitation)}"
 
     async def _posted(self, request: Request, *, max_part_size: int) -> tuple[BrowserUser, FormData, str]:
@@ -146,7 +148,7 @@ class ConnectRoutes:
         browser = require_signed_in(browser_user(request, self._settings), NotSignedIn)
         form = await request.form(max_files=0, max_fields=4, max_part_size=max_part_size)
         check_csrf(request, form.get("csrf"), StaleConnectForm)
-        elicitation_id = form.get("elicitationId")
+        elicitation_id = form.get(ELICITATION_ID_PARAM)
         if not isinstance(elicitation_id, str):
             raise StaleConnectForm()
         return browser, form, require_opaque_id(elicitation_id, MalformedLink)
@@ -177,7 +179,7 @@ class ConnectRoutes:
 
     async def api_key(self, request: Request) -> Response:
         """POST from the API-key page: check the key with the provider, then store it encrypted."""
-        browser, form, elicitation_id = await self._posted(request, max_part_size=MAX_API_KEY + 64)
+        browser, form, elicitation_id = await self._posted(request, max_part_size=API_KEY_MAX_LENGTH + 64)
         key = form.get("api_key")
         link = await self._flow.check_link(browser.user, elicitation_id)
         try:
@@ -187,23 +189,19 @@ class ConnectRoutes:
         return _connected(request, link.provider, connection.account_label)
 
     async def callback(self, request: Request) -> Response:
+        """The provider's redirect back: bounded parameters, then the flow's `finish` (which
+        consumes the state before anything else)."""
         params = request.query_params
         if any(len(v) > MAX_PARAM for v in params.values()):
             raise MalformedParameter("A parameter is too long.")
-        state_value = require_opaque_id(params.get("state", ""), MalformedParameter)
-        state = await require_single_use_state(self._runtime.store, state_value)
         browser = browser_user(request, self._settings)
         provider, connection = await self._flow.finish(
-            state,
             CallbackParams(
                 path_provider=request.path_params.get("provider"),
+                query=params,
                 session_user=browser.user if browser else None,
                 session_binding=browser.binding if browser else None,
-                iss=params.get("iss"),
-                error=params.get("error"),
-                error_description=params.get("error_description", ""),
-                code=params.get("code", ""),
-            ),
+            )
         )
         return _connected(request, provider, connection.account_label)
 

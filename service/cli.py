@@ -271,7 +271,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from service.app import create_app, metrics_app
 
     try:
-        settings = load_settings(config_file=args.config).validate()
+        settings = load_settings(config_file=args.config).require_safe_to_serve()
         # Logging first: discovery and the app factory log too, and only our handler redacts.
         configure_logging(settings.log_level, settings.log_format, settings.replica_id)
         settings = asyncio.run(resolve_providers(settings))
@@ -354,7 +354,7 @@ def cmd_keys_rotate(args: argparse.Namespace) -> int:
     from token_store import KeyRing, open_store
 
     try:
-        settings = load_settings(config_file=args.config).validate()
+        settings = load_settings(config_file=args.config).require_safe_to_serve()
     except SettingsError as exc:
         return _configuration_error(exc)
 
@@ -381,7 +381,7 @@ def cmd_store_migrate(args: argparse.Namespace) -> int:
     from token_store import KeyRing, StoreUnavailable, open_store
 
     try:
-        settings = load_settings(config_file=args.config).validate()
+        settings = load_settings(config_file=args.config).require_safe_to_serve()
     except SettingsError as exc:
         return _configuration_error(exc)
 
@@ -411,7 +411,7 @@ def cmd_store_copy_from(args: argparse.Namespace) -> int:
     from token_store import KeyRing, RedisStore, StoreUnavailable, open_store
 
     try:
-        settings = load_settings(config_file=args.config).validate()
+        settings = load_settings(config_file=args.config).require_safe_to_serve()
     except SettingsError as exc:
         return _configuration_error(exc)
     source_url = os.environ.get(args.from_env, "")
@@ -451,7 +451,7 @@ def _operator_run(args: argparse.Namespace, act: Callable[[Runtime], Awaitable[i
     from service.runtime import Runtime
 
     try:
-        settings = load_settings(config_file=args.config).validate()
+        settings = load_settings(config_file=args.config).require_safe_to_serve()
         if getattr(args, "resolve_providers", True):
             settings = asyncio.run(resolve_providers(settings))
         runtime = Runtime(settings)
@@ -561,7 +561,7 @@ def cmd_keys_retire(args: argparse.Namespace) -> int:
     from token_store import KeyRing, open_store
 
     try:
-        settings = load_settings(config_file=args.config).validate()
+        settings = load_settings(config_file=args.config).require_safe_to_serve()
         keyring = KeyRing.parse(settings.encryption_keys)
     except (SettingsError, ValueError) as exc:
         return _configuration_error(exc)

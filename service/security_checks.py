@@ -38,7 +38,7 @@ from service.errors import (
 )
 from service.names import is_blank
 from service.providers import ProviderConfig
-from service.urls import origin
+from service.urls import CONNECTIONS_PATH, connect_link, origin
 from token_store import ElicitationStatus, OAuthState, PendingElicitation, UserRef, slot_tag
 
 # ---- opaque ids: minted here, checked here -------------------------------------------------------
@@ -258,10 +258,11 @@ def require_safe_next(value: object) -> str:
     2025-11-25/basic-authorization.mdx "Open Redirection")."""
     if isinstance(value, str) and _SAFE_NEXT.fullmatch(value):
         return value
-    return "/connections"
+    return CONNECTIONS_PATH
 
 
-_SAFE_NEXT = re.compile(rf"/(connect\?elicitationId={OPAQUE_ID.pattern}|connections)")
+# A connect link (whose id has the shape we mint), or the connections page.
+_SAFE_NEXT = re.compile(rf"{re.escape(connect_link(''))}{OPAQUE_ID.pattern}|{re.escape(CONNECTIONS_PATH)}")
 
 
 def require_login_issuer(iss: object, sub: object, expected_issuer: str) -> UserRef:
@@ -322,6 +323,20 @@ def session_id_checked_by_sdk(header: str | None, stateless: bool) -> str | None
     if stateless:
         return None
     return header
+
+
+def elicitation_of_same_user(
+    elicitation: PendingElicitation | None, user: UserRef
+) -> PendingElicitation | None:
+    """The flow a 2026-07-28 retry names counts only when it is the caller's own: another user's
+    elicitation reads as absent, so its outcome never answers this caller's retry.
+
+    2026-07-28/security-best-practices.mdx "State Handle Hijacking": a state handle is bound to
+    the user it was issued to (the SDK's sealing binds the requestState; this binds what it names).
+    """
+    if elicitation is None or elicitation.user != user:
+        return None
+    return elicitation
 
 
 def require_request_state_for_provider(state_provider: str, provider: str) -> None:

@@ -5,7 +5,7 @@ By default uvloop (libuv): measured with bench/flow.py on a 2-core machine, it c
 CPU per request by 10-20 % against asyncio's own loop (docs/performance.md). `auto` means what
 uvicorn's `--loop auto` means: uvloop where it is installed (it is a dependency everywhere but on
 Windows, where it has no build), else asyncio's. Naming `uvloop` where it is not installed is a
-configuration error (`Settings.validate`), not a silent fallback.
+configuration error (`Settings.require_safe_to_serve`), not a silent fallback.
 
 The HTTP parser stays h11 (uvicorn's pure-Python one), not uvicorn's faster httptools: httptools
 accepts header fields of any size (h11 stops at 16 KiB) and keeps trailing whitespace in field

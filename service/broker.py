@@ -107,6 +107,7 @@ class _RequestState:
             fields = (data["e"], data["n"], data["p"], data.get("k", CONNECT_KIND))
             if type(data["v"]) is not int or data["v"] != 1 or not all(isinstance(f, str) for f in fields):
                 raise ValueError("shape")
+            # mutant: broker.request_state_kind
             if fields[3] not in _STATE_KINDS:
                 raise ValueError("kind")
             return cls(*fields)
@@ -238,6 +239,7 @@ class ConnectionBroker:
             return newest, used_account_notice(newest, config)
         if is_stateless_revision(ctx):
             slot = one_open_account_question(caller.user, config.name)
+            # mutant: broker.one_open_account_question "slot)" -> "None)"
             state = _RequestState("", await self._new_nonce(caller.user, slot), config.name, ACCOUNT_KIND)
             raise ConnectionNeeded(
                 InputRequiredResult(
@@ -299,6 +301,7 @@ class ConnectionBroker:
         self, caller: Caller, config: ProviderConfig, needed: tuple[str, ...], account: str | None
     ) -> Connection | None:
         """The account the tool named (as a first call finds it), else the most recently updated."""
+        # mutant: broker.resume_named_account
         if account is not None:
             stored = await self._find(caller, config, account)
         else:

@@ -192,6 +192,7 @@ def validate_provider(provider: ProviderConfig) -> None:
         raise ProviderError(f"{where}.kind: one of {', '.join(KINDS)}")
     for key in ENDPOINTS:
         url = getattr(provider, key)
+        # mutant: providers.https_endpoints
         if url and not _acceptable_url(url, provider.insecure_http):
             raise ProviderError(f"{where}.{key}: must be an https URL (plain http only on loopback)")
     if not provider.account_field:
@@ -247,6 +248,7 @@ async def resolve_discovery(provider: ProviderConfig, http: httpx.AsyncClient) -
         if not getattr(provider, ours) and isinstance(metadata.get(theirs), str):
             updates[ours] = metadata[theirs]
     methods = metadata.get("code_challenge_methods_supported")
+    # mutant: providers.discovery_s256
     if isinstance(methods, list) and "S256" not in methods:
         # RFC 7636 / RFC 9700 §2.1.1: we always use S256; refuse a provider that cannot.
         raise ProviderError(f"{where}: the provider does not support PKCE S256")

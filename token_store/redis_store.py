@@ -74,6 +74,7 @@ _USER_TAG_CHARS = 32  # 128 bits of sha256: collisions are out of reach, keys st
 _CREATE_ELICITATION = """
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
 local live = redis.call('ZCARD', KEYS[2])
+-- mutant: redis.pending_limit
 if live >= tonumber(ARGV[2]) then return {0, live} end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {-1, live} end
 redis.call('HSET', KEYS[1], 'status', ARGV[6], 'record', ARGV[7], 'user', ARGV[8], 'expires_at', ARGV[3])
@@ -96,6 +97,7 @@ return {1, live}
 _TRANSITION_FUNCTION = """
 local function transition()
   local cur = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'user', 'record')
+  -- mutant: redis.transition_cas "cur[1] ~= ARGV[1] or " -> ""
   if cur[1] ~= ARGV[1] or not cur[2] or tonumber(cur[2]) <= tonumber(ARGV[3]) then return false end
   local live_set = ARGV[5] .. cur[3]
   if KEYS[LIVE_KEY] and KEYS[LIVE_KEY] ~= live_set then return false end
@@ -124,6 +126,7 @@ _OPEN_ELICITATION = (
 if redis.call('EXISTS', KEYS[2]) == 1 then return {-1} end
 local record = transition()
 if not record then return {0} end
+-- mutant: redis.open_elicitation_single_use swap-up
 redis.call('SET', KEYS[2], ARGV[7], 'PX', ARGV[8])
 return {1, record}
 """
@@ -282,8 +285,10 @@ _PUT_SLOTTED_NONCE = """
 local old = redis.call('GET', KEYS[2])
 if ARGV[5] then
   if (old or '') ~= ARGV[5] then return 0 end
+  -- mutant: redis.nonce_slot_cluster
   if KEYS[3] and old ~= ARGV[4] then redis.call('DEL', KEYS[3]) end
 elseif old and old ~= ARGV[4] then
+  -- mutant: redis.nonce_slot
   redis.call('DEL', ARGV[3] .. old)
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
@@ -293,6 +298,7 @@ return 1
 
 # KEYS: lock key. ARGV: owner. Compare-and-delete: never someone else's lock after our TTL ran out.
 _RELEASE_LOCK = """
+-- mutant: redis.release_lock_owner true
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   return 1
@@ -781,6 +787,7 @@ class RedisStore:
         now = self._clock()
         async with self._guard("take_oauth_state") as client:
             # GETDEL: of two concurrent takes, exactly one gets the value.
+            # mutant: redis.take_oauth_state peek
             blob = await client.getdel(self._keys.state(state, digest))
         taken = None if blob is None else codec.open_state(self._keyring, digest, _bytes(blob))
         return taken if taken is not None and taken.expires_at > now else None
@@ -817,6 +824,7 @@ class RedisStore:
         now = self._clock()
         async with self._guard("take_nonce") as client:
             # GETDEL rather than DEL: as atomic, and the stored expiry lets the store's clock decide.
+            # mutant: redis.take_nonce peek
             expires_at = await client.getdel(self._keys.nonce(nonce, codec.lookup_key(nonce)))
         if expires_at is None:
             return False
@@ -1218,6 +1226,7 @@ def require_slot_tag(opaque: str, slot: str) -> None:
     stored with (`slot_tag`), so that one script's keys share a hash slot (Redis Cluster
     specification, "Hash tags": a multi-key operation needs every key in one slot). A mismatch
     is a programming error: ValueError."""
+    # mutant: redis.slot_tag
     if opaque[:SLOT_TAG_CHARS] != slot:
         raise ValueError("on Redis Cluster an id or state must begin with its user's slot tag (slot_tag)")
 
@@ -1229,6 +1238,7 @@ def require_replica_acknowledgement(op: str, acknowledged: int, wanted: int) -> 
     strongly consistent store", but a write acknowledged by N replicas survives the loss of
     the primary when one of them is promoted). The write itself is not undone: the caller's
     retry finds it if the primary survives."""
+    # mutant: redis.replica_acknowledgement
     if acknowledged < wanted:
         raise StoreUnavailable(f"redis store: {op} not acknowledged by {wanted} replica(s) in time")
 

@@ -904,12 +904,17 @@ class Marker:
 
 
 def scanned_files(root: Path) -> list[Path]:
+    """The files that may hold markers. A generated copy (its first line `# GENERATED ...`, such
+    as the router's ConfigMap) carries its source's markers; only the source is mutated."""
     return sorted(
         path
         for top in SCANNED
         if (root / top).is_dir()
         for path in (root / top).rglob("*")
-        if path.suffix in SUFFIXES and path.is_file() and "__pycache__" not in path.parts
+        if path.suffix in SUFFIXES
+        and path.is_file()
+        and "__pycache__" not in path.parts
+        and not path.read_text(encoding="utf-8").startswith("# GENERATED")
     )
 
 

@@ -17,7 +17,10 @@ How: the mutation follows from the marked statement (see OPERATORS): `if <cond>:
 argument, a `with` block its plain body, an operand of `and`/`or` or an item of a list is left out,
 a configuration line (nginx, YAML, Lua) is deleted with its block. A marker names an operator only
 where that default does not remove the check: `# mutant: <id> true`, `... drop 1`, or a text
-substitution within the marked statement, `# mutant: <id> "old" -> "new"`.
+substitution within the marked statement, `# mutant: <id> "old" -> "new"`. Written here rather
+than with mutmut or cosmic-ray: those apply every operator they know everywhere and report the
+survivors; this check removes one named check at a time, in Python, nginx, YAML and Lua alike,
+and requires the tests named for it to fail.
 
 Before mutating anything it checks that every id of the table has its markers, every marker an
 id, and every marked statement an operator whose mutant compiles (exit 2 otherwise), then runs
@@ -33,7 +36,7 @@ is the mode to use while other people run tests in the same checkout.
 
     .venv/bin/python scripts/mutation_check.py            # all checks (about 7 minutes on 2 cores)
     .venv/bin/python scripts/mutation_check.py --list     # id, file:line, function, what it removes
-    .venv/bin/python scripts/mutation_check.py --only bearer.typ_at_jwt --only require_same_user
+    .venv/bin/python scripts/mutation_check.py --only bearer.typ_at_jwt --only connect.same_user
     .venv/bin/python scripts/mutation_check.py --copy     # never writes the work tree
 
 `--only` takes an id or the name of the function (or `Class.method`) a marker sits in.
@@ -234,7 +237,7 @@ CHECKS: tuple[Check, ...] = (
             f"{BEARER}::test_oversized_token_is_refused_before_any_fetch",
             f"{BEARER}::test_garbage_longer_than_the_limit_is_refused_before_any_fetch",
         ],
-        "MAX_TOKEN_LENGTH before any JOSE work",
+        "token length bounded before any JOSE work",
     ),
     check(
         "bearer.sub",
@@ -251,7 +254,7 @@ CHECKS: tuple[Check, ...] = (
         [
             "tests/unit/test_login_and_resume_checks.py::test_request_state_for_another_provider_is_refused_before_its_nonce_is_used"
         ],
-        "requestState names the provider of this require()",
+        "requestState names the provider of this call",
     ),
     check(
         "broker.offered_account",
@@ -390,7 +393,7 @@ CHECKS: tuple[Check, ...] = (
     check(
         "sqlite.pending_limit",
         [f"{CONTRACT}::test_too_many_pending_at_the_limit[sqlite]"],
-        "TooManyPending at max_pending_per_user",
+        "a user's live elicitations capped at max_pending_per_user",
     ),
     check(
         "sqlite.transition_cas",
@@ -406,7 +409,7 @@ CHECKS: tuple[Check, ...] = (
     check(
         "sqlite.open_elicitation_single_use",
         [f"{CONTRACT}::test_open_elicitation_stores_the_state_and_opens_once[sqlite]"],
-        "open_elicitation stores a state only when it opened the elicitation",
+        "opening a link stores its state only when it opened the elicitation",
     ),
     check(
         "redis.take_oauth_state",
@@ -431,7 +434,7 @@ CHECKS: tuple[Check, ...] = (
     check(
         "redis.pending_limit",
         [f"{CONTRACT}::test_too_many_pending_at_the_limit[redis]"],
-        "TooManyPending at max_pending_per_user (Lua)",
+        "a user's live elicitations capped at max_pending_per_user (Lua)",
     ),
     check(
         "redis.transition_cas",
@@ -446,7 +449,7 @@ CHECKS: tuple[Check, ...] = (
     check(
         "redis.open_elicitation_single_use",
         [f"{CONTRACT}::test_open_elicitation_stores_the_state_and_opens_once[redis]"],
-        "open_elicitation stores a state only when it opened the elicitation (Lua)",
+        "opening a link stores its state only when it opened the elicitation (Lua)",
     ),
     check(
         "caps.sessions_per_user",
@@ -795,7 +798,7 @@ CHECKS: tuple[Check, ...] = (
     check(
         "postgres.pending_limit",
         [f"{CONTRACT}::test_too_many_pending_at_the_limit[postgres]"],
-        "TooManyPending at max_pending_per_user",
+        "a user's live elicitations capped at max_pending_per_user",
     ),
     check(
         "postgres.transition_cas",
@@ -810,7 +813,7 @@ CHECKS: tuple[Check, ...] = (
     check(
         "postgres.open_elicitation_single_use",
         [f"{CONTRACT}::test_open_elicitation_stores_the_state_and_opens_once[postgres]"],
-        "open_elicitation stores a state only when it opened the elicitation",
+        "opening a link stores its state only when it opened the elicitation",
     ),
     check(
         "connect.link_shown_again_to_same_client",
@@ -1055,12 +1058,12 @@ def parse_operator(text: str) -> Operator:
             raise TableError(f"`{word}` takes a string literal, not {argument!r}") from None
         if not isinstance(argument, str) or not argument:
             raise TableError(f"`{word}` takes a non-empty string")
-    if word not in WORDS:
-        raise TableError(f"unknown operator {word!r} (one of {', '.join(sorted(WORDS))})")
+    if word not in OPERATORS:
+        raise TableError(f"unknown operator {word!r} (one of {', '.join(sorted(OPERATORS))})")
     return Operator(word, argument if word in ("before", "after") else argument.strip())
 
 
-WORDS = {
+OPERATORS = {
     "true": "the condition becomes True",
     "false": "the condition becomes False (the default for `if` and `while`)",
     "none": "the value becomes None",
@@ -1294,6 +1297,8 @@ def python_edits(source: Source, tree: ast.Module, markers: Sequence[Marker]) ->
             if not isinstance(container, ast.BoolOp | ast.Tuple | ast.List):
                 raise TableError(f"{where}: `drop` needs an and/or, a tuple or a list")
             for number in numbers:
+                if not number.lstrip("-").isdigit():
+                    raise TableError(f"{where}: `drop` takes operand numbers, not {number!r}")
                 drop(container, int(number), where)
         elif word == "unwrap":
             call = value_of(node)
@@ -1487,8 +1492,6 @@ def mutated(root: Path, mutant: dict[str, tuple[bytes, bytes]]) -> Iterator[None
 @contextlib.contextmanager
 def mutated_file(path: Path, file: str, original: bytes, mutant: bytes) -> Iterator[None]:
     original_hash, mutant_hash = sha256(original), sha256(mutant)
-    if sha256(path.read_bytes()) != original_hash:
-        raise RestoreError(f"{file} changed after the markers were read; nothing was written to it")
     write_atomically(path, mutant)
     try:
         yield

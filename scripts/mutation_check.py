@@ -930,9 +930,14 @@ def python_comment_lines(text: str) -> set[int]:
     return lines
 
 
+def is_marker_line(line: str) -> bool:
+    """A comment line holding a marker only (not a marker trailing a line of code)."""
+    return MARKER.search(line) is not None and line.lstrip().startswith(("#", "--"))
+
+
 def markers_in(root: Path, path: Path) -> list[Marker]:
     text = path.read_text(encoding="utf-8")
-    lines = text.splitlines()
+    lines = text.split("\n")
     is_python = path.suffix == ".py"
     comments = python_comment_lines(text) if is_python else set()
     tree = ast.parse(text) if is_python else None
@@ -953,7 +958,7 @@ def markers_in(root: Path, path: Path) -> list[Marker]:
         own_line = line.lstrip().startswith(("#", "--"))
         target = number + 1 if own_line else index + 1
         # Markers stacked above one line all mark it.
-        while own_line and target <= len(lines) and MARKER.search(lines[target - 1]):
+        while own_line and target <= len(lines) and is_marker_line(lines[target - 1]):
             target += 1
             while lines[target - 2].rstrip().endswith("\\") and target <= len(lines):
                 target += 1
@@ -1089,7 +1094,8 @@ class Source:
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.lines = text.splitlines(keepends=True)
+        # Lines as `ast` counts them: only a newline ends one (str.splitlines also splits at \f).
+        self.lines = [line for line in re.split(r"(?<=\n)", text) if line]
         self.starts = [0]
         for line in self.lines:
             self.starts.append(self.starts[-1] + len(line))
@@ -1388,7 +1394,7 @@ def text_edits(source: Source, markers: Sequence[Marker]) -> list[Edit]:
             edits.append(peek(source, start, end, where))
         elif operator.word == "swap-up":
             above = line - 1
-            while above > 0 and MARKER.search(source.lines[above - 1]):
+            while above > 0 and is_marker_line(source.lines[above - 1]):
                 above -= 1
             if above == 0:
                 raise TableError(f"{where}: no line above to swap with")

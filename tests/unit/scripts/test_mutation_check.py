@@ -98,6 +98,7 @@ def test_a_marker_names_its_line_and_function(script: ModuleType, tmp_path: Path
                         # mutant: stacked
                         if x:
                             raise ValueError
+                        # mutant: over
                         print(x)  # mutant: trailing
                 """,
             "deploy/site.conf": "server {\n    # mutant: conf\n    limit_conn perip 10;\n}\n",
@@ -107,7 +108,8 @@ def test_a_marker_names_its_line_and_function(script: ModuleType, tmp_path: Path
     assert found == {
         "above": ("service/a.py", 5, "Gate.admit", True),
         "stacked": ("service/a.py", 5, "Gate.admit", True),
-        "trailing": ("service/a.py", 7, "Gate.admit", True),
+        "over": ("service/a.py", 8, "Gate.admit", True),
+        "trailing": ("service/a.py", 8, "Gate.admit", True),
         "conf": ("deploy/site.conf", 3, "", False),
     }
 

@@ -44,6 +44,7 @@ class BrowserUser:
 
 def cookie_name(settings: Settings) -> str:
     # `__Host-` pins the cookie to our origin, with Secure and Path=/ (RFC 6265bis §4.1.3.2).
+    # mutant: session.host_prefix orelse
     return "__Host-mcpuc_session" if settings.secure_cookies else "mcpuc_session"
 
 
@@ -56,7 +57,9 @@ def session_middleware(settings: Settings) -> Middleware:
         path="/",
         # Lax, not Strict: the provider's redirect to /callback is a cross-site top-level
         # navigation, and a Strict cookie would not come with it.
+        # mutant: session.samesite_lax '"lax"' -> '"none"'
         same_site="lax",
+        # mutant: session.secure_flag false
         https_only=settings.secure_cookies,
     )
 

@@ -68,7 +68,6 @@ CANCELLED_TEXT = "Nothing was connected. Your MCP client is told; you can close 
 
 class ConnectRoutes:
     def __init__(self, runtime: Runtime, login: Login) -> None:
-        self._runtime = runtime
         self._settings = runtime.settings
         self._login = login
         self._flow = runtime.flow
@@ -125,7 +124,12 @@ class ConnectRoutes:
     async def cancel(self, request: Request) -> Response:
         """POST from Cancel on the confirmation or API-key page: pending → failed (the flow's
         `decline`, which also tells the MCP session that asked), after the checks of POST /connect."""
+        # mutant: connect.csrf_on_cancel "await self._posted(request, max_part_size=1024)" -> \
+        #   "(require_signed_in(browser_user(request, self._settings), NotSignedIn), None, " \
+        #   "str((await request.form()).get('elicitationId')))"
         browser, _form, elicitation_id = await self._posted(request, max_part_size=1024)
+        # mutant: connect.same_user_on_cancel "browser.user" -> \
+        #   "((await self._flow.elicitation(elicitation_id)) or browser).user"
         link = await self._flow.check_link(browser.user, elicitation_id)
         await self._flow.decline(link.elicitation.id)
         return message(request, CANCELLED_TITLE, CANCELLED_TEXT, 200)
@@ -144,9 +148,11 @@ class ConnectRoutes:
         """The checks every POST of the connect pages makes first, in one place: our own origin
         (when named), a signed-in browser, a bounded form, the session's CSRF token, an id of the
         shape we mint."""
+        # mutant: origin.connect_posts
         require_same_origin(request.headers.get("origin"), self._settings.public_url)
         browser = require_signed_in(browser_user(request, self._settings), NotSignedIn)
         form = await request.form(max_files=0, max_fields=4, max_part_size=max_part_size)
+        # mutant: connect.csrf_on_posts
         check_csrf(request, form.get("csrf"), StaleConnectForm)
         elicitation_id = form.get(ELICITATION_ID_PARAM)
         if not isinstance(elicitation_id, str):

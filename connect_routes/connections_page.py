@@ -61,9 +61,11 @@ class ConnectionsPage:
     async def _account_form(self, request: Request) -> tuple[BrowserUser, str, str]:
         """What both POSTs of this page check first: our own origin (when named), a signed-in
         browser, the session's CSRF token, and a bounded provider and account."""
+        # mutant: origin.connections_posts
         require_same_origin(request.headers.get("origin"), self._runtime.settings.public_url)
         browser = require_signed_in(browser_user(request, self._runtime.settings), SignInFirst)
         form = await request.form(max_files=0, max_fields=8, max_part_size=1024)
+        # mutant: connections.csrf
         check_csrf(request, form.get("csrf"))
         provider, account = form.get("provider"), form.get("account")
         if (

@@ -116,6 +116,7 @@ class Login:
         next_path = require_safe_next(request.query_params.get("next"))
         signed_in = browser_user(request, self._settings)
         try:
+            # mutant: login.no_switch_on_login
             require_no_silent_account_switch(signed_in.user if signed_in else None, None)
         except AccountSwitchUnconfirmed:
             return offer_sign_out(
@@ -132,6 +133,7 @@ class Login:
         if isinstance(purpose, str):
             hints["mcpuc_purpose"] = purpose[:MAX_PURPOSE]
         # "login" is the one value we send; a sign-in for a connect link always asks it.
+        # mutant: login.prompt_login_for_connect_links drop 1
         if request.query_params.get("prompt") == "login" or is_connect_link(next_path):
             hints["prompt"] = "login"
         try:
@@ -157,6 +159,7 @@ class Login:
         user = require_login_issuer(claims.get("iss"), claims.get("sub"), self._settings.auth_issuer)
         signed_in = browser_user(request, self._settings)
         try:
+            # mutant: login.no_switch_on_callback
             require_no_silent_account_switch(signed_in.user if signed_in else None, user)
         except AccountSwitchUnconfirmed as refused:
             logger.info("login: refused to replace the signed-in user with another")
@@ -167,6 +170,7 @@ class Login:
     async def logout(self, request: Request) -> Response:
         """POST (CSRF-protected). With `next`, "sign out and continue": back to that link through
         a fresh sign-in (the same safe paths as the login's `next`)."""
+        # mutant: origin.logout
         require_same_origin(request.headers.get("origin"), self._settings.public_url)
         if not request.session:
             return _signed_out(request)

@@ -188,6 +188,7 @@ class DevAuthorizationRoutes:
             )
         form = dict(await read_form_items(request))
         try:
+            # mutant: dev_as.login_csrf
             require_csrf_token(request.session.get(LOGIN_CSRF), form.get("csrf"))
         except StaleForm:
             return self.pages.message(

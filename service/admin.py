@@ -45,6 +45,7 @@ def static_admin_token_matches(presented: str, configured_sha256: str) -> bool:
     if not configured_sha256:
         return False
     digest = hashlib.sha256(presented.encode()).hexdigest()
+    # mutant: admin.static_token
     return hmac.compare_digest(digest, configured_sha256)
 
 
@@ -85,6 +86,7 @@ def admin_app(runtime: Runtime, verifier: JwtTokenVerifier | None = None) -> Sta
     )
 
     async def actor_of(request: Request) -> str:
+        # mutant: admin.own_port
         if not admin_request_on_admin_port(request, settings.admin_port):
             raise _Refused(404, "not_found", "not found")
         scheme, _, presented = request.headers.get("authorization", "").partition(" ")
@@ -97,6 +99,7 @@ def admin_app(runtime: Runtime, verifier: JwtTokenVerifier | None = None) -> Sta
         if token is None:
             raise _Refused(401, "invalid_token", "the bearer token is not valid here")
         who = f"bearer:{token.subject}"
+        # mutant: admin.admin_scope
         if not admin_bearer_has_admin_scope(token, settings.admin_scope):
             audit_operator("refused", who, path=request.url.path, reason="insufficient_scope")
             raise _Refused(403, "insufficient_scope", f"the token lacks the scope {settings.admin_scope}")
@@ -170,6 +173,7 @@ async def _json_body(request: Request, fields: tuple[str, ...]) -> dict[str, Any
     if not isinstance(body, dict):
         raise _Refused(400, "invalid_request", "the body is a JSON object")
     unknown = sorted(set(body) - set(fields))
+    # mutant: admin.unknown_members
     if unknown:
         raise _Refused(400, "invalid_request", f"unknown member(s) {', '.join(unknown)[:200]}")
     return body

@@ -244,6 +244,7 @@ class ConnectionBroker:
         self, caller: Caller, config: ProviderConfig, needed: tuple[str, ...], account: str | None
     ) -> Connection | None:
         """The account the tool named (as a first call finds it), else the most recently updated."""
+        # mutant: broker.resume_named_account
         if account is not None:
             stored = await self._connections.named(caller.user, config.name, account)
         else:

@@ -581,6 +581,7 @@ def cmd_keys_retire(args: argparse.Namespace) -> int:
     except StoreUnavailable as exc:
         print(f"mcp-url-connect: {exc}", file=sys.stderr)
         return 1
+    # mutant: keys.retire_only_unused
     if sealed:
         print(
             f"mcp-url-connect: {sealed} record(s) are sealed only under {args.kid!r}; "

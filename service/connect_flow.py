@@ -317,6 +317,7 @@ class ConnectFlow:
         # State and transition in one step: never an OPENED elicitation without its state, and
         # a visit that lost the race (single use) leaves no state behind.
         self._allowed(PENDING, OPENED)
+        # mutant: connect.link_opens_once unwrap or elicitation
         opened = require_first_open(await self._store().open_elicitation(state))
         return authorization_url(
             provider,

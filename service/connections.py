@@ -51,6 +51,7 @@ class Connections:
         user's account."""
         store = self._store()
         own = await store.get_connection(user, provider, account)
+        # mutant: connections.default_own_account
         if own is None:
             raise MalformedParameter("That account is not connected.")
         return own

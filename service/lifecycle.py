@@ -48,6 +48,7 @@ def refresh_lock_ttl(timeout_seconds: float) -> float:
     `refresh_within_deadline`, plus LOCK_MARGIN): no second caller takes the lock and sends the
     same refresh token while the first one is still in flight. RFC 9700 §4.14.2: a rotated
     refresh token presented twice tells the provider "of the breach", and it may revoke the grant."""
+    # mutant: lifecycle.refresh_lock_ttl
     return timeout_seconds + LOCK_MARGIN
 
 
@@ -195,6 +196,7 @@ class TokenLifecycle:
         """One refresh at the provider, abandoned `timeout_seconds` after it started whatever
         the HTTP client does, so it always ends before its lock can expire (`refresh_lock_ttl`;
         RFC 9700 §4.14.2: the refresh token is sent once)."""
+        # mutant: lifecycle.refresh_within_deadline
         with anyio.move_on_after(self._timeout):
             return await refresh(provider, tokens, timeout_seconds=self._timeout, outbound=self._outbound)
         raise TokenExchangeError("the token endpoint did not answer within the timeout")

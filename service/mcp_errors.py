@@ -57,6 +57,7 @@ PROVIDER_ERRORS = (ProviderFailure, ProviderApiError, TokenExchangeError)
 
 def as_mcp_error(error: Exception) -> MCPError | None:
     """The JSON-RPC error for a domain error, or None for anything else."""
+    # mutant: mcp_errors.store_unavailable
     if isinstance(error, StoreUnavailable):
         return MCPError(code=INTERNAL_ERROR, message=STORE_DOWN)
     if isinstance(error, InvalidToolArgument):

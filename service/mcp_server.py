@@ -75,6 +75,7 @@ class ObservedMCPServer(MCPServer[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        # mutant: metrics.unknown_tool_label
         if not has_tool(self, name):
             self._metrics.tool_calls.labels(tool="unknown", result="error").inc()
             # A protocol error, not a tool result: the name does not exist on this server

@@ -102,6 +102,7 @@ class Operator:
         progress. The user is (iss, sub): without `iss`, the MCP authorization server's."""
         self._require_known(provider)
         user = UserRef(iss or self._default_issuer, sub)
+        # mutant: operator.revoke_by_iss_and_sub "user.iss)" -> "None)"
         found = await self._store().find_connections(provider, user.sub, user.iss)
         removal = Removal(matched=len(found))
         await self._remove(actor, found, removal, rate=None, concurrency=1, reason="operator")

@@ -91,6 +91,7 @@ class ProviderSession:
             base = self.provider.api_base_url or origin(self.provider.userinfo_url)
             return base.rstrip("/") + url
         allowed = {origin(self.provider.api_base_url), origin(self.provider.userinfo_url)} - {""}
+        # mutant: provider_session.own_url
         if origin(url) not in allowed:
             raise ProviderApiError(f"refusing to send a {self.provider.display_name} token to another host")
         return url

@@ -125,6 +125,7 @@ class ProviderConfig(BaseModel):
         (`https_unless_loopback`), or a development provider explicitly marked `insecure_http`."""
         for key in ENDPOINTS:
             url = getattr(self, key)
+            # mutant: providers.https_endpoints
             if url and not (https_unless_loopback(url) or (self.insecure_http and _plain_http(url))):
                 raise _FieldRule(key, "must be an https URL (plain http only on loopback)")
         return self
@@ -308,6 +309,7 @@ async def resolve_discovery(provider: ProviderConfig, http: httpx.AsyncClient) -
         if not getattr(provider, ours) and isinstance(metadata.get(theirs), str):
             updates[ours] = metadata[theirs]
     methods = metadata.get("code_challenge_methods_supported")
+    # mutant: providers.discovery_s256
     if isinstance(methods, list) and "S256" not in methods:
         # RFC 7636 / RFC 9700 §2.1.1: we always use S256; refuse a provider that cannot.
         raise ProviderError(f"{where}: the provider does not support PKCE S256")

@@ -145,6 +145,7 @@ class Settings(BaseSettings):
     event_loop: EventLoopChoice = "auto"
     # Prometheus metrics: GET /metrics on this port only, on `host` (reach it from your scraper,
     # never publish it). 0 serves them on the main port instead, to whoever reaches that port.
+    # mutant: metrics.own_port_by_default "DEFAULT_METRICS_PORT" -> "0"
     metrics_port: int = DEFAULT_METRICS_PORT
     # Per-user and per-replica caps (HTTP 429 past them): 2025-11-25 sessions held open, and
     # requests in progress (each may hold an SSE stream). A session may hold up to
@@ -343,6 +344,7 @@ def require_https_unless_loopback(settings: Settings) -> None:
     accept, so they need TLS as much (RFC 8414 §3: "MUST use TLS"). A development server on
     loopback (the compose demo) may reach a plain-http development issuer.
     """
+    # mutant: settings.https_outside_loopback
     if not https_unless_loopback(settings.public_url):
         raise SettingsError("MCPUC_PUBLIC_URL must use https (plain http only on loopback)")
     issuer = settings.auth_issuer
@@ -378,6 +380,7 @@ def require_tls_to_redis_unless_loopback(settings: Settings) -> None:
     else:
         local = url.hostname is None or url.hostname in LOOPBACK_HOSTS
     plain = ("redis", "redis+sentinel", "redis+cluster")
+    # mutant: settings.tls_to_redis_unless_loopback
     if url.scheme.lower() in plain and not local and not settings.allow_plaintext_redis:
         raise SettingsError(
             "MCPUC_STORE_URL: plain redis:// only to loopback; use rediss:// (TLS), or set "
@@ -388,6 +391,7 @@ def require_tls_to_redis_unless_loopback(settings: Settings) -> None:
 def require_asymmetric_algorithms(algorithms: tuple[str, ...]) -> None:
     """RFC 8725 §3.1/3.2: asymmetric algorithms only; never `none` or a shared secret."""
     for algorithm in algorithms:
+        # mutant: settings.no_hs_or_none
         if algorithm.lower() == "none" or algorithm.upper().startswith("HS"):
             raise SettingsError(f"MCPUC_AUTH_ALGORITHMS must not contain {algorithm}")
 
@@ -461,6 +465,7 @@ def secrets_from_files(environ: Mapping[str, str]) -> dict[str, str]:
         file_env = name + FILE_SUFFIX
         if file_env not in environ:
             continue
+        # mutant: settings.secret_in_one_form
         if name in environ:
             raise SettingsError(f"{name} and {file_env} are both set: set one")
         path = Path(environ[file_env])

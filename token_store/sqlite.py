@@ -129,6 +129,7 @@ _ADDED_COLUMNS = (
 )
 # Indexes on added columns: created once the columns exist. A slot holds one nonce: INSERT OR
 # REPLACE deletes the row already in the slot (NULL slots never conflict).
+# mutant: sqlite.nonce_slot "UNIQUE " -> ""
 _ADDED_INDEXES = ("CREATE UNIQUE INDEX IF NOT EXISTS nonces_slot ON nonces (slot)",)
 
 _TTL_TABLES = ("elicitations", "oauth_states", "nonces", "locks")
@@ -291,7 +292,9 @@ class SQLiteStore:
             # Compare-and-delete: another owner's lock is never touched. Our own expired row goes
             # too, but does not count as released: the lock was no longer ours.
             return conn.execute(
+                # mutant: sqlite.release_lock_owner " AND owner = ?" -> ""
                 "DELETE FROM locks WHERE name_hash = ? AND owner = ? RETURNING expires_at",
+                # mutant: sqlite.release_lock_owner ", owner)" -> ",)"
                 (codec.lookup_key(name), owner),
             ).fetchall()
 
@@ -328,6 +331,7 @@ class SQLiteStore:
             "INSERT INTO elicitations (id, iss, sub, provider, status, expires_at, record) "
             "SELECT :id, :iss, :sub, :provider, :status, :expires_at, :record "
             "WHERE (SELECT count(*) FROM elicitations WHERE iss = :iss AND sub = :sub "
+            # mutant: sqlite.pending_limit "< :max_live" -> ">= 0"
             "AND status IN (SELECT value FROM json_each(:live)) AND expires_at > :now) < :max_live",
             args,
         )
@@ -393,6 +397,7 @@ class SQLiteStore:
         def open_(conn: sqlite3.Connection) -> PendingElicitation | None:
             # One transaction: the state is stored only when this call opened the elicitation.
             opened = transition(conn)
+            # mutant: sqlite.open_elicitation_single_use true
             if opened is not None:
                 _insert_state(conn, key, blob, state.expires_at)
             return opened
@@ -426,6 +431,7 @@ class SQLiteStore:
 
         def take(conn: sqlite3.Connection) -> list[Any]:
             # Delete-and-return in one statement: of two concurrent takes, exactly one gets the row.
+            # mutant: sqlite.take_oauth_state peek
             return conn.execute(
                 "DELETE FROM oauth_states WHERE key = ? RETURNING blob, expires_at", (key,)
             ).fetchall()
@@ -453,6 +459,7 @@ class SQLiteStore:
         now = self._clock()
 
         def take(conn: sqlite3.Connection) -> list[Any]:
+            # mutant: sqlite.take_nonce peek
             return conn.execute("DELETE FROM nonces WHERE key = ? RETURNING expires_at", (key,)).fetchall()
 
         rows = await self._run("take_nonce", take)
@@ -862,6 +869,7 @@ def _transition(
     # One compare-and-set statement: the status guard makes each transition happen once.
     rows = conn.execute(
         "UPDATE elicitations SET status = :new, record = json_set(record, '$.status', :new) "
+        # mutant: sqlite.transition_cas " AND status = :expected" -> ""
         "WHERE id = :id AND status = :expected AND expires_at > :now RETURNING record",
         {"new": new.value, "id": elicitation_id, "expected": expected.value, "now": now},
     ).fetchall()

@@ -31,14 +31,14 @@ from connect_routes.browser_session import BrowserUser, browser_user, check_csrf
 from connect_routes.headers import HEADERS
 from connect_routes.login import Login
 from connect_routes.pages import message, page, timestamp
-from service.connect_flow import CallbackParams, InvalidApiKey
+from service.connect_flow import CallbackParams
 from service.errors import (
     BlankClientName,
-    MalformedLink,
-    MalformedParameter,
+    ConnectCsrfTokenMismatch,
+    InvalidApiKey,
+    InvalidRequest,
+    MalformedElicitationId,
     NotSignedIn,
-    StaleConnectForm,
-    StoreUnavailable,
 )
 from service.providers import ProviderConfig
 from service.runtime import Runtime
@@ -50,7 +50,7 @@ from service.security_checks import (
     require_visible_client_name,
 )
 from service.urls import origin
-from token_store import PendingElicitation
+from token_store import PendingElicitation, StoreUnavailable
 
 MAX_PARAM = 2048
 MAX_API_KEY = 4096
@@ -79,7 +79,9 @@ class ConnectRoutes:
 
     async def confirm(self, request: Request) -> Response:
         """GET: check the link and the user, then show who is connecting what (no state change)."""
-        elicitation_id = require_opaque_id(request.query_params.get("elicitationId", ""), MalformedLink)
+        elicitation_id = require_opaque_id(
+            request.query_params.get("elicitationId", ""), MalformedElicitationId
+        )
         browser = browser_user(request, self._settings)
         if browser is None:
             return self._login.redirect_to_login(
@@ -145,11 +147,11 @@ class ConnectRoutes:
         require_same_origin(request.headers.get("origin"), self._settings.public_url)
         browser = require_signed_in(browser_user(request, self._settings), NotSignedIn)
         form = await request.form(max_files=0, max_fields=4, max_part_size=max_part_size)
-        check_csrf(request, form.get("csrf"), StaleConnectForm)
+        check_csrf(request, form.get("csrf"), ConnectCsrfTokenMismatch)
         elicitation_id = form.get("elicitationId")
         if not isinstance(elicitation_id, str):
-            raise StaleConnectForm()
-        return browser, form, require_opaque_id(elicitation_id, MalformedLink)
+            raise ConnectCsrfTokenMismatch()
+        return browser, form, require_opaque_id(elicitation_id, MalformedElicitationId)
 
     def _api_key_form(
         self,
@@ -189,8 +191,8 @@ class ConnectRoutes:
     async def callback(self, request: Request) -> Response:
         params = request.query_params
         if any(len(v) > MAX_PARAM for v in params.values()):
-            raise MalformedParameter("A parameter is too long.")
-        state_value = require_opaque_id(params.get("state", ""), MalformedParameter)
+            raise InvalidRequest("A parameter is too long.")
+        state_value = require_opaque_id(params.get("state", ""), InvalidRequest)
         state = await require_single_use_state(self._runtime.store, state_value)
         browser = browser_user(request, self._settings)
         provider, connection = await self._flow.finish(

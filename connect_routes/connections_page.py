@@ -14,7 +14,7 @@ from connect_routes.browser_session import BrowserUser, browser_user, check_csrf
 from connect_routes.login import Login
 from connect_routes.pages import page
 from service.disconnect import disconnect_one
-from service.errors import MalformedParameter, SignInFirst
+from service.errors import ConnectionsPageNotSignedIn, InvalidRequest
 from service.runtime import Runtime
 from service.security_checks import require_same_origin, require_signed_in
 from token_store import ConnectionKey
@@ -62,7 +62,7 @@ class ConnectionsPage:
         """What both POSTs of this page check first: our own origin (when named), a signed-in
         browser, the session's CSRF token, and a bounded provider and account."""
         require_same_origin(request.headers.get("origin"), self._runtime.settings.public_url)
-        browser = require_signed_in(browser_user(request, self._runtime.settings), SignInFirst)
+        browser = require_signed_in(browser_user(request, self._runtime.settings), ConnectionsPageNotSignedIn)
         form = await request.form(max_files=0, max_fields=8, max_part_size=1024)
         check_csrf(request, form.get("csrf"))
         provider, account = form.get("provider"), form.get("account")
@@ -70,7 +70,7 @@ class ConnectionsPage:
             not (isinstance(provider, str) and isinstance(account, str))
             or max(len(provider), len(account)) > MAX_FIELD
         ):
-            raise MalformedParameter("The form is incomplete.")
+            raise InvalidRequest("The form is incomplete.")
         return browser, provider, account
 
     async def disconnect(self, request: Request) -> Response:
@@ -100,7 +100,7 @@ class ConnectionsPage:
         if account:
             # Only an account the session user holds there: a form cannot name another user's.
             if await store.get_connection(browser.user, provider, account) is None:
-                raise MalformedParameter("That account is not connected.")
+                raise InvalidRequest("That account is not connected.")
             await store.set_default_account(browser.user, provider, account)
         else:
             await store.set_default_account(browser.user, provider, None)

@@ -36,15 +36,17 @@ from mcp_types import (
     TextContent,
 )
 
-from service.account_choice import (
-    AccountChoice,
-    NewAccountWanted,
-    NoAccountChosen,
-    used_account_notice,
-)
+from service.account_choice import AccountChoice, used_account_notice
 from service.completion import CompletionHub
 from service.connect_flow import ConnectFlow
-from service.errors import ConnectionNeeded, InvalidRequestState, NeedsReauthorization, UnknownProvider
+from service.errors import (
+    ConnectionNeeded,
+    InvalidRequestState,
+    NeedsReauthorization,
+    NewAccountWanted,
+    NoAccountChosen,
+    UnknownProvider,
+)
 from service.flow_events import failure_text
 from service.identity import Caller, client_name, current_caller
 from service.lifecycle import TokenLifecycle

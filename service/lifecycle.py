@@ -19,10 +19,10 @@ from typing import Any
 import anyio
 
 from service.audit import audit
+from service.errors import NeedsReauthorization, ProviderApiError, TokenExchangeError
 from service.metrics import Metrics
 from service.outbound_http import OutboundHttp
-from service.provider_api import ProviderApiError
-from service.provider_oauth import TokenExchangeError, refresh, revoke
+from service.provider_oauth import refresh, revoke
 from service.providers import ProviderConfig
 from service.webhooks import NEEDS_REAUTHORIZATION as NEEDS_REAUTHORIZATION_EVENT
 from service.webhooks import ConnectionEvents
@@ -49,10 +49,6 @@ def refresh_lock_ttl(timeout_seconds: float) -> float:
     same refresh token while the first one is still in flight. RFC 9700 §4.14.2: a rotated
     refresh token presented twice tells the provider "of the breach", and it may revoke the grant."""
     return timeout_seconds + LOCK_MARGIN
-
-
-class NeedsReauthorization(Exception):
-    """The grant is gone (no refresh token, or the provider refused it): connect again."""
 
 
 class TokenLifecycle:

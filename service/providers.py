@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from service.discovery import MetadataError, fetch_metadata
+from service.discovery import fetch_metadata
+from service.errors import MetadataError
 from service.urls import https_unless_loopback
 
 # "oauth2": authorization code + PKCE; "api_key": the user pastes a key on our page.

@@ -173,8 +173,8 @@ class ProviderApiError(Exception):
 
 
 class NeedsReauthorization(Exception):
-    """The grant is gone: no refresh token, or the provider refused it (RFC 6749 §5.2
-    invalid_grant); the user connects again."""
+    """The grant is gone: disconnected, no refresh token, or the provider refused it (RFC 6749
+    §5.2 invalid_grant); the user connects again."""
 
 
 class MetadataError(ValueError):

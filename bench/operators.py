@@ -32,7 +32,6 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +78,9 @@ class Bench:
         self.providers_app = create_mock_providers_app(setup.providers)
         self.counting = Counting(self.providers_app)
         self.servers = ThreadedServers([(self.counting, port)])
-        self.settings: Settings = setup.settings.replace(store_url=store_url, redis_prefix=prefix).validate()
+        self.settings: Settings = setup.settings.replace(
+            store_url=store_url, redis_prefix=prefix
+        ).require_safe_to_serve()
         self.hub = self.providers_app.state.mockhub
 
     def answered(self, path: str, status: int = 200) -> int:
@@ -135,7 +136,9 @@ async def bench_revoke(bench: Bench, count: int, rate: float, concurrency: int, 
 
 
 async def bench_keepalive(bench: Bench, count: int, replicas: int, rate: float) -> None:
-    hub_config = replace(bench.settings.providers["mockhub"], refresh_keepalive=3600, keepalive_rate=rate)
+    hub_config = bench.settings.providers["mockhub"].model_copy(
+        update={"refresh_keepalive": 3600, "keepalive_rate": rate}
+    )
     settings = bench.settings.replace(providers={"mockhub": hub_config})
     runtimes = [bench.runtime(settings) for _ in range(replicas)]
     counter = redis.Redis.from_url(bench.settings.effective_store_url)

@@ -92,7 +92,7 @@ def sdk(settings: Settings, resumable: bool = False) -> Starlette:
 
 def main() -> int:
     kind = sys.argv[1]
-    settings = asyncio.run(resolve_providers(load_settings().validate()))
+    settings = asyncio.run(resolve_providers(load_settings().require_safe_to_serve()))
     configure_logging(settings.log_level, settings.log_format, settings.replica_id)
     app = ours(settings) if kind == "ours" else sdk(settings, resumable=kind == "sdk-resumable")
     # All three on the runtime `serve` uses (service/server_runtime.py): the comparison is of the

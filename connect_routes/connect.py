@@ -46,11 +46,10 @@ from service.security_checks import (
     require_opaque_id,
     require_same_origin,
     require_signed_in,
-    require_single_use_state,
     require_visible_client_name,
 )
 from service.urls import origin
-from token_store import PendingElicitation, StoreUnavailable
+from token_store import PendingElicitation
 
 MAX_PARAM = 2048
 MAX_API_KEY = 4096
@@ -131,13 +130,10 @@ class ConnectRoutes:
         """What a signed-out visitor is asked to sign in for, e.g. "connect MockHub for the MCP
         client Claude". Only the service and the client's own name: nothing about the user, and
         no same-user check has run yet, so no more than the link's holder was shown already."""
-        try:
-            elicitation = await self._runtime.store.get_elicitation(elicitation_id)
-        except StoreUnavailable:
-            return None  # the sign-in still works; the page after it reports the store
-        provider = self._settings.providers.get(elicitation.provider) if elicitation else None
-        if elicitation is None or provider is None:
+        named = await self._flow.unchecked_link(elicitation_id)
+        if named is None:
             return None
+        elicitation, provider = named
         return f"connect {provider.display_name} for the MCP client {_client_shown(elicitation)}"
 
     async def _posted(self, request: Request, *, max_part_size: int) -> tuple[BrowserUser, FormData, str]:
@@ -189,23 +185,19 @@ class ConnectRoutes:
         return _connected(request, link.provider, connection.account_label)
 
     async def callback(self, request: Request) -> Response:
+        """The provider's redirect back: bounded parameters, then the flow's `finish` (which
+        consumes the state before anything else)."""
         params = request.query_params
         if any(len(v) > MAX_PARAM for v in params.values()):
             raise InvalidRequest("A parameter is too long.")
-        state_value = require_opaque_id(params.get("state", ""), InvalidRequest)
-        state = await require_single_use_state(self._runtime.store, state_value)
         browser = browser_user(request, self._settings)
         provider, connection = await self._flow.finish(
-            state,
             CallbackParams(
                 path_provider=request.path_params.get("provider"),
+                query=params,
                 session_user=browser.user if browser else None,
                 session_binding=browser.binding if browser else None,
-                iss=params.get("iss"),
-                error=params.get("error"),
-                error_description=params.get("error_description", ""),
-                code=params.get("code", ""),
-            ),
+            )
         )
         return _connected(request, provider, connection.account_label)
 

@@ -13,6 +13,7 @@ from starlette.routing import Route
 from connect_routes.browser_session import BrowserUser, browser_user, check_csrf, csrf_token
 from connect_routes.login import Login
 from connect_routes.pages import page
+from service.connections import Connections
 from service.disconnect import disconnect_one
 from service.errors import ConnectionsPageNotSignedIn, InvalidRequest
 from service.runtime import Runtime
@@ -27,6 +28,7 @@ class ConnectionsPage:
     def __init__(self, runtime: Runtime, login: Login) -> None:
         self._runtime = runtime
         self._login = login
+        self._connections = Connections(lambda: runtime.store)
 
     def routes(self) -> list[Route]:
         return [
@@ -39,12 +41,9 @@ class ConnectionsPage:
         browser = browser_user(request, self._runtime.settings)
         if browser is None:
             return self._login.redirect_to_login("/connections")
-        store = self._runtime.store
-        connections = await store.list_connections(browser.user)
+        connections = await self._connections.of_user(browser.user)
         providers = {c.key.provider for c in connections}
-        # The account a tool uses when a call names none and the user has several there
-        # (docs/providers.md, "Several accounts at one provider").
-        defaults = {p: await store.get_default_account(browser.user, p) for p in sorted(providers)}
+        defaults = await self._connections.default_accounts(browser.user, providers)
         several = {p for p in providers if sum(c.key.provider == p for c in connections) > 1}
         flash = request.session.pop(FLASH_KEY, None)
         return page(
@@ -96,12 +95,6 @@ class ConnectionsPage:
         """Make one of the user's own accounts the default at its provider, or forget the default
         (`account` empty: the next call with several accounts asks again)."""
         browser, provider, account = await self._account_form(request)
-        store = self._runtime.store
-        if account:
-            # Only an account the session user holds there: a form cannot name another user's.
-            if await store.get_connection(browser.user, provider, account) is None:
-                raise InvalidRequest("That account is not connected.")
-            await store.set_default_account(browser.user, provider, account)
-        else:
-            await store.set_default_account(browser.user, provider, None)
+        chosen = await self._connections.own_account(browser.user, provider, account) if account else None
+        await self._connections.remember_default(browser.user, provider, chosen)
         return RedirectResponse("/connections", status_code=303)

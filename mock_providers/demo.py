@@ -90,6 +90,8 @@ def build_dev_setup(public_url: str, providers_url: str, data_dir: Path, **overr
         issuer=f"{providers_url}/mockhub",
         account_field="id",
         label_field="login",
+        # development only: the mock providers speak plain http, on loopback or in compose's network
+        insecure_http=providers_url.startswith("http:"),
     )
     settings = Settings(
         public_url=public_url,
@@ -102,7 +104,7 @@ def build_dev_setup(public_url: str, providers_url: str, data_dir: Path, **overr
         data_dir=data_dir,
         providers={"mockhub": mockhub},
         **overrides,
-    ).validate()
+    ).require_safe_to_serve()
     providers = MockProvidersConfig(
         base_url=providers_url,
         data_dir=data_dir,
@@ -133,7 +135,7 @@ def write_serve_env(demo: Demo) -> Path:
     )
     lines = ["[providers.mockhub]", *(f'{f} = "{getattr(mockhub, f)}"' for f in fields)]
     lines += ['scopes = ["read:user"]', 'account_field = "id"', 'label_field = "login"']
-    if not mockhub.token_url.startswith("https:"):
+    if mockhub.insecure_http:
         lines.append("insecure_http = true  # development only: the mock providers speak plain http")
     _write_private(toml_path, "\n".join(lines) + "\n")
     env = {

@@ -24,10 +24,10 @@ from service.errors import CsrfTokenMismatch
 from service.names import lookalike_note
 from service.security_checks import mint_opaque_id, require_csrf_token
 
-from .cors import allow_cors
 from .dev_as import DevAuthorizationServer
 from .dev_tokens import DevUser
 from .pages import Pages
+from .provider_routes import machine_route
 from .starlette_adapter import StarletteOAuth2Request, read_form_items, read_json_request, read_oauth2_request
 
 SESSION_COOKIE = "devas_session"
@@ -80,19 +80,15 @@ class DevAuthorizationRoutes:
 
     def routes(self) -> list[Route]:
         return [
-            Route(
-                "/.well-known/oauth-authorization-server",
-                allow_cors(self.metadata),
-                methods=["GET", "OPTIONS"],
-            ),
-            Route("/.well-known/openid-configuration", allow_cors(self.metadata), methods=["GET", "OPTIONS"]),
-            Route("/jwks.json", allow_cors(self.jwks), methods=["GET", "OPTIONS"]),
-            Route("/register", allow_cors(self.register), methods=["POST", "OPTIONS"]),
+            machine_route("/.well-known/oauth-authorization-server", self.metadata, ["GET"]),
+            machine_route("/.well-known/openid-configuration", self.metadata, ["GET"]),
+            machine_route("/jwks.json", self.jwks, ["GET"]),
+            machine_route("/register", self.register, ["POST"]),
             Route("/authorize", self.authorize, methods=["GET", "POST"]),
             Route("/login", self.login, methods=["GET", "POST"]),
             Route("/logout", self.logout, methods=["GET", "POST"]),
-            Route("/token", allow_cors(self.token), methods=["POST", "OPTIONS"]),
-            Route("/userinfo", allow_cors(self.userinfo), methods=["GET", "POST", "OPTIONS"]),
+            machine_route("/token", self.token, ["POST"]),
+            machine_route("/userinfo", self.userinfo, ["GET", "POST"]),
         ]
 
     async def _oauth2_request(self, request: Request) -> StarletteOAuth2Request:

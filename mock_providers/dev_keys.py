@@ -47,8 +47,8 @@ class DevKeys:
 
     @cached_property
     def signing_key(self) -> RSAKey:
-        """The private key, imported once: importing an RSA JWK validates it (~40 ms), which
-        done for every signature was most of the mock process's CPU."""
+        """The private key, imported once: importing an RSA JWK validates it (~40 ms), which done
+        for every signature would be most of the mock process's CPU."""
         return RSAKey.import_key(self.private_jwk)
 
     def private_key_set(self) -> KeySet:

@@ -7,10 +7,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .consent import ConsentFlow, ConsentSettings
-from .cors import allow_cors
 from .mockgoogle import ALG, EMAIL_DOMAIN, LOGIN_RULE, MockGoogle
 from .pages import Pages
-from .provider_routes import ProviderRoutes
+from .provider_routes import ProviderRoutes, machine_route
 
 PREFIX = "/mockgoogle"
 DISCOVERY_PATH = PREFIX + "/.well-known/openid-configuration"
@@ -36,12 +35,12 @@ class MockGoogleRoutes(ProviderRoutes):
 
     def routes(self) -> list[Route]:
         return [
-            Route(DISCOVERY_PATH, allow_cors(self.discovery), methods=["GET", "OPTIONS"]),
-            Route(PREFIX + "/jwks.json", allow_cors(self.jwks), methods=["GET", "OPTIONS"]),
+            machine_route(DISCOVERY_PATH, self.discovery, ["GET"]),
+            machine_route(PREFIX + "/jwks.json", self.jwks, ["GET"]),
             Route(PREFIX + "/authorize", self.consent.handle, methods=["GET", "POST"]),
-            Route(PREFIX + "/token", allow_cors(self.token), methods=["POST", "OPTIONS"]),
-            Route(PREFIX + "/userinfo", allow_cors(self.userinfo), methods=["GET", "POST", "OPTIONS"]),
-            Route(PREFIX + "/revoke", allow_cors(self.revoke), methods=["GET", "POST", "OPTIONS"]),
+            machine_route(PREFIX + "/token", self.token, ["POST"]),
+            machine_route(PREFIX + "/userinfo", self.userinfo, ["GET", "POST"]),
+            machine_route(PREFIX + "/revoke", self.revoke, ["GET", "POST"]),
         ]
 
     def discovery_document(self) -> dict[str, object]:

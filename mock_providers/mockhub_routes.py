@@ -16,12 +16,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .consent import ConsentFlow, ConsentSettings
-from .cors import allow_cors
 from .dev_as_routes import session_user
 from .faults import mangle
 from .mockhub import LOGIN_RULE, MockHub, MockHubAccount
 from .pages import Pages
-from .provider_routes import ProviderRoutes
+from .provider_routes import ProviderRoutes, machine_route
 
 PREFIX = "/mockhub"
 METADATA_PATH = "/.well-known/oauth-authorization-server" + PREFIX
@@ -59,7 +58,7 @@ class MockHubRoutes(ProviderRoutes):
 
     def routes(self) -> list[Route]:
         return [
-            Route(METADATA_PATH, allow_cors(self.metadata), methods=["GET", "OPTIONS"]),
+            machine_route(METADATA_PATH, self.metadata, ["GET"]),
             Route(PREFIX + "/authorize", self.consent.handle, methods=["GET", "POST"]),
             Route(PREFIX + "/token", self.token, methods=["POST"]),
             Route(PREFIX + "/revoke", self.revoke, methods=["POST"]),

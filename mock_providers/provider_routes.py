@@ -1,19 +1,42 @@
-"""The HTTP handlers MockHub and MockGoogle share: token endpoint, revocation, API authentication."""
+"""The HTTP handlers MockHub and MockGoogle share (token endpoint, revocation, API authentication),
+and the route of a machine endpoint, which every mock server's browser-based clients call."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from authlib.oauth2 import OAuth2Error
 from authlib.oauth2.rfc6749 import ResourceProtector
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
 
 from .faults import MANGLING_MODES, check_mode, fault_label, fault_response, mangle
 from .oauth_provider import MockProvider
 from .pages import Pages
 from .records import record_fault, record_token_request
 from .starlette_adapter import StarletteOAuth2Request, read_oauth2_request
+
+# Metadata, JWKS, registration, token and userinfo carry no cookies, so any origin may read them
+# (browser-based MCP clients call them directly); pages and the admin endpoints get no CORS.
+_ANY_ORIGIN = Middleware(
+    CORSMiddleware,
+    allow_origins=["*"],
+    allow_methods=["GET", "POST"],
+    allow_headers=["Authorization", "Content-Type", "MCP-Protocol-Version"],
+    max_age=600,
+)
+
+
+def machine_route(
+    path: str, endpoint: Callable[[Request], Awaitable[Response]], methods: Sequence[str]
+) -> Route:
+    """A route any origin may call: CORS preflights answered, responses readable cross-origin."""
+    # OPTIONS passes the route's method check to reach CORSMiddleware, which answers the preflight.
+    return Route(path, endpoint, methods=[*methods, "OPTIONS"], middleware=[_ANY_ORIGIN])
 
 
 class ProviderRoutes:

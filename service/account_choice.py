@@ -6,7 +6,7 @@ listed by label, plus "connect another account". Nothing secret and no free text
 (2025-11-25/client-elicitation.mdx "Form Mode Security": "Servers MUST NOT request sensitive
 information ... via form mode"); the answer is checked server-side against what was offered
 (`require_offered_account`). The chosen account is remembered per user and provider
-(`Store.set_default_account`), so the question comes once.
+(`Connections.remember_default`), so the question comes once.
 
 This module builds the question and reads the answer; the broker decides when to ask.
 """

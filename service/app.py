@@ -119,7 +119,7 @@ def mcp_http_app(
 
 
 def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
-    settings.validate()  # no server runs on settings that were never checked
+    settings.require_safe_to_serve()  # no server runs on settings that were never checked
     check_sdk_hooks()  # nor on an SDK without what the caps and replay isolation rely on
     runtime = runtime or Runtime(settings)
     server, broker = build_mcp_server(settings, runtime)

@@ -80,7 +80,7 @@ class _Server(uvicorn.Server):
         await drain.wait_idle(grace)
         # Idle keep-alive connections are left for the proxy to close (nginx after 4 s, before
         # our keep-alive ends): closing one ourselves races with a request the proxy may be
-        # sending on it, which then fails (a POST is not re-sent). Each answer now carries
+        # sending on it, which then fails (a POST is not re-sent). Each answer during the drain carries
         # `Connection: close`, so a reused one closes after its answer.
         idle_until = min(deadline, loop.time() + self.config.timeout_keep_alive + 1)
         # uvicorn keeps no event for "a connection closed": poll, as its own shutdown does.
@@ -272,7 +272,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from service.app import create_app, metrics_app
 
     try:
-        settings = load_settings(config_file=args.config).validate()
+        settings = load_settings(config_file=args.config).require_safe_to_serve()
         # Logging first: discovery and the app factory log too, and only our handler redacts.
         configure_logging(settings.log_level, settings.log_format, settings.replica_id)
         settings = asyncio.run(resolve_providers(settings))
@@ -355,7 +355,7 @@ def cmd_keys_rotate(args: argparse.Namespace) -> int:
     from token_store import KeyRing, open_store
 
     try:
-        settings = load_settings(config_file=args.config).validate()
+        settings = load_settings(config_file=args.config).require_safe_to_serve()
     except SettingsError as exc:
         return _configuration_error(exc)
 
@@ -382,7 +382,7 @@ def cmd_store_migrate(args: argparse.Namespace) -> int:
     from token_store import KeyRing, StoreUnavailable, open_store
 
     try:
-        settings = load_settings(config_file=args.config).validate()
+        settings = load_settings(config_file=args.config).require_safe_to_serve()
     except SettingsError as exc:
         return _configuration_error(exc)
 
@@ -412,7 +412,7 @@ def cmd_store_copy_from(args: argparse.Namespace) -> int:
     from token_store import KeyRing, RedisStore, StoreUnavailable, open_store
 
     try:
-        settings = load_settings(config_file=args.config).validate()
+        settings = load_settings(config_file=args.config).require_safe_to_serve()
     except SettingsError as exc:
         return _configuration_error(exc)
     source_url = os.environ.get(args.from_env, "")
@@ -452,7 +452,7 @@ def _operator_run(args: argparse.Namespace, act: Callable[[Runtime], Awaitable[i
     from service.runtime import Runtime
 
     try:
-        settings = load_settings(config_file=args.config).validate()
+        settings = load_settings(config_file=args.config).require_safe_to_serve()
         if getattr(args, "resolve_providers", True):
             settings = asyncio.run(resolve_providers(settings))
         runtime = Runtime(settings)
@@ -562,7 +562,7 @@ def cmd_keys_retire(args: argparse.Namespace) -> int:
     from token_store import KeyRing, open_store
 
     try:
-        settings = load_settings(config_file=args.config).validate()
+        settings = load_settings(config_file=args.config).require_safe_to_serve()
         keyring = KeyRing.parse(settings.encryption_keys)
     except (SettingsError, ValueError) as exc:
         return _configuration_error(exc)

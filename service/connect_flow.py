@@ -16,7 +16,7 @@ import contextlib
 import logging
 import re
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,6 +27,7 @@ from service.errors import (
     DomainError,
     FlowFailed,
     InvalidApiKey,
+    InvalidRequest,
     MissingCode,
     NotAnApiKeyProvider,
     ProviderApiError,
@@ -51,11 +52,14 @@ from service.security_checks import (
     mint_opaque_id,
     require_account_id_of_provider,
     require_first_open,
+    require_opaque_id,
     require_pending,
     require_redirect_uri_of_provider,
     require_same_browser,
     require_same_user,
     require_signed_in,
+    require_single_use_state,
+    reusable_link_of_same_user_and_client,
 )
 from service.settings import Settings
 from service.tracing import Tracing
@@ -108,15 +112,14 @@ class Link:
 
 @dataclass(frozen=True)
 class CallbackParams:
-    """What `/callback/<provider>` received, parsed by the route."""
+    """The raw callback: the provider named by `/callback/<provider>`, the query parameters as
+    received (`state`, then `code` or `error`: RFC 6749 §4.1.2; `iss`: RFC 9207), and this
+    browser's signed-in user and session binding (None when signed out)."""
 
     path_provider: str | None
-    session_user: UserRef | None  # the signed-in user of this browser, if any
-    session_binding: str | None  # the browser binding of this session, if any
-    iss: str | None
-    error: str | None
-    error_description: str
-    code: str
+    query: Mapping[str, str]
+    session_user: UserRef | None
+    session_binding: str | None
 
 
 class ConnectFlow:
@@ -235,6 +238,38 @@ class ConnectFlow:
             logger.exception("connect flow: unexpected error")
             raise FlowFailed() from exc
 
+    # ---- reading a flow ---------------------------------------------------------------------------
+
+    async def elicitation(self, elicitation_id: str) -> PendingElicitation | None:
+        """The elicitation as stored, unchecked (None when unknown or expired)."""
+        return await self._store().get_elicitation(elicitation_id)
+
+    async def unchecked_link(self, elicitation_id: str) -> tuple[PendingElicitation, ProviderConfig] | None:
+        """What a link names before any check: its elicitation and provider, for a signed-out
+        visitor's sign-in page. None when unknown, expired, of an unknown provider, or when the
+        store is down (the sign-in still works; the page after it reports the store)."""
+        try:
+            elicitation = await self.elicitation(elicitation_id)
+        except StoreUnavailable:
+            return None
+        provider = self._settings.providers.get(elicitation.provider) if elicitation else None
+        if elicitation is None or provider is None:
+            return None
+        return elicitation, provider
+
+    async def link_to_show_again(
+        self,
+        user: UserRef,
+        client_id: str,
+        provider: str,
+        scopes: tuple[str, ...],
+        usable_until: float,
+    ) -> PendingElicitation | None:
+        """The user's unopened link that the same client may be shown again
+        (`reusable_link_of_same_user_and_client`), or None."""
+        live = await self._store().live_elicitations(user)
+        return reusable_link_of_same_user_and_client(live, user, client_id, provider, scopes, usable_until)
+
     # ---- /connect ---------------------------------------------------------------------------------
 
     async def check_link(self, user: UserRef, elicitation_id: str) -> Link:
@@ -305,9 +340,13 @@ class ConnectFlow:
 
     # ---- /callback --------------------------------------------------------------------------------
 
-    async def finish(self, state: OAuthState, received: CallbackParams) -> tuple[ProviderConfig, Connection]:
-        """The callback after its state was consumed: every check before the code is redeemed,
-        then the exchange, the account, and `complete`. Any failure fails the flow closed."""
+    async def finish(self, received: CallbackParams) -> tuple[ProviderConfig, Connection]:
+        """The callback: its state consumed first, then every check before the code is redeemed,
+        then the exchange, the account, and `complete`. Any failure after the state was found
+        fails the flow closed."""
+        query = received.query
+        state_value = require_opaque_id(query.get("state", ""), InvalidRequest)
+        state = await require_single_use_state(self._store(), state_value)
         elicitation = state.elicitation
         async with self.failing_closed(elicitation):
             session_user = require_signed_in(received.session_user, WrongBrowser)
@@ -316,10 +355,12 @@ class ConnectFlow:
             provider = require_redirect_uri_of_provider(
                 received.path_provider, self._settings.providers.get(elicitation.provider)
             )
-            check_rfc9207_issuer(received.iss, state.expected_issuer)
-            if received.error is not None:
-                raise ProviderDenied(provider.display_name, received.error, received.error_description)
-            if not received.code:
+            check_rfc9207_issuer(query.get("iss"), state.expected_issuer)
+            error = query.get("error")
+            if error is not None:
+                raise ProviderDenied(provider.display_name, error, query.get("error_description", ""))
+            code = query.get("code", "")
+            if not code:
                 raise MissingCode()
             step = "token"
             try:
@@ -329,7 +370,7 @@ class ConnectFlow:
                         token_endpoint=state.token_endpoint,
                         redirect_uri=state.redirect_uri,
                         scopes=elicitation.scopes,
-                        code=received.code,
+                        code=code,
                         code_verifier=state.code_verifier,
                         timeout_seconds=self._settings.http_timeout,
                         outbound=self._outbound,

@@ -53,7 +53,7 @@ class UrlConnect:
     """The connect flow (store, completion delivery, refresh, browser pages) for a server of yours."""
 
     def __init__(self, settings: Settings, runtime: Runtime | None = None) -> None:
-        self.settings = settings.validate()
+        self.settings = settings.require_safe_to_serve()
         self.runtime = runtime or Runtime(settings)
         r = self.runtime
         self.broker = ConnectionBroker(settings, lambda: r.store, r.hub, r.lifecycle, r.flow, r.http)

@@ -16,8 +16,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult
 
+from service.mcp_errors import tool_error
 from service.providers import ProviderConfig
 from token_store import Connection, PendingElicitation
 
@@ -61,9 +62,7 @@ def connect_link_answer(
         "elicitation_id": elicitation.id,
         "expires_at": expires,
     }
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)], structured_content=structured, is_error=True
-    )
+    return tool_error(text, structured)
 
 
 def _rfc3339(timestamp: float) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, CallToolResult, TextContent
 
 from service.errors import (
     ConnectionNeeded,
@@ -37,6 +37,15 @@ def http_error_body(code: int, message: str) -> bytes:
     null (JSON-RPC 2.0 §5: "If there was an error in detecting the id in the Request object ...
     it MUST be Null")."""
     return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
+
+
+def tool_error(text: str, structured: dict[str, Any] | None = None) -> CallToolResult:
+    """A tool's answer that it could not do its work, read by the model: a result with `isError`,
+    never a JSON-RPC error (2025-11-25 server/tools.mdx, "Error Handling": tool execution errors
+    are reported in the result). `structured` carries the same facts for an agent framework."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=structured, is_error=True
+    )
 
 
 STORE_DOWN = "The token store is unavailable; try again shortly"

@@ -1,7 +1,7 @@
 """What a tool holds while it calls a provider's API for the caller.
 
     @server.tool()
-    @uses(broker, "github", scopes=("read:user",))
+    @uses(broker.session, "github", scopes=("read:user",))
     async def github_profile(ctx: Context, api: ProviderSession) -> dict:
         return await api.get_json("/user")
 

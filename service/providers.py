@@ -2,19 +2,22 @@
 
 A provider is declared in the TOML file as `[providers.<name>]`, optionally starting from a
 preset (`preset = "github"`), with its client secret from `MCPUC_PROVIDER_<NAME>_CLIENT_SECRET`.
-`validate_provider` refuses an unusable entry with a message naming the field; endpoints left
+`ProviderConfig` is a pydantic model (`Settings.providers` holds them): its validators refuse an
+unusable entry, and `provider_error` names the field (`providers.<name>.<field>`). Endpoints left
 empty with a `discovery_url` are filled from the provider's metadata at start-up
 (`resolve_discovery`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Self
 from urllib.parse import urlsplit
 
 import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from service.discovery import fetch_metadata
 from service.errors import MetadataError
@@ -24,21 +27,36 @@ from service.urls import https_unless_loopback
 ProviderKind = Literal["oauth2", "api_key"]
 # RFC 7591 §2 token_endpoint_auth_method values we speak ("none": a public client).
 TokenAuthMethod = Literal["client_secret_post", "client_secret_basic", "none"]
-KINDS: tuple[str, ...] = get_args(ProviderKind)
-AUTH_METHODS: tuple[str, ...] = get_args(TokenAuthMethod)
 BEARER = "Bearer"  # RFC 6750: the token type we know how to present
+# A provider's name becomes part of an environment variable and of stored keys.
+PROVIDER_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")  # used with fullmatch
 
 
 class ProviderError(ValueError):
     """An invalid provider entry; the message names `providers.<name>.<field>`."""
 
 
-@dataclass(frozen=True)
-class ProviderConfig:
-    """A third-party service the server connects users to."""
+class _FieldRule(ValueError):
+    """A rule across fields broken at `field` (pydantic locates a model validator's error at the
+    model; `provider_error` appends the field)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class ProviderConfig(BaseModel):
+    """A third-party service the server connects users to.
+
+    The endpoints are `str`, not pydantic's URL types: those rewrite the URL (a bare origin gains a
+    trailing slash), and the flow sends to and compares the URLs as the operator wrote them.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
-    display_name: str = ""
+    display_name: str = ""  # default: the name
     kind: ProviderKind = "oauth2"
     preset: str = ""
     authorize_url: str = ""
@@ -48,17 +66,18 @@ class ProviderConfig:
     discovery_url: str = ""  # RFC 8414 / OIDC metadata: fills the empty endpoints at start-up
     api_base_url: str = ""  # base of the provider's API, for tools' authenticated clients
     client_id: str = ""
-    client_secret: str = field(repr=False, default="")
+    client_secret: str = Field(default="", repr=False)
     token_auth_method: TokenAuthMethod = "client_secret_post"  # noqa: S105 - a method name
     scopes: tuple[str, ...] = ()
     scope_param: str = "scope"  # Slack asks for user-token scopes as `user_scope`
-    authorize_params: Mapping[str, str] = field(default_factory=dict)  # e.g. access_type=offline
+    authorize_params: Mapping[str, str] = Field(default_factory=dict)  # e.g. access_type=offline
     consent_prompt_for_refresh: bool = False  # Google: prompt=consent when we hold no refresh token
     token_path: str = ""  # where the user's token sits in the token response (Slack: authed_user)
     # RFC 6749 §7.1: the `token_type` values accepted, each then presented as a bearer token
-    token_types: tuple[str, ...] = (BEARER,)
+    token_types: tuple[str, ...] = Field(default=(BEARER,), min_length=1)
     issuer: str | None = None  # RFC 9207: when set, the authorization response must carry this `iss`
-    account_field: str = "id"  # userinfo field naming the account (the provider's subject); dotted
+    # userinfo field naming the account (the provider's subject); dotted
+    account_field: str = Field(default="id", min_length=1)
     label_field: str = "login"  # userinfo field shown to the user; dotted
     tenant: str = ""  # Microsoft Entra: substituted for {tenant} in the endpoints
     refresh_skew_seconds: int = 60  # refresh this long before expiry
@@ -67,14 +86,67 @@ class ProviderConfig:
     api_key_format: str = "Bearer {key}"
     # Keep-alive (service/keepalive.py): refresh a grant not refreshed for this many seconds, before
     # the provider expires an unused refresh token (Microsoft: 90 days; Google: 6 months). 0: off.
-    refresh_keepalive: int = 0
+    refresh_keepalive: int = Field(default=0, ge=0)
     # Refresh access tokens about to expire in the sweep, so a tool call never waits for one.
     keep_access_fresh: bool = False
-    keepalive_rate: float = 5.0  # sweep refreshes started per second at this provider
+    keepalive_rate: float = Field(default=5.0, gt=0, le=1000)  # sweep refreshes started per second
 
-    def __post_init__(self) -> None:
-        if not self.display_name:
-            object.__setattr__(self, "display_name", self.name)
+    @model_validator(mode="before")
+    @classmethod
+    def _over_its_preset(cls, data: Any) -> Any:
+        """The preset's values under the entry's own, the tenant in the endpoints, the display name."""
+        if not isinstance(data, Mapping):
+            return data
+        preset = str(data.get("preset", ""))
+        if preset and preset not in PRESETS:
+            raise _FieldRule("preset", f"unknown preset {preset!r} (known: {', '.join(PRESETS)})")
+        values: dict[str, Any] = {**PRESETS.get(preset, {}), **data}
+        tenant = str(values.get("tenant", ""))
+        for key in ENDPOINTS:
+            if "{tenant}" in str(values.get(key, "")):
+                if not tenant:
+                    raise _FieldRule("tenant", f"required by the {preset or 'given'} endpoints")
+                values[key] = str(values[key]).replace("{tenant}", tenant)
+        if not values.get("display_name"):
+            values["display_name"] = values.get("name", "")
+        return values
+
+    @field_validator("scopes", "token_types", mode="before")
+    @classmethod
+    def _a_list(cls, value: Any) -> Any:
+        # A TOML string where a list is meant would otherwise be read as its characters.
+        if isinstance(value, str):
+            raise ValueError("must be a list of strings")
+        return value
+
+    @model_validator(mode="after")
+    def require_https_endpoints(self) -> Self:
+        """Tokens, codes and client secrets travel to these URLs: TLS unless on this machine
+        (`https_unless_loopback`), or a development provider explicitly marked `insecure_http`."""
+        for key in ENDPOINTS:
+            url = getattr(self, key)
+            if url and not (https_unless_loopback(url) or (self.insecure_http and _plain_http(url))):
+                raise _FieldRule(key, "must be an https URL (plain http only on loopback)")
+        return self
+
+    @model_validator(mode="after")
+    def require_what_the_flow_needs(self) -> Self:
+        """An api_key provider needs where the key goes; an OAuth client needs its id, its secret
+        (unless public) and every endpoint, or a discovery URL to find them."""
+        if self.kind == "api_key":
+            if "{key}" not in self.api_key_format:
+                raise _FieldRule("api_key_format", "must contain {key}")
+            return self
+        if not self.client_id:
+            raise _FieldRule("client_id", "required")
+        public_client = self.token_auth_method == "none"  # noqa: S105 - a public client, no secret
+        if not public_client and not self.client_secret:
+            raise _FieldRule("client_secret", f"required (set {client_secret_env(self.name)})")
+        if not self.discovery_url:
+            for key in ("authorize_url", "token_url", "userinfo_url"):
+                if not getattr(self, key):
+                    raise _FieldRule(key, "required (or give discovery_url)")
+        return self
 
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -146,87 +218,75 @@ PRESETS: dict[str, dict[str, Any]] = {
 ENDPOINTS = ("authorize_url", "token_url", "userinfo_url", "revocation_url", "discovery_url", "api_base_url")
 
 
+def _plain_http(url: str) -> bool:
+    parts = urlsplit(url)
+    return parts.scheme == "http" and bool(parts.hostname)
+
+
+def client_secret_env(name: str) -> str:
+    """The environment variable holding provider `name`'s client secret (so the TOML file can be
+    committed)."""
+    return f"MCPUC_PROVIDER_{name.upper()}_CLIENT_SECRET"
+
+
+def with_client_secrets(tables: object, environ: Mapping[str, str]) -> object:
+    """The file's `[providers.<name>]` tables, each given its client secret from `environ`
+    (`client_secret_env`), which wins over the file."""
+    if not isinstance(tables, Mapping):
+        return tables  # `named_provider_tables` refuses it
+    given: dict[str, object] = {}
+    for name, table in tables.items():
+        secret_env = client_secret_env(str(name))
+        given[name] = (
+            {**table, "client_secret": environ[secret_env]}
+            if isinstance(table, Mapping) and secret_env in environ
+            else table
+        )
+    return given
+
+
+def named_provider_tables(tables: object) -> dict[str, object]:
+    """`[providers.<name>]` tables, each named by its key for `ProviderConfig`, which validates
+    the rest; model instances pass through."""
+    if not isinstance(tables, Mapping):
+        raise ProviderError("providers must be a table of [providers.<name>] tables")
+    named: dict[str, object] = {}
+    for name, table in tables.items():
+        if not PROVIDER_NAME.fullmatch(name):
+            raise ProviderError(f"providers.{name}: names use lower-case letters, digits and _ only")
+        if isinstance(table, Mapping):
+            if "name" in table:  # the key names the provider
+                raise ProviderError(f"providers.{name}.name: unknown field")
+            table = {**table, "name": name}
+        elif not isinstance(table, ProviderConfig):
+            raise ProviderError(f"providers.{name} must be a table")
+        named[name] = table
+    return named
+
+
+def provider_error(error: ErrorDetails, where: tuple[str | int, ...] = ()) -> ProviderError:
+    """One pydantic error as `providers.<name>.<field>: <what is wrong>`; never the value."""
+    loc = [*where, *error["loc"]]
+    cause = error.get("ctx", {}).get("error")
+    if isinstance(cause, ProviderError):
+        return cause
+    if isinstance(cause, _FieldRule):
+        loc.append(cause.field)
+        message = cause.message
+    elif error["type"] == "extra_forbidden":
+        message = "unknown field"
+    else:
+        message = str(cause) if isinstance(cause, ValueError) else error["msg"]
+    return ProviderError(f"{'.'.join(str(part) for part in loc)}: {message}")
+
+
 def build_provider(name: str, spec: Mapping[str, Any], environ: Mapping[str, str]) -> ProviderConfig:
     """A validated ProviderConfig from a TOML table, its preset and the environment."""
-    allowed = {f.name for f in fields(ProviderConfig)} - {"name"}
-    unknown = set(spec) - allowed
-    if unknown:
-        raise ProviderError(f"providers.{name}.{sorted(unknown)[0]}: unknown field")
-    preset = str(spec.get("preset", ""))
-    if preset and preset not in PRESETS:
-        raise ProviderError(
-            f"providers.{name}.preset: unknown preset {preset!r} (known: {', '.join(PRESETS)})"
-        )
-    values: dict[str, Any] = {**PRESETS.get(preset, {}), **spec}
-    for key in ("scopes", "token_types"):
-        if key in values:
-            if not isinstance(values[key], (list, tuple)) or not all(isinstance(s, str) for s in values[key]):
-                raise ProviderError(f"providers.{name}.{key}: must be a list of strings")
-            values[key] = tuple(values[key])
-    if "authorize_params" in values and not (
-        isinstance(values["authorize_params"], Mapping)
-        and all(isinstance(v, str) for v in values["authorize_params"].values())
-    ):
-        raise ProviderError(f"providers.{name}.authorize_params: must be a table of strings")
-    # Secrets come from the environment so the TOML file can be committed.
-    secret_env = f"MCPUC_PROVIDER_{name.upper()}_CLIENT_SECRET"
-    if secret_env in environ:
-        values["client_secret"] = environ[secret_env]
-    tenant = str(values.get("tenant", ""))
-    for key in ENDPOINTS:
-        if "{tenant}" in str(values.get(key, "")):
-            if not tenant:
-                raise ProviderError(f"providers.{name}.tenant: required by the {preset or 'given'} endpoints")
-            values[key] = str(values[key]).replace("{tenant}", tenant)
+    table = named_provider_tables(with_client_secrets({name: spec}, environ))[name]
     try:
-        provider = ProviderConfig(name=name, **values)
-    except TypeError as exc:
-        raise ProviderError(f"providers.{name}: {exc}") from exc
-    validate_provider(provider)
-    return provider
-
-
-def validate_provider(provider: ProviderConfig) -> None:
-    """Refuse an entry the flow cannot use safely; the message names the field."""
-    where = f"providers.{provider.name}"
-    if provider.kind not in KINDS:
-        raise ProviderError(f"{where}.kind: one of {', '.join(KINDS)}")
-    for key in ENDPOINTS:
-        url = getattr(provider, key)
-        if url and not _acceptable_url(url, provider.insecure_http):
-            raise ProviderError(f"{where}.{key}: must be an https URL (plain http only on loopback)")
-    if not provider.account_field:
-        raise ProviderError(f"{where}.account_field: required")
-    if not provider.token_types:
-        raise ProviderError(f"{where}.token_types: at least one token type")
-    if not (isinstance(provider.refresh_keepalive, int) and provider.refresh_keepalive >= 0):
-        raise ProviderError(f"{where}.refresh_keepalive: seconds, 0 or more")
-    if not (isinstance(provider.keepalive_rate, int | float) and 0 < provider.keepalive_rate <= 1000):
-        raise ProviderError(f"{where}.keepalive_rate: refreshes per second, more than 0 and at most 1000")
-    if provider.kind == "api_key":
-        if "{key}" not in provider.api_key_format:
-            raise ProviderError(f"{where}.api_key_format: must contain {{key}}")
-        return
-    if not provider.client_id:
-        raise ProviderError(f"{where}.client_id: required")
-    if provider.token_auth_method not in AUTH_METHODS:
-        raise ProviderError(f"{where}.token_auth_method: one of {', '.join(AUTH_METHODS)}")
-    public_client = provider.token_auth_method == "none"  # noqa: S105 - a public client, no secret
-    if not public_client and not provider.client_secret:
-        raise ProviderError(
-            f"{where}.client_secret: required (set MCPUC_PROVIDER_{provider.name.upper()}_CLIENT_SECRET)"
-        )
-    if not provider.discovery_url:
-        for key in ("authorize_url", "token_url", "userinfo_url"):
-            if not getattr(provider, key):
-                raise ProviderError(f"{where}.{key}: required (or give discovery_url)")
-
-
-def _acceptable_url(url: str, insecure_http: bool) -> bool:
-    # Tokens, codes and client secrets travel to these URLs: TLS unless on this machine, or a
-    # development provider explicitly marked `insecure_http`.
-    parts = urlsplit(url)
-    return https_unless_loopback(url) or (insecure_http and parts.scheme == "http" and bool(parts.hostname))
+        return ProviderConfig.model_validate(table)
+    except ValidationError as exc:
+        raise provider_error(exc.errors(include_input=False)[0], ("providers", name)) from None
 
 
 async def resolve_discovery(provider: ProviderConfig, http: httpx.AsyncClient) -> ProviderConfig:
@@ -253,6 +313,8 @@ async def resolve_discovery(provider: ProviderConfig, http: httpx.AsyncClient) -
         raise ProviderError(f"{where}: the provider does not support PKCE S256")
     if provider.issuer is None and metadata.get("authorization_response_iss_parameter_supported") is True:
         updates["issuer"] = metadata.get("issuer")  # RFC 9207 §3: advertised, so required
-    resolved = replace(provider, **updates)
-    validate_provider(replace(resolved, discovery_url=""))  # every endpoint must now be present
-    return resolved
+    try:  # every endpoint must now be present, so validated as if there were no discovery_url
+        resolved = ProviderConfig.model_validate({**provider.model_dump(), **updates, "discovery_url": ""})
+    except ValidationError as exc:
+        raise provider_error(exc.errors(include_input=False)[0], ("providers", provider.name)) from None
+    return resolved.model_copy(update={"discovery_url": provider.discovery_url})

@@ -12,7 +12,7 @@ from __future__ import annotations
 from mcp.server.transport_security import RequestBodyLimitMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-# h11's own bound on an incomplete head (uvicorn's h11_max_incomplete_event_size), now for every
+# h11's own bound on an incomplete head (uvicorn's h11_max_incomplete_event_size), applied to every
 # head; the shipped nginx refuses heads over about 13 KiB, leaving room for the fields it adds.
 MAX_REQUEST_HEAD_BYTES = 16 * 1024
 # JSON-RPC messages and browser forms are small; the shipped nginx's client_max_body_size.

@@ -135,10 +135,6 @@ class Runtime:
             raise StoreUnavailable("store not open yet")
         return self._store
 
-    @property
-    def store_open(self) -> bool:
-        return self._store is not None
-
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Runtime]:
         try:

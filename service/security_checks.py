@@ -326,6 +326,20 @@ def session_id_checked_by_sdk(header: str | None, stateless: bool) -> str | None
     return header
 
 
+def elicitation_of_same_user(
+    elicitation: PendingElicitation | None, user: UserRef
+) -> PendingElicitation | None:
+    """The flow a 2026-07-28 retry names counts only when it is the caller's own: another user's
+    elicitation reads as absent, so its outcome never answers this caller's retry.
+
+    2026-07-28/security-best-practices.mdx "State Handle Hijacking": a state handle is bound to
+    the user it was issued to (the SDK's sealing binds the requestState; this binds what it names).
+    """
+    if elicitation is None or elicitation.user != user:
+        return None
+    return elicitation
+
+
 def require_request_state_for_provider(state_provider: str, provider: str) -> None:
     """A requestState resumes only the `require` of the provider it was made for
     (2026-07-28/patterns-mrtr.mdx "Security Considerations": bind the state to its request)."""

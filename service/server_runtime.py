@@ -5,7 +5,7 @@ By default uvloop (libuv): measured with bench/flow.py on a 2-core machine, it c
 CPU per request by 10-20 % against asyncio's own loop (docs/performance.md). `auto` means what
 uvicorn's `--loop auto` means: uvloop where it is installed (it is a dependency everywhere but on
 Windows, where it has no build), else asyncio's. Naming `uvloop` where it is not installed is a
-configuration error (`Settings.validate`), not a silent fallback.
+configuration error (`Settings.require_safe_to_serve`), not a silent fallback.
 
 The HTTP parser stays h11 (uvicorn's pure-Python one), not uvicorn's faster httptools: httptools
 accepts header fields of any size (h11 stops at 16 KiB) and keeps trailing whitespace in field
@@ -18,7 +18,7 @@ complete `request_head_timeout_seconds` after the connection opened or its previ
 ended, and keeps at most `max_connections_awaiting_head` waiting (the longest-waiting one is
 closed first), so a client that sends its head promptly is served while slow ones are open
 (docs/deploy.md, "Slow clients"; nginx's `client_header_timeout` does the same in front of a
-proxied replica). uvicorn's `limit_concurrency` was not taken: it counts the slow connections too
+proxied replica). Not uvicorn's `limit_concurrency`: it counts the slow connections too
 and answers every request 503 while they are open.
 """
 

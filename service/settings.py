@@ -2,10 +2,11 @@
 
 Precedence: environment > file (`MCPUC_CONFIG_FILE` or `--config`) > defaults. pydantic-settings
 reads and types every value; `load_settings` turns its errors into a `SettingsError` naming the
-setting, and `Settings.validate` refuses an unsafe combination (the app factory calls it, so no
-server runs on unvalidated settings). Every setting is documented in docs/configuration.md.
-Secrets (keys, client secrets, the store URL) come from the environment, or from a file named by
-`MCPUC_<NAME>_FILE` (a Kubernetes Secret mounted as files: `secrets_from_files`).
+setting, and `Settings.require_safe_to_serve` refuses a missing setting or an unsafe combination
+(the app factory calls it, so no server runs on unchecked settings). Every setting is documented
+in docs/configuration.md. Secrets (keys, client secrets, the store URL) come from the environment,
+or from a file named by `MCPUC_<NAME>_FILE` (a Kubernetes Secret mounted as files:
+`secrets_from_files`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import base64
 import os
 import re
 import tomllib
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -30,7 +32,14 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
-from service.providers import ProviderConfig, ProviderError, build_provider
+from service.providers import (
+    PROVIDER_NAME,
+    ProviderConfig,
+    client_secret_env,
+    named_provider_tables,
+    provider_error,
+    with_client_secrets,
+)
 from service.server_runtime import (
     MAX_CONNECTIONS_AWAITING_HEAD,
     REQUEST_HEAD_TIMEOUT_SECONDS,
@@ -43,9 +52,8 @@ from token_store import POSTGRES_SCHEMES, REDIS_SCHEMES, ClusterURL, SentinelURL
 ENV_PREFIX = "MCPUC_"
 CONFIG_FILE_ENV = f"{ENV_PREFIX}CONFIG_FILE"
 FILE_SUFFIX = "_FILE"
-# The secret each provider table names (service/providers.py: build_provider reads it).
-PROVIDER_CLIENT_SECRET_ENV = re.compile(r"MCPUC_PROVIDER_[A-Z][A-Z0-9_]{0,31}_CLIENT_SECRET")
-PROVIDER_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")  # used with fullmatch
+# The secret each provider table names: client_secret_env upper-cases the name's pattern too.
+PROVIDER_CLIENT_SECRET_ENV = re.compile(client_secret_env(PROVIDER_NAME.pattern))
 REPLICA_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 # The one definition of these defaults (the CLI imports them).
 DEFAULT_DATA_DIR = Path(".mcp-url-connect")
@@ -106,7 +114,7 @@ class Settings(BaseSettings):
     # Tool packages to serve beside ours: "package.module:function", comma-separated (installed
     # packages' `mcp_url_connect.tools` entry points are loaded too; service/tool_packages.py).
     tools: Annotated[tuple[str, ...], NoDecode] = ()
-    # Providers, by name. Loaded from the TOML file's [providers.<name>] tables (`build_provider`).
+    # Providers, by name: the TOML file's [providers.<name>] tables (service/providers.py).
     providers: Mapping[str, ProviderConfig] = Field(default_factory=dict)
     # This replica's name (for example the pod name): prefixes the MCP session ids it issues so a
     # proxy can route each session back here. Empty on a single instance.
@@ -164,6 +172,11 @@ class Settings(BaseSettings):
         # The environment and the file are read by `load_settings`, which is given both explicitly
         # (tests pass their own environment); the constructor takes keyword values only.
         return (init_settings,)
+
+    @field_validator("providers", mode="before")
+    @classmethod
+    def _named_tables(cls, value: Any) -> Any:
+        return named_provider_tables(value)
 
     @field_validator("auth_algorithms", "tools", mode="before")
     @classmethod
@@ -224,8 +237,9 @@ class Settings(BaseSettings):
         except ValidationError as exc:
             raise _settings_error(exc) from None
 
-    def validate(self) -> Settings:  # type: ignore[override]  # pydantic's deprecated classmethod
-        """Raise SettingsError naming the first invalid setting; return self for chaining."""
+    def require_safe_to_serve(self) -> Settings:
+        """Every setting a server needs is set and no combination is unsafe: raise SettingsError
+        naming the first invalid setting; return self for chaining."""
         require_public_url_is_an_origin(self.public_url)
         require_https_unless_loopback(self)
         try:  # a malformed store URL is named as such before any rule about its host
@@ -279,6 +293,15 @@ class Settings(BaseSettings):
             )
         return self
 
+    def validate(self) -> Settings:  # type: ignore[override]  # pydantic's deprecated classmethod
+        """`require_safe_to_serve`, under the name of the public API before it (docs/api.md)."""
+        warnings.warn(
+            "Settings.validate() is deprecated: call Settings.require_safe_to_serve()",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.require_safe_to_serve()
+
 
 def require_public_url_is_an_origin(public_url: str) -> None:
     """MCPUC_PUBLIC_URL is `scheme://host[:port]`: every URL we hand out is built from it."""
@@ -323,7 +346,7 @@ def require_tls_to_redis_unless_loopback(settings: Settings) -> None:
     try:
         check_store_url(settings.effective_store_url)
     except ValueError:
-        return  # a malformed URL: `validate` names what is wrong
+        return  # a malformed URL: `require_safe_to_serve` names what is wrong
     url = urlsplit(settings.effective_store_url)
     if url.scheme.lower() in ("redis+sentinel", "redis+cluster"):  # plain text, every node named
         hosts = [
@@ -370,22 +393,22 @@ def _settings_error(exc: ValidationError) -> SettingsError:
     """The first error, naming the setting; never the value (it may be a secret)."""
     error = exc.errors(include_input=False)[0]
     name = str(error["loc"][0]) if error["loc"] else "?"
+    if name == "providers":
+        return SettingsError(str(provider_error(error)))
     if error["type"] == "extra_forbidden":
         return SettingsError(f"config file: unknown setting {name}")
     return SettingsError(f"{ENV_PREFIX}{name.upper()}: {error['msg']}")
 
 
-class _EnvironSource(EnvSettingsSource):
-    """pydantic-settings' environment source over a given mapping instead of `os.environ`."""
-
-    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
-        self._environ = environ
-        super().__init__(settings_cls)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return parse_env_vars(
-            self._environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
-        )
+def _environment_values(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The settings `environ` gives, read by pydantic-settings' environment source."""
+    source = EnvSettingsSource(Settings)
+    # The source reads `os.environ` when built; its public `env_vars` takes the given mapping
+    # instead (tests and `secrets_from_files` pass their own).
+    source.env_vars = parse_env_vars(
+        environ, source.case_sensitive, source.env_ignore_empty, source.env_parse_none_str
+    )
+    return source()
 
 
 def _file_values(path: Path) -> dict[str, Any]:
@@ -396,23 +419,6 @@ def _file_values(path: Path) -> dict[str, Any]:
         return dict(TomlConfigSettingsSource(Settings, toml_file=path)())
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise SettingsError(f"cannot read config file {path}: {exc}") from exc
-
-
-def _providers_from(table: object, environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
-    if not isinstance(table, Mapping):
-        raise SettingsError("providers must be a table of [providers.<name>] tables")
-    providers: dict[str, ProviderConfig] = {}
-    for name, spec in table.items():
-        if not PROVIDER_NAME.fullmatch(name):
-            # The name becomes part of an environment variable (and of stored keys).
-            raise SettingsError(f"providers.{name}: names use lower-case letters, digits and _ only")
-        if not isinstance(spec, Mapping):
-            raise SettingsError(f"providers.{name} must be a table")
-        try:
-            providers[name] = build_provider(name, spec, environ)
-        except ProviderError as exc:
-            raise SettingsError(str(exc)) from None
-    return providers
 
 
 def secret_env_names(environ: Mapping[str, str]) -> set[str]:
@@ -453,12 +459,12 @@ def secrets_from_files(environ: Mapping[str, str]) -> dict[str, str]:
 
 def load_settings(environ: Mapping[str, str] | None = None, config_file: Path | None = None) -> Settings:
     """Settings from the environment (secrets also from `*_FILE` files) and the optional TOML file
-    (environment wins), not yet validated: call `.validate()` (create_app does)."""
+    (environment wins), not yet validated: call `.require_safe_to_serve()` (create_app does)."""
     environ = secrets_from_files(os.environ if environ is None else environ)
     file_path = config_file or (Path(environ[CONFIG_FILE_ENV]) if CONFIG_FILE_ENV in environ else None)
     file_values = _file_values(file_path) if file_path is not None else {}
-    providers = _providers_from(file_values.pop("providers", {}), environ)
-    env_values = _EnvironSource(Settings, environ)()
+    providers = with_client_secrets(file_values.pop("providers", {}), environ)
+    env_values = _environment_values(environ)
     env_values.pop("providers", None)  # providers come from the file's tables only
     try:
         return Settings(**{**file_values, **env_values, "providers": providers})

@@ -97,7 +97,8 @@ def _exporter(name: str) -> SpanExporter:
             )
         except ImportError:
             raise TracingConfigError(
-                "OTEL_TRACES_EXPORTER=otlp needs the OTLP exporter: pip install 'mcp-url-connect[otlp]'"
+                "OTEL_TRACES_EXPORTER=otlp needs the OTLP exporter: "
+                "pip install opentelemetry-exporter-otlp-proto-http"
             ) from None
         exporter: SpanExporter = OTLPSpanExporter()  # reads the OTEL_EXPORTER_OTLP_* variables
         return exporter

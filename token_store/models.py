@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 
@@ -167,7 +167,6 @@ class OAuthState:
     expected_issuer: str | None  # RFC 9207 issuer, when the provider advertises it
     created_at: float
     expires_at: float
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         data = asdict(self)
@@ -178,6 +177,7 @@ class OAuthState:
     def from_json(cls, raw: bytes) -> OAuthState:
         data = json.loads(raw)
         data["elicitation"] = PendingElicitation.from_json(json.dumps(data["elicitation"]))
+        data.pop("extra", None)  # an always-empty member older sealed states carry: they still open
         return cls(**data)
 
     def __repr__(self) -> str:

@@ -32,6 +32,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, replace
+from importlib import resources
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -68,246 +69,32 @@ _REENCRYPT_ATTEMPTS = 3  # per field, when a concurrent write changed it between
 _SLOT_ATTEMPTS = 16  # Cluster: a nonce slot's read-then-replace; each round one concurrent put wins
 _USER_TAG_CHARS = 32  # 128 bits of sha256: collisions are out of reach, keys stay short
 
-# KEYS: elicitation hash, the user's live set.
-# ARGV: now, max_live, expires_at, px, id, status, record, user tag, "1" when the status is live.
-# Returns {1, live} when stored, {0, live} at the limit, {-1, live} when the id already exists.
-_CREATE_ELICITATION = """
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
-local live = redis.call('ZCARD', KEYS[2])
-if live >= tonumber(ARGV[2]) then return {0, live} end
-if redis.call('EXISTS', KEYS[1]) == 1 then return {-1, live} end
-redis.call('HSET', KEYS[1], 'status', ARGV[6], 'record', ARGV[7], 'user', ARGV[8], 'expires_at', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-if ARGV[9] == '1' then
-  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[5])
-  local ttl = redis.call('PTTL', KEYS[2])
-  if ttl < tonumber(ARGV[4]) then redis.call('PEXPIRE', KEYS[2], ARGV[4]) end
-end
-return {1, live}
-"""
 
-# The status compare-and-set, a Lua function the three scripts below share. KEYS[1]: elicitation
-# hash. ARGV[1..6]: expected, new, now, "1" when `new` is live, live-set key prefix, id.
-# The live set's name comes from the record (the caller knows only the id). On a single primary
-# (with or without Sentinel) the script names it without declaring it; on Cluster the caller reads
-# the record's user first and declares the live set as KEYS[LIVE_KEY] (each script sets LIVE_KEY),
-# which must be the record's, or nothing changes.
-# Returns the stored record JSON, or false when the record is missing, expired or not in `expected`.
-_TRANSITION_FUNCTION = """
-local function transition()
-  local cur = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'user', 'record')
-  if cur[1] ~= ARGV[1] or not cur[2] or tonumber(cur[2]) <= tonumber(ARGV[3]) then return false end
-  local live_set = ARGV[5] .. cur[3]
-  if KEYS[LIVE_KEY] and KEYS[LIVE_KEY] ~= live_set then return false end
-  redis.call('HSET', KEYS[1], 'status', ARGV[2])
-  if ARGV[4] == '1' then
-    redis.call('ZADD', live_set, cur[2], ARGV[6])
-    local ttl = redis.call('PTTL', KEYS[1])
-    local set_ttl = redis.call('PTTL', live_set)
-    if ttl > 0 and set_ttl < ttl then redis.call('PEXPIRE', live_set, ttl) end
-  else
-    redis.call('ZREM', live_set, ARGV[6])
-  end
-  return cur[4]
-end
-"""
+def _lua(*names: str) -> str:
+    """The scripts in `redis_scripts/<name>.lua`, joined: a shared function's file comes before
+    the scripts that call it. Read from the package (importlib.resources), so a wheel ships them."""
+    folder = resources.files("token_store").joinpath("redis_scripts")
+    return "\n".join(folder.joinpath(f"{name}.lua").read_text(encoding="utf-8") for name in names)
 
-_TRANSITION_ELICITATION = "local LIVE_KEY = 2\n" + _TRANSITION_FUNCTION + "return transition()\n"
 
-# KEYS[2]: state key. ARGV[7]: sealed state, ARGV[8]: its TTL in ms. The state is checked first
-# (a script is not rolled back), stored only when this call opened the elicitation.
-# Returns {1, record} when opened, {0} when the elicitation was not pending, {-1} when the state exists.
-_OPEN_ELICITATION = (
-    "local LIVE_KEY = 3\n"
-    + _TRANSITION_FUNCTION
-    + """
-if redis.call('EXISTS', KEYS[2]) == 1 then return {-1} end
-local record = transition()
-if not record then return {0} end
-redis.call('SET', KEYS[2], ARGV[7], 'PX', ARGV[8])
-return {1, record}
-"""
-)
-
-# KEYS[2]: connection hash, KEYS[3]: the user's provider index. ARGV[7]: account, ARGV[8]:
-# provider, ARGV[9]: connection value. The connection is stored whatever the elicitation's status.
-# A stored value for the account keeps its connected_at (`Store.complete_elicitation`): the old
-# number is copied into the new value as text, not through cjson, which writes numbers with 14
-# significant digits and would change the stored time. As in `_SET_CONNECTION_STATUS`, the text
-# is unambiguous: in JSON every '"' inside a string is escaped, so '"connected_at":' can only be
-# the member name. Only a number as Python's json writes a float ("1795526001.68166", or with an
-# exponent) is copied: an old value without one (edited underneath the store) leaves the new one
-# as is, so a reconnect repairs it rather than carrying a number Python would refuse.
-_COMPLETE_ELICITATION = (
-    "local LIVE_KEY = 4\n"
-    + _TRANSITION_FUNCTION
-    + """
-local value = ARGV[9]
-local old = redis.call('HGET', KEYS[2], ARGV[7])
-if old then
-  local kept = string.match(old, '"connected_at":(%-?%d+%.%d+[eE]?[%+%-]?%d*)[,}]')
-    or string.match(old, '"connected_at":(%-?%d[eE][%+%-]%d+)[,}]')
-  if kept and tonumber(kept) then
-    value = string.gsub(value, '"connected_at":[^,}]*', function()
-      return '"connected_at":' .. kept
-    end, 1)
-  end
-end
-redis.call('HSET', KEYS[2], ARGV[7], value)
-redis.call('SADD', KEYS[3], ARGV[8])
-return transition()
-"""
-)
-
-# KEYS: elicitation hash. ARGV: connection hash prefix (`{prefix}conn:`). Returns {status, record,
-# the flattened connection hash of the elicitation's user at its provider}, or false when the
-# elicitation is missing. It reads a key it does not declare: a single primary only (on Cluster
-# the store reads the two keys one after the other).
-_ELICITATION_WITH_CONNECTION = """
-local cur = redis.call('HMGET', KEYS[1], 'status', 'record', 'user')
-if not cur[1] or not cur[2] or not cur[3] then return false end
-local provider = cjson.decode(cur[2]).provider
-return {cur[1], cur[2], redis.call('HGETALL', ARGV[1] .. cur[3] .. ':' .. provider)}
-"""
-
-# KEYS: connection hash, the user's provider index. ARGV: account, value, provider.
-# A script rather than MULTI/EXEC so that `WAIT` can follow it on the same connection.
-_PUT_CONNECTION = """
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('SADD', KEYS[2], ARGV[3])
-return 1
-"""
-
-# KEYS: connection hash, the user's provider index. ARGV: account, provider.
-_DELETE_CONNECTION = """
-local deleted = redis.call('HDEL', KEYS[1], ARGV[1])
-if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[2]) end
-return deleted
-"""
-
-# KEYS: connection hash, the user's provider index. ARGV: provider. Returns the deleted hash, flat.
-_DELETE_CONNECTIONS = """
-local fields = redis.call('HGETALL', KEYS[1])
-redis.call('DEL', KEYS[1])
-redis.call('SREM', KEYS[2], ARGV[1])
-return fields
-"""
-
-# KEYS: connection hash, the user's provider index. ARGV: account, value, provider.
-# `copy_connections_from`: store the value unless the field holds one at least as new (by
-# updated_at): a connection made or refreshed on the target since is never overwritten.
-# Returns 1 when stored.
-_COPY_CONNECTION = """
-local cur = redis.call('HGET', KEYS[1], ARGV[1])
-if cur then
-  local ok, old = pcall(cjson.decode, cur)
-  local ok_new, new = pcall(cjson.decode, ARGV[2])
-  if not ok_new or type(new) ~= 'table' then return 0 end
-  if ok and type(old) == 'table' and type(old.updated_at) == 'number'
-    and old.updated_at >= new.updated_at then return 0 end
-end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('SADD', KEYS[2], ARGV[3])
-return 1
-"""
-
-# KEYS: connection hash. ARGV: account, old value, new value. Replace only what was read.
-_CAS_FIELD = """
-if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-  return 1
-end
-return 0
-"""
-
-# A Lua function the two scripts below share. KEYS[1]: connection hash, ARGV[1]: account. Returns
-# the stored value and its decoded JSON object, or nothing when the field is missing or not an object.
-_STORED_VALUE_FUNCTION = """
-local function stored_value()
-  local cur = redis.call('HGET', KEYS[1], ARGV[1])
-  if not cur then return nil end
-  local ok, data = pcall(cjson.decode, cur)
-  if not ok or type(data) ~= 'table' then return nil end
-  return cur, data
-end
-"""
-
-# KEYS: connection hash. ARGV: account, expected updated_at, new value.
-# Compare-and-set on the version: replace the field only if its stored updated_at is the expected
-# one. cjson and tonumber both parse the repr-formatted numbers exactly, so equal floats compare equal.
-_REPLACE_CONNECTION = (
-    _STORED_VALUE_FUNCTION
-    + """
-local _, data = stored_value()
-if not data or type(data.updated_at) ~= 'number' then return 0 end
-if data.updated_at ~= tonumber(ARGV[2]) then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-return 1
-"""
-)
-
-# KEYS: connection hash. ARGV: account, new status (one of ConnectionStatus: [a-z_]).
-# Read-modify-write of the value's "status" member only. The value is edited as text, not
-# re-encoded: Redis's cjson writes numbers with 14 significant digits, which would change the
-# stored times (and so break the updated_at compare-and-set). The text edit is unambiguous: in
-# JSON every '"' inside a string is escaped, so '"status":' can only be the member name. A value
-# written before statuses existed has no member yet: it is appended. Returns 1 when set, 0 when
-# the field is missing or not a connection value.
-_SET_CONNECTION_STATUS = (
-    _STORED_VALUE_FUNCTION
-    + """
-local cur, data = stored_value()
-if not data or type(data.blob) ~= 'string' then return 0 end
-local member = '"status":"' .. ARGV[2] .. '"'
-local new, n
-if data.status == nil then
-  new, n = string.gsub(cur, '}%s*$', function() return ',' .. member .. '}' end)
-elseif type(data.status) == 'string' then
-  new, n = string.gsub(cur, '"status"%s*:%s*"[%w_]*"', function() return member end)
-else
-  return 0
-end
-if n ~= 1 then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], new)
-return 1
-"""
-)
-
-# KEYS: nonce key, slot key. ARGV: expires_at, px, nonce key prefix, the nonce's digest.
-# The nonce the slot held is deleted, so a slot holds one live nonce. On a single primary its key
-# is named from the slot's value, undeclared; on Cluster the caller reads the slot first and passes
-# the digest it read as ARGV[5] and that nonce's key as KEYS[3]: returns 0, changing nothing, when
-# the slot changed meanwhile (the caller reads it again).
-_PUT_SLOTTED_NONCE = """
-local old = redis.call('GET', KEYS[2])
-if ARGV[5] then
-  if (old or '') ~= ARGV[5] then return 0 end
-  if KEYS[3] and old ~= ARGV[4] then redis.call('DEL', KEYS[3]) end
-elseif old and old ~= ARGV[4] then
-  redis.call('DEL', ARGV[3] .. old)
-end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[2])
-return 1
-"""
-
-# KEYS: lock key. ARGV: owner. Compare-and-delete: never someone else's lock after our TTL ran out.
-_RELEASE_LOCK = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  return 1
-end
-return 0
-"""
-
-# KEYS: state key. ARGV: old value, new value. KEEPTTL: a re-sealed state expires when it would have.
-_CAS_STRING = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
-  return 1
-end
-return 0
-"""
+_CREATE_ELICITATION = _lua("create_elicitation")
+_TRANSITION_ELICITATION = _lua("transition", "transition_elicitation")
+_OPEN_ELICITATION = _lua("transition", "open_elicitation")
+_COMPLETE_ELICITATION = _lua("transition", "complete_elicitation")
+_ELICITATION_WITH_CONNECTION = _lua("elicitation_with_connection")
+_PUT_CONNECTION = _lua("put_connection")
+_DELETE_CONNECTION = _lua("delete_connection")
+_DELETE_CONNECTIONS = _lua("delete_connections")
+_COPY_CONNECTION = _lua("copy_connection")
+_CAS_FIELD = _lua("cas_field")
+_CAS_STRING = _lua("cas_string")
+_REPLACE_CONNECTION = _lua("stored_value", "replace_connection")
+_SET_CONNECTION_STATUS = _lua("stored_value", "set_connection_status")
+_PUT_SLOTTED_NONCE = _lua("put_slotted_nonce")
+_RELEASE_LOCK = _lua("release_lock")
+_ENQUEUE_WEBHOOK = _lua("enqueue_webhook")
+_CLAIM_WEBHOOKS = _lua("claim_webhooks")
+_SETTLE_WEBHOOK = _lua("settle_webhook")
 
 
 def user_tag(user: UserRef) -> str:
@@ -756,7 +543,7 @@ class RedisStore:
     def _transition_args(
         self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
     ) -> list[str | int | bytes]:
-        """ARGV[1..6] of `_TRANSITION_FUNCTION`."""
+        """ARGV[1..6] of redis_scripts/transition.lua."""
         return [
             expected.value,
             new.value,
@@ -1392,44 +1179,3 @@ def _num(value: float) -> str:
 def _ttl_ms(expires_at: float, now: float) -> int:
     # Redis rejects a TTL <= 0; a record already expired by the clock gets 1 ms and reads as absent.
     return max(1, math.ceil((expires_at - now) * 1000))
-
-
-# The webhook outbox. KEYS: the due zset, the messages hash, the attempts hash (`_Keys.webhooks_*`).
-# ARGV: id, message JSON, due time, attempts. An id already queued is left as it is.
-_ENQUEUE_WEBHOOK = """
-if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2]) == 1 then
-  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
-  if tonumber(ARGV[4]) > 0 then redis.call('HSET', KEYS[3], ARGV[1], ARGV[4]) end
-end
-return 0
-"""
-
-# KEYS: as above. ARGV: now, the lease's end, limit. Each due id moves to the lease's end; returns
-# {id, message JSON, attempts} for each. A due id whose message is gone is dropped from the zset.
-_CLAIM_WEBHOOKS = """
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
-local claimed = {}
-for _, id in ipairs(ids) do
-  local message = redis.call('HGET', KEYS[2], id)
-  if message then
-    redis.call('ZADD', KEYS[1], ARGV[2], id)
-    claimed[#claimed + 1] = {id, message, tonumber(redis.call('HGET', KEYS[3], id) or '0')}
-  else
-    redis.call('ZREM', KEYS[1], id)
-  end
-end
-return claimed
-"""
-
-# KEYS: as above. ARGV: id, retry time ('' removes the message).
-_SETTLE_WEBHOOK = """
-if ARGV[2] == '' then
-  redis.call('ZREM', KEYS[1], ARGV[1])
-  redis.call('HDEL', KEYS[2], ARGV[1])
-  redis.call('HDEL', KEYS[3], ARGV[1])
-elseif redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then
-  redis.call('HINCRBY', KEYS[3], ARGV[1], 1)
-  redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-end
-return 0
-"""

@@ -144,7 +144,9 @@ class LifecycleStack:
         self.providers_app = create_mock_providers_app(demo.providers)
         keys_spec = API_KEY_SERVICE | {"userinfo_url": f"{self.providers_url}/mockkeys/me"}
         keys = build_provider("keys", keys_spec, environ={})
-        mockhub = replace(base.providers["mockhub"], revocation_url=f"{self.providers_url}/mockhub/revoke")
+        mockhub = base.providers["mockhub"].model_copy(
+            update={"revocation_url": f"{self.providers_url}/mockhub/revoke"}
+        )
         apps: list[tuple[Any, int]] = [(self.providers_app, self.providers_port)]
         for i, port in enumerate(self.ports):
             settings = base.replace(
@@ -154,7 +156,7 @@ class LifecycleStack:
                 replica_id=f"mcp-{i + 1}",
                 port=port,
                 **self.settings_overrides,
-            ).validate()
+            ).require_safe_to_serve()
             app = create_app(settings)
             for hook in self.tools:
                 hook(app)

@@ -168,8 +168,7 @@ async def test_restart_keeps_the_connection(servers: DemoServers, browser: Brows
             listed = await client.call_tool("list_connections", {})
             assert not listed.is_error
             assert "mockhub" in json.dumps(listed.structured_content)
-            # mockhub keeps its tokens in memory: a restarted mockhub no longer knows the old one.
-            # The stored record itself survived, which is what the embedded store promises.
+            # The stored record survived the restart, which is what the embedded store promises.
     finally:
         restarted.stop()
 

@@ -1,5 +1,5 @@
 """The README's examples against a running demo stack: examples/client.py in both protocol
-revisions (the browser step done by tests/e2e/browser.py) and examples/curl_session.sh."""
+revisions (the browser step done by mock_providers/testing/browser.py) and examples/curl_session.sh."""
 
 from __future__ import annotations
 

@@ -49,7 +49,9 @@ async def age(store: Store, user: UserRef, seconds: float) -> Connection:
 
 
 def sweeping_replica(stack: LifecycleStack) -> Runtime:
-    hub = replace(stack.settings.providers["mockhub"], refresh_keepalive=KEEPALIVE, keepalive_rate=50.0)
+    hub = stack.settings.providers["mockhub"].model_copy(
+        update={"refresh_keepalive": KEEPALIVE, "keepalive_rate": 50.0}
+    )
     settings = stack.settings.replace(providers={**stack.settings.providers, "mockhub": hub})
     runtime = Runtime(settings)
     runtime.run_sweeps = False  # swept by the test, at once on both

@@ -159,7 +159,7 @@ async def test_admin_api_revokes_a_user_with_an_admin_bearer_and_audits_who_aske
     await connect(stack.instances[1], stayer)
     held = await store.get_connection(stack.user(leaver), "mockhub")
     assert held is not None
-    settings = stack.settings.replace(admin_port=ADMIN_PORT).validate()
+    settings = stack.settings.replace(admin_port=ADMIN_PORT).require_safe_to_serve()
     admin_bearer = mint_access_token(stack.data_dir, "ops-bot", scope=settings.admin_scope)
     caplog.set_level(logging.INFO, logger="mcp_url_connect.audit")
     runtime = Runtime(settings)  # a third replica's admin listener, in process

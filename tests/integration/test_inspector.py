@@ -1,4 +1,4 @@
-"""The URL-elicitation flow in the MCP Inspector's web UI (issue 11), in headless Chromium.
+"""The URL-elicitation flow in the MCP Inspector's web UI, in headless Chromium.
 
 `@modelcontextprotocol/inspector` (exact version in tests/integration/node/package.json) connects
 to the kit's MCP server with the user's bearer in an `Authorization` header and declares URL-mode
@@ -6,7 +6,7 @@ elicitation. A user calls `whoami` from its Tools page; the Inspector shows the 
 its "Elicitation Request" dialog. On 2025-11-25 the user follows it with "Open in Browser" (a real
 Chromium tab through the dev login, our confirmation page and MockHub's consent) and the
 Inspector retries by itself on `notifications/elicitation/complete`. On 2026-07-28 (no
-notification) the user presses "I've completed it" or, as in issue 11, Cancel after finishing
+notification) the user presses "I've completed it", or Cancel after finishing
 in the browser. docs/clients.md describes what is tested; with MCPUC_SCREENSHOTS set to a
 directory the first test saves what the user sees at the elicitation step there
 (`MCPUC_SCREENSHOTS=docs/screenshots` refreshes docs/screenshots/inspector-url-elicitation.png).
@@ -111,7 +111,7 @@ async def test_inspector_2026_07_28_retries_when_the_user_says_done(ui: Inspecto
 async def test_inspector_cancel_after_completing_in_the_browser_shows_the_account(
     ui: InspectorUi, mcpuc: Mcpuc
 ) -> None:
-    """Issue 11: the user copies the link to their own browser, completes the flow there, comes back
+    """The user copies the link to their own browser, completes the flow there, comes back
     and presses Cancel (the dialog offers nothing else without "Open in Browser"). The connection is
     stored, so the answer is the account, not "declined"."""
     await ui.connect()

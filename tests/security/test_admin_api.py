@@ -40,7 +40,7 @@ async def admin_client(
     """The admin app on its own runtime over the demo's store, reached as if on `port`."""
     settings = servers.demo.settings.replace(
         admin_port=ADMIN_PORT, admin_token_sha256=hashlib.sha256(STATIC_TOKEN.encode()).hexdigest()
-    ).validate()
+    ).require_safe_to_serve()
     runtime = Runtime(settings)
     async with runtime.running():
         transport = httpx.ASGITransport(app=admin_app(runtime))

@@ -176,8 +176,10 @@ def test_serve_refuses_plain_redis_to_another_host(
     assert "MCPUC_ALLOW_PLAINTEXT_REDIS" in err and "rediss://" in err, err
     assert "hunter2" not in err and "10.20.30.40" not in err
     # Accepted: TLS to the same host, or the operator's explicit word for a network they trust.
-    assert load_settings({**environ, "MCPUC_STORE_URL": "rediss://10.20.30.40:6380/0"}).validate()
-    assert load_settings({**environ, "MCPUC_ALLOW_PLAINTEXT_REDIS": "true"}).validate()
+    assert load_settings(
+        {**environ, "MCPUC_STORE_URL": "rediss://10.20.30.40:6380/0"}
+    ).require_safe_to_serve()
+    assert load_settings({**environ, "MCPUC_ALLOW_PLAINTEXT_REDIS": "true"}).require_safe_to_serve()
 
 
 async def test_the_public_port_does_not_serve_metrics_by_default(servers: Servers, tmp_path: Path) -> None:

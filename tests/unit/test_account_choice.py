@@ -38,11 +38,12 @@ from mcp_types._v2025_11_25 import ElicitRequestFormParams as WireFormParams
 
 from mock_providers.demo import build_demo
 from service.account_choice import NEW_ACCOUNT_OPTION, AccountChoice, with_notice
-from service.broker import ACCOUNT_INPUT_KEY, ConnectionBroker, _RequestState
+from service.broker import ConnectionBroker
 from service.errors import ConnectionNeeded, InvalidRequestState
 from service.mcp_errors import connected
 from service.outbound_http import OutboundHttp
 from service.revision import supports_form_elicitation
+from service.revision_2026 import ACCOUNT_INPUT_KEY, RequestState
 from service.settings import Settings
 from tests.support.broker import broker_on
 from token_store import Connection, ConnectionKey, KeyRing, SQLiteStore, TokenSet, UserRef
@@ -330,7 +331,7 @@ async def test_modern_asks_with_an_input_required_result(world: World) -> None:
     assert isinstance(request.params, ElicitRequestFormParams)
     assert request.params.mode == "form"
     assert outcome.request_state is not None
-    state = _RequestState.loads(outcome.request_state)
+    state = RequestState.loads(outcome.request_state)
     assert (state.kind, state.provider) == ("account", "mockhub")
 
     answer = {ACCOUNT_INPUT_KEY: accept("account:1")}
@@ -373,7 +374,7 @@ async def test_modern_account_answer_is_checked_against_the_callers_accounts(wor
 async def test_modern_account_state_for_another_provider_is_refused(world: World) -> None:
     nonce = secrets.token_urlsafe(32)
     await world.store.put_nonce(nonce, 60)
-    state = _RequestState("", nonce, "otherhub", "account").dumps()
+    state = RequestState("", nonce, "otherhub", "account").dumps()
     answer = {ACCOUNT_INPUT_KEY: accept("account:1")}
     with pytest.raises(MCPError) as refused:
         await answer_of(world, ctx(MODERN, request_state=state, input_responses=answer))
@@ -386,7 +387,7 @@ async def test_a_connect_state_never_reads_an_account_answer(world: World) -> No
     resumes the connect flow, and the account answer is never taken as a choice."""
     nonce = secrets.token_urlsafe(32)
     await world.store.put_nonce(nonce, 60)
-    state = _RequestState("e" * 43, nonce, "mockhub").dumps()
+    state = RequestState("e" * 43, nonce, "mockhub").dumps()
     answers = {ACCOUNT_INPUT_KEY: accept("account:1"), "connect": ElicitResult(action="accept")}
     await require(world, ctx(MODERN, request_state=state, input_responses=answers))
     assert await world.store.get_default_account(world.alice, "mockhub") is None
@@ -403,5 +404,5 @@ async def test_modern_decline_or_cancel_is_a_tool_error(world: World, action: st
 def test_unknown_kind_is_an_invalid_state() -> None:
     raw = json.dumps({"v": 1, "e": "", "n": "n", "p": "mockhub", "k": "password"})
     with pytest.raises(InvalidRequestState):
-        _RequestState.loads(raw)
-    assert _RequestState.loads(_RequestState("", "n", "p", "account").dumps()).kind == "account"
+        RequestState.loads(raw)
+    assert RequestState.loads(RequestState("", "n", "p", "account").dumps()).kind == "account"

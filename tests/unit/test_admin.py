@@ -94,4 +94,4 @@ def test_admin_bearer_has_admin_scope() -> None:
 )
 def test_admin_settings_refused(changes: dict[str, Any]) -> None:
     with pytest.raises(SettingsError, match="MCPUC_ADMIN_"):
-        valid_settings(port=8000, metrics_port=9464, **changes).validate()
+        valid_settings(port=8000, metrics_port=9464, **changes).require_safe_to_serve()

@@ -1,4 +1,4 @@
-"""_RequestState: the plaintext inside the SDK-sealed requestState of the 2026-07-28 revision."""
+"""RequestState: the plaintext inside the SDK-sealed requestState of the 2026-07-28 revision."""
 
 from __future__ import annotations
 
@@ -8,26 +8,26 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from service.broker import _RequestState
 from service.mcp_errors import mcp_errors
+from service.revision_2026 import RequestState
 
 
 @pytest.mark.parametrize(
     "state",
     [
-        _RequestState("elc_0123456789abcdef", "nonce-value", "mockhub"),
-        _RequestState('id with spaces & "quotes"', "n\u00e9\u2603", "provider/with/slashes"),
-        _RequestState("", "", ""),
+        RequestState("elc_0123456789abcdef", "nonce-value", "mockhub"),
+        RequestState('id with spaces & "quotes"', "n\u00e9\u2603", "provider/with/slashes"),
+        RequestState("", "", ""),
     ],
 )
-def test_round_trip(state: _RequestState) -> None:
+def test_round_trip(state: RequestState) -> None:
     raw = state.dumps()
     assert isinstance(raw, str)
-    assert _RequestState.loads(raw) == state
+    assert RequestState.loads(raw) == state
 
 
 def test_dumps_is_versioned_json() -> None:
-    data = json.loads(_RequestState("e1", "n1", "p1").dumps())
+    data = json.loads(RequestState("e1", "n1", "p1").dumps())
     assert data == {"v": 1, "e": "e1", "n": "n1", "p": "p1"}
 
 
@@ -51,7 +51,7 @@ MALFORMED: dict[str, str] = {
 @pytest.mark.parametrize("raw", list(MALFORMED.values()), ids=list(MALFORMED))
 def test_malformed_input_is_invalid_params_without_echo(raw: str) -> None:
     with pytest.raises(MCPError) as caught, mcp_errors():
-        _RequestState.loads(raw)
+        RequestState.loads(raw)
     error = caught.value
     assert error.code == INVALID_PARAMS
     assert "requestState" in error.message

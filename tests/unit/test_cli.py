@@ -77,7 +77,7 @@ def test_mock_providers_writes_a_private_serve_configuration(tmp_path: Path) -> 
     env_file = write_serve_env(setup)
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
     environ = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
-    loaded = load_settings(environ).validate()
+    loaded = load_settings(environ).require_safe_to_serve()
     assert loaded.providers["mockhub"].client_secret == setup.settings.providers["mockhub"].client_secret
     assert loaded.providers["mockhub"].issuer == "http://127.0.0.1:8001/mockhub"
     assert loaded.public_url == "http://127.0.0.1:8080"

@@ -1,4 +1,5 @@
-"""`ConnectFlow.complete` against a real SQLite store: what it reads and what it keeps (issue 10).
+"""`ConnectFlow.complete` against a real SQLite store: what it reads and what it keeps;
+and `ConnectFlow.finish`, which takes the raw callback and consumes its state before any check.
 
 The stored connection is read only when the token response carries no refresh token (then a
 healthy grant's refresh token is kept, RFC 6749 §6); a reconnect keeps its first `connected_at`
@@ -12,11 +13,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from mock_providers.demo import build_demo
-from service.connect_flow import ConnectFlow
+from service.connect_flow import CallbackParams, ConnectFlow
+from service.errors import InvalidRequest, InvalidState, WrongBrowser
 from service.outbound_http import OutboundHttp
 from service.providers import ProviderConfig
 from tests.support.store_contract import T0, FakeClock, make_elicitation
@@ -149,3 +152,42 @@ async def test_a_first_connect_is_connected_now(world: World) -> None:
     stored = await world.stored()
     assert stored.tokens.refresh_token is None
     assert stored.connected_at == stored.updated_at == world.clock.now
+
+
+async def opened_state(world: World, binding: str) -> tuple[str, str]:
+    """A flow opened at `POST /connect` in the browser `binding`: its elicitation id and state."""
+    created = await world.flow.create(world.user, "client", None, world.provider, ("read:user",))
+    link = await world.flow.check_link(world.user, created.id)
+    url = await world.flow.open(link, binding)
+    return created.id, parse_qs(urlsplit(url).query)["state"][0]
+
+
+def callback(world: World, query: dict[str, str], binding: str) -> CallbackParams:
+    return CallbackParams(
+        path_provider=world.provider.name, query=query, session_user=world.user, session_binding=binding
+    )
+
+
+@pytest.mark.parametrize("state", ["", "short", "x" * 200, "a b" * 10, "é" * 20])
+async def test_finish_refuses_a_malformed_state_before_the_store(world: World, state: str) -> None:
+    statements: list[str] = []
+    world.store.trace(statements.append)
+    try:
+        with pytest.raises(InvalidRequest):
+            await world.flow.finish(callback(world, {"state": state, "code": "c"}, "b" * 43))
+    finally:
+        world.store.trace(None)
+    assert statements == []
+
+
+async def test_finish_consumes_the_state_before_any_other_check(world: World) -> None:
+    """A callback refused for its browser has used its state: the genuine one that follows
+    finds none (RFC 6819 §5.3.5), and the flow failed closed."""
+    binding = "b" * 43
+    elicitation_id, state = await opened_state(world, binding)
+    with pytest.raises(WrongBrowser):
+        await world.flow.finish(callback(world, {"state": state, "code": "c"}, "m" * 43))
+    with pytest.raises(InvalidState):
+        await world.flow.finish(callback(world, {"state": state, "code": "c"}, binding))
+    failed = await world.flow.elicitation(elicitation_id)
+    assert failed is not None and failed.status is ElicitationStatus.FAILED

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -490,3 +491,15 @@ async def test_a_link_opens_once_even_when_two_visits_passed_the_check(server: S
     with pytest.raises(ElicitationAlreadyUsed):
         await server.runtime.flow.open(link, "browser-two")
     assert await server.status(elicitation) is ElicitationStatus.OPENED
+
+
+def test_the_routes_call_no_store_method() -> None:
+    """The routes parse HTTP and render: every store call of the flow is `ConnectFlow`'s, every
+    one of the connections page is `Connections`'."""
+    root = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
+    calls = [
+        f"{path.relative_to(root)}: {match.group()}"
+        for path in sorted(root.glob("connect_routes/*.py"))
+        for match in re.finditer(r"\bstore(\(\))?\.\w+\(", path.read_text())
+    ]
+    assert calls == []

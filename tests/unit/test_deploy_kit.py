@@ -5,7 +5,8 @@ or a Kubernetes cluster.
   with nginx.conf and with the settings the server validates. These tests need PyYAML and skip,
   saying so, when it is not installed.
 - The example configurations (mcp.env.example, configmap + secret.example) are complete: with their
-  secrets filled in they pass `Settings.validate()`, and as shipped (empty or REPLACE_ME) they fail.
+  secrets filled in they pass `Settings.require_safe_to_serve()`, and as shipped (empty or
+  REPLACE_ME) they fail.
 - The Dockerfile: multi-stage slim base, non-root USER, HEALTHCHECK on /healthz, no curl.
 - nginx: `nginx -t` on deploy/nginx/nginx.conf and on the Ingress snippet, and a live check of the
   session routing, Host pass-through, unbuffered SSE and the body cap against stub backends. These
@@ -252,7 +253,7 @@ def test_mcp_env_example_is_complete_and_fails_closed_until_filled() -> None:
         "MCPUC_PORT": "8000",
     }
     with pytest.raises(SettingsError):
-        load_settings({**example, **compose_env}).validate()
+        load_settings({**example, **compose_env}).require_safe_to_serve()
     for replica in REPLICAS:
         environ = {
             **example,
@@ -261,7 +262,7 @@ def test_mcp_env_example_is_complete_and_fails_closed_until_filled() -> None:
             **compose_env,
             "MCPUC_REPLICA_ID": replica,
         }
-        settings = load_settings(environ).validate()
+        settings = load_settings(environ).require_safe_to_serve()
         assert settings.providers["mockhub"].client_secret == "s3cret"
         assert settings.port == 8000
 
@@ -283,7 +284,7 @@ def test_compose_config_and_env_match_what_mock_providers_writes(tmp_path: Path)
     # And the replicas' full configuration, as compose assembles it, is valid.
     environ = {**serve_env, "MCPUC_CONFIG_FILE": str(DEPLOY / "compose.config.toml")}
     compose_env = {"MCPUC_STORE_URL": "redis://redis:6379/0", "MCPUC_ALLOW_PLAINTEXT_REDIS": "true"}
-    settings = load_settings({**environ, **compose_env}).validate()
+    settings = load_settings({**environ, **compose_env}).require_safe_to_serve()
     assert settings.providers["mockhub"].client_secret == setup.settings.providers["mockhub"].client_secret
 
 
@@ -313,26 +314,26 @@ def test_k8s_configmap_and_secret_make_a_valid_configuration(yaml: ModuleType, t
         assert files[name + "_FILE"] == str(mounted / name)
         (tmp_path / name).write_text(value)
     pod_files = {name + "_FILE": str(tmp_path / name) for name in secret}
-    # MCPUC_REPLICA_ID is the pod name: StatefulSet "mcp", ordinal 0. validate() checks its form.
+    # MCPUC_REPLICA_ID is the pod name: StatefulSet "mcp", ordinal 0. require_safe_to_serve() checks its form.
     environ = {**env, **pod_files, "MCPUC_CONFIG_FILE": str(config_file), "MCPUC_REPLICA_ID": "mcp-0"}
     with pytest.raises(SettingsError):  # a placeholder never runs
-        load_settings(environ).validate()
+        load_settings(environ).require_safe_to_serve()
     # The rest with the environment form: the same settings (tests/unit/test_settings.py).
     environ = {**env, **secret, "MCPUC_CONFIG_FILE": str(config_file), "MCPUC_REPLICA_ID": "mcp-0"}
     with pytest.raises(SettingsError):  # a placeholder never runs
-        load_settings(environ).validate()
+        load_settings(environ).require_safe_to_serve()
     filled = {
         **environ,
         **_generated_secrets(),
         **{k: "s3cret" for k, v in secret.items() if v == "REPLACE_ME" and k not in SECRET_ENV},
     }
-    settings = load_settings(filled).validate()
+    settings = load_settings(filled).require_safe_to_serve()
     assert settings.public_url.startswith("https://")
     KeyRing.parse(settings.encryption_keys)
-    # Each server key left as shipped stops the server: validate(), or the key ring at start.
+    # Each server key left as shipped stops the server: require_safe_to_serve(), or the key ring at start.
     for name in ("MCPUC_SESSION_SECRET", "MCPUC_ENCRYPTION_KEYS", "MCPUC_REQUEST_STATE_KEYS"):
         with pytest.raises(ValueError):  # SettingsError is a ValueError
-            left = load_settings({**filled, name: secret[name]}).validate()
+            left = load_settings({**filled, name: secret[name]}).require_safe_to_serve()
             KeyRing.parse(left.encryption_keys)
     for name, provider in settings.providers.items():
         assert provider.client_secret == "s3cret", (

@@ -28,8 +28,8 @@ from connect_routes.browser_session import session_middleware
 from connect_routes.error_pages import ERROR_PAGES
 from connect_routes.login import Login
 from mock_providers.demo import build_demo
-from service.broker import _RequestState
 from service.outbound_http import OutboundHttp
+from service.revision_2026 import RequestState
 from tests.support.broker import broker_on
 from token_store import KeyRing, SQLiteStore
 
@@ -94,7 +94,7 @@ async def test_request_state_for_another_provider_is_refused_before_its_nonce_is
     broker = broker_on(settings, store, outbound)
     nonce = secrets.token_urlsafe(32)
     await store.put_nonce(nonce, 60)
-    state = _RequestState("e" * 43, nonce, "otherhub").dumps()
+    state = RequestState("e" * 43, nonce, "otherhub").dumps()
     ctx = SimpleNamespace(
         protocol_version="2026-07-28", request_state=state, input_responses=None, headers={}
     )

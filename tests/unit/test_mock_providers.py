@@ -155,7 +155,7 @@ async def test_dev_as_metadata_and_discovery(client: httpx.AsyncClient) -> None:
 
 
 async def test_jwks_is_public_only(client: httpx.AsyncClient) -> None:
-    response = await client.get("/jwks.json")
+    response = await client.get("/jwks.json", headers={"Origin": "http://localhost:6274"})  # a browser client
     (key,) = response.json()["keys"]
     assert key["kty"] == "RSA" and key["alg"] == "RS256" and key["use"] == "sig" and key["kid"]
     assert not {"d", "p", "q", "dp", "dq", "qi"} & set(key)
@@ -494,8 +494,13 @@ async def test_cors_preflight_on_machine_endpoints(client: httpx.AsyncClient) ->
         response = await client.options(
             path, headers={"Origin": "http://localhost:6274", "Access-Control-Request-Method": "POST"}
         )
-        assert response.status_code == 204
+        assert response.status_code == 200  # Starlette's CORSMiddleware: a preflight is 200 OK
         assert response.headers["access-control-allow-origin"] == "*"
+        assert "POST" in response.headers["access-control-allow-methods"]
+    metadata = await client.get(
+        "/.well-known/oauth-authorization-server", headers={"Origin": "http://localhost:6274"}
+    )
+    assert metadata.headers["access-control-allow-origin"] == "*"
     page = await client.get("/login")
     assert "access-control-allow-origin" not in page.headers
     assert page.headers["x-frame-options"] == "DENY"

@@ -419,7 +419,9 @@ async def verify_id_token(client: httpx.AsyncClient, id_token: str) -> dict[str,
 
 
 async def test_google_discovery_and_jwks(client: httpx.AsyncClient) -> None:
-    response = await client.get("/mockgoogle/.well-known/openid-configuration")
+    response = await client.get(
+        "/mockgoogle/.well-known/openid-configuration", headers={"Origin": "http://localhost:6274"}
+    )
     document = response.json()
     assert response.headers["access-control-allow-origin"] == "*"
     assert document["issuer"] == GOOGLE

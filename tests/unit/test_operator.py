@@ -31,7 +31,14 @@ from token_store import (
 
 ISSUER, OTHER_ISSUER = "https://as.example.com", "https://other-as.example.com"
 # No revocation endpoint: each removal is local only (what the provider says is tested end to end).
-HUB = ProviderConfig(name="hub", client_id="c", client_secret="s")
+HUB = ProviderConfig(
+    name="hub",
+    authorize_url="https://hub.example/authorize",
+    token_url="https://hub.example/token",
+    userinfo_url="https://hub.example/user",
+    client_id="c",
+    client_secret="s",
+)
 
 
 def settings() -> Settings:

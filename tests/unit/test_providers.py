@@ -6,8 +6,10 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
-from service.providers import PRESETS, ProviderError, build_provider, resolve_discovery
+from service.providers import PRESETS, ProviderConfig, ProviderError, build_provider, resolve_discovery
+from service.settings import Settings
 
 SECRET = {"MCPUC_PROVIDER_HUB_CLIENT_SECRET": "s3cret"}
 
@@ -150,3 +152,20 @@ def test_keepalive_settings_out_of_range_are_refused(field: str, value: float) -
     spec = {"preset": "google", "client_id": "c", "client_secret": "s", field: value}
     with pytest.raises(ProviderError, match=f"providers.g.{field}"):
         build_provider("g", spec, environ={})
+
+
+def test_the_model_keeps_the_rules_however_it_is_built() -> None:
+    endpoints = {f"{key}_url": f"http://hub.example/{key}" for key in ("authorize", "token", "userinfo")}
+    with pytest.raises(ValidationError, match="authorize_url"):
+        ProviderConfig(name="hub", client_id="cid", client_secret="s", **endpoints)
+    # Settings holds the models: a table given to it is validated as the file's would be.
+    settings = Settings(providers={"hub": {"preset": "github", "client_id": "cid", "client_secret": "s"}})
+    assert settings.providers["hub"] == hub(preset="github").model_copy(update={"client_secret": "s"})
+    with pytest.raises(ValidationError, match="client_id"):
+        Settings(providers={"hub": {"preset": "github"}})
+
+
+def test_an_error_names_the_field_never_the_value() -> None:
+    with pytest.raises(ProviderError) as caught:
+        hub(preset="github", token_url="http://evil.example/secret-looking-value")
+    assert str(caught.value) == "providers.hub.token_url: must be an https URL (plain http only on loopback)"

@@ -1,4 +1,4 @@
-"""A 2026-07-28 retry that declines or cancels the connect flow, in process (issue 11).
+"""A 2026-07-28 retry that declines or cancels the connect flow, in process.
 
 A user who completes the flow in the browser and then presses Cancel (or Decline) in the client
 is connected: the retry answers with the connection, not "declined". A decline of a flow that has

@@ -32,6 +32,7 @@ from service.security_checks import (
     MAX_ACCOUNT_ID,
     OPAQUE_ID,
     check_rfc9207_issuer,
+    elicitation_of_same_user,
     mint_opaque_id,
     require_account_argument,
     require_account_id_of_provider,
@@ -224,6 +225,14 @@ def test_reusable_link_of_same_user_and_client() -> None:
     assert reused(elicitation(ElicitationStatus.OPENED), mine) is mine
 
 
+def test_elicitation_of_same_user() -> None:
+    mine = elicitation()
+    assert elicitation_of_same_user(mine, ALICE) is mine
+    assert elicitation_of_same_user(mine, UserRef("https://as.example", "bob")) is None
+    assert elicitation_of_same_user(mine, UserRef("https://other.example", "alice")) is None
+    assert elicitation_of_same_user(None, ALICE) is None
+
+
 def test_require_first_open() -> None:
     opened = elicitation(ElicitationStatus.OPENED)
     assert require_first_open(opened) is opened
@@ -282,7 +291,9 @@ def test_require_redirect_uri_of_provider() -> None:
         display_name="MockHub",
         authorize_url="https://hub.example/authorize",
         token_url="https://hub.example/token",
+        userinfo_url="https://hub.example/user",
         client_id="c",
+        client_secret="s",
     )
     assert require_redirect_uri_of_provider("mockhub", mockhub) is mockhub
     for path in ("otherhub", "MockHub", "", None):

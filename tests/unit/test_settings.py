@@ -1,4 +1,5 @@
-"""Settings: environment > TOML file > defaults, and validate() refusing unsafe configurations."""
+"""Settings: environment > TOML file > defaults, and require_safe_to_serve() refusing
+unsafe configurations."""
 
 from __future__ import annotations
 
@@ -221,15 +222,23 @@ def test_provider_must_be_a_table(tmp_path: Path) -> None:
         load_settings({}, write(tmp_path, '[providers]\nmockhub = "https://hub.example"\n'))
 
 
-# ---- validate() ----------------------------------------------------------------------------
+# ---- require_safe_to_serve() ---------------------------------------------------------------
 
 
 def test_valid_settings_pass_and_chain() -> None:
     settings = valid_settings()
-    assert settings.validate() is settings
-    assert valid_settings(public_url="https://mcp.example.com/").validate()
-    assert valid_settings(public_url="http://127.0.0.1:8000").validate()
-    assert valid_settings(session_secret="x" * 32).validate()
+    assert settings.require_safe_to_serve() is settings
+    assert valid_settings(public_url="https://mcp.example.com/").require_safe_to_serve()
+    assert valid_settings(public_url="http://127.0.0.1:8000").require_safe_to_serve()
+    assert valid_settings(session_secret="x" * 32).require_safe_to_serve()
+
+
+def test_validate_is_the_deprecated_name_of_require_safe_to_serve() -> None:
+    settings = valid_settings()
+    with pytest.warns(DeprecationWarning, match="require_safe_to_serve"):
+        assert settings.validate() is settings
+    with pytest.warns(DeprecationWarning), pytest.raises(SettingsError, match="MCPUC_SESSION_SECRET"):
+        valid_settings(session_secret="short").validate()
 
 
 INVALID: dict[str, tuple[dict[str, Any], str]] = {
@@ -270,14 +279,14 @@ INVALID: dict[str, tuple[dict[str, Any], str]] = {
 @pytest.mark.parametrize(("changes", "named"), list(INVALID.values()), ids=list(INVALID))
 def test_validate_rejects(changes: dict[str, Any], named: str) -> None:
     with pytest.raises(SettingsError) as caught:
-        valid_settings(**changes).validate()
+        valid_settings(**changes).require_safe_to_serve()
     assert named in str(caught.value)
 
 
 def test_validation_errors_do_not_echo_key_material() -> None:
     bad_key = base64.urlsafe_b64encode(b"SECRETKEYMATERIAL" * 2).decode()  # 34 bytes
     with pytest.raises(SettingsError) as caught:
-        valid_settings(request_state_keys=bad_key).validate()
+        valid_settings(request_state_keys=bad_key).require_safe_to_serve()
     assert bad_key not in str(caught.value)
     assert bad_key.rstrip("=") not in str(caught.value)
 
@@ -299,7 +308,7 @@ def test_settings_loaded_from_the_environment_validate(tmp_path: Path) -> None:
         "MCPUC_REQUEST_STATE_KEYS": REQUEST_STATE_KEY,
         "MCPUC_PROVIDER_MOCKHUB_CLIENT_SECRET": HUB_SECRET,
     }
-    settings = load_settings(environ, write(tmp_path, PROVIDER_TOML)).validate()
+    settings = load_settings(environ, write(tmp_path, PROVIDER_TOML)).require_safe_to_serve()
     assert settings.audience == "https://mcp.example.com/mcp"
     assert settings.callback_url("github") == "https://mcp.example.com/callback/github"
     assert settings.secure_cookies
@@ -336,15 +345,15 @@ def test_repr_never_contains_secrets(tmp_path: Path) -> None:
 
 def test_validate_rejects_lowercase_hmac_algorithm() -> None:
     with pytest.raises(SettingsError, match="hs256"):
-        valid_settings(auth_algorithms=("RS256", "hs256")).validate()
+        valid_settings(auth_algorithms=("RS256", "hs256")).require_safe_to_serve()
 
 
 def test_plain_http_is_refused_outside_loopback() -> None:
     """Review M3: without https the session cookie has no Secure / __Host- protection."""
     with pytest.raises(SettingsError, match="https"):
-        valid_settings(public_url="http://mcp.example.com").validate()
-    assert valid_settings(public_url="http://127.0.0.1:8000").validate()
-    assert valid_settings(public_url="https://mcp.example.com").validate()
+        valid_settings(public_url="http://mcp.example.com").require_safe_to_serve()
+    assert valid_settings(public_url="http://127.0.0.1:8000").require_safe_to_serve()
+    assert valid_settings(public_url="https://mcp.example.com").require_safe_to_serve()
 
 
 @pytest.mark.parametrize(
@@ -360,9 +369,9 @@ def test_plain_http_is_refused_outside_loopback() -> None:
 )
 def test_plain_redis_is_refused_outside_loopback(url: str) -> None:
     with pytest.raises(SettingsError, match="MCPUC_ALLOW_PLAINTEXT_REDIS") as refused:
-        valid_settings(store_url=url).validate()
+        valid_settings(store_url=url).require_safe_to_serve()
     assert "secret-password" not in str(refused.value)
-    assert valid_settings(store_url=url, allow_plaintext_redis=True).validate()
+    assert valid_settings(store_url=url, allow_plaintext_redis=True).require_safe_to_serve()
 
 
 @pytest.mark.parametrize(
@@ -378,17 +387,17 @@ def test_plain_redis_is_refused_outside_loopback(url: str) -> None:
     ],
 )
 def test_tls_or_loopback_redis_is_accepted(url: str) -> None:
-    assert valid_settings(store_url=url).validate()
+    assert valid_settings(store_url=url).require_safe_to_serve()
 
 
 def test_plain_http_issuer_is_refused_outside_loopback() -> None:
     with pytest.raises(SettingsError, match="MCPUC_AUTH_ISSUER must use https"):
-        valid_settings(auth_issuer="http://as.example.com").validate()
-    assert valid_settings(auth_issuer="http://127.0.0.1:9000").validate()
+        valid_settings(auth_issuer="http://as.example.com").require_safe_to_serve()
+    assert valid_settings(auth_issuer="http://127.0.0.1:9000").require_safe_to_serve()
     # A loopback development server (the compose demo) may use a plain-http development issuer.
     assert valid_settings(
         public_url="http://localhost:8080", auth_issuer="http://mock-providers:8001"
-    ).validate()
+    ).require_safe_to_serve()
 
 
 def test_public_urls_are_built_from_the_public_origin() -> None:
@@ -428,9 +437,9 @@ def test_an_event_loop_that_is_not_installed_is_a_configuration_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(server_runtime, "_installed", lambda module: False)
-    valid_settings().validate()  # `auto` falls back to asyncio's own loop
+    valid_settings().require_safe_to_serve()  # `auto` falls back to asyncio's own loop
     with pytest.raises(SettingsError, match="MCPUC_EVENT_LOOP is uvloop, but uvloop is not installed"):
-        valid_settings(event_loop="uvloop").validate()
+        valid_settings(event_loop="uvloop").require_safe_to_serve()
 
 
 def test_an_unknown_event_loop_names_the_setting() -> None:

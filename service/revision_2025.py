@@ -1,0 +1,49 @@
+"""The broker's answers on 2025-11-25: error -32042 and a completion notice; questions in-band.
+
+To connect, the tool call ends with JSON-RPC error -32042 (URLElicitationRequiredError) carrying
+one URL-mode elicitation, and the MCP session that asked is registered with the CompletionHub,
+which sends `notifications/elicitation/complete` when the flow ends; the client then calls the
+tool again (2025-11-25/client-elicitation.mdx, URL mode).
+"Which account?" is a form-mode `elicitation/create` sent while the tool call waits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import UrlElicitationRequiredError
+from mcp_types import ElicitRequestURLParams, ElicitResult
+
+from service.account_choice import AccountChoice
+from service.completion import CompletionHub
+from service.identity import Caller
+from service.revision import LEGACY_REVISION
+from token_store import PendingElicitation
+
+
+class LegacyAnswers:
+    revision = LEGACY_REVISION
+
+    def __init__(self, hub: CompletionHub) -> None:
+        self._hub = hub
+
+    def session_of(self, caller: Caller) -> str | None:
+        return caller.mcp_session_id  # where the completion notice goes
+
+    async def ask_connect(
+        self, ctx: Context[Any, Any], elicitation: PendingElicitation, message: str, url: str
+    ) -> UrlElicitationRequiredError:
+        self._hub.register(elicitation, ctx.session)
+        return UrlElicitationRequiredError(
+            [ElicitRequestURLParams(message=message, url=url, elicitation_id=elicitation.id)]
+        )
+
+    async def ask_account(
+        self, ctx: Context[Any, Any], caller: Caller, choice: AccountChoice
+    ) -> ElicitResult:
+        question = choice.request()
+        answer: ElicitResult = await ctx.session.elicit_form(
+            question.message, question.requested_schema, related_request_id=ctx.request_id
+        )
+        return answer

@@ -1,0 +1,6 @@
+-- KEYS: lock key. ARGV: owner. Compare-and-delete: never someone else's lock after our TTL ran out.
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0

@@ -31,7 +31,7 @@ from connect_routes.browser_session import BrowserUser, browser_user, check_csrf
 from connect_routes.headers import HEADERS
 from connect_routes.login import Login
 from connect_routes.pages import message, page, timestamp
-from service.connect_flow import CallbackParams
+from service.connect_flow import API_KEY_MAX_LENGTH, CallbackParams
 from service.errors import (
     BlankClientName,
     ConnectCsrfTokenMismatch,
@@ -48,11 +48,18 @@ from service.security_checks import (
     require_signed_in,
     require_visible_client_name,
 )
-from service.urls import origin
+from service.urls import (
+    CALLBACK_PATH,
+    CONNECT_API_KEY_PATH,
+    CONNECT_CANCEL_PATH,
+    CONNECT_PATH,
+    ELICITATION_ID_PARAM,
+    connect_link,
+    origin,
+)
 from token_store import PendingElicitation
 
 MAX_PARAM = 2048
-MAX_API_KEY = 4096
 MAX_CLIENT_SHOWN = 64  # a client id may be a long URL (client ID metadata documents)
 FRESH_SIGN_IN = 300  # seconds since the issuer authenticated the user that count as "just now"
 
@@ -69,22 +76,22 @@ class ConnectRoutes:
 
     def routes(self) -> list[Route]:
         return [
-            Route("/connect", self.confirm, methods=["GET"]),
-            Route("/connect", self.connect, methods=["POST"]),
-            Route("/callback/{provider}", self.callback, methods=["GET"]),
-            Route("/connect/api-key", self.api_key, methods=["POST"]),
-            Route("/connect/cancel", self.cancel, methods=["POST"]),
+            Route(CONNECT_PATH, self.confirm, methods=["GET"]),
+            Route(CONNECT_PATH, self.connect, methods=["POST"]),
+            Route(CALLBACK_PATH, self.callback, methods=["GET"]),
+            Route(CONNECT_API_KEY_PATH, self.api_key, methods=["POST"]),
+            Route(CONNECT_CANCEL_PATH, self.cancel, methods=["POST"]),
         ]
 
     async def confirm(self, request: Request) -> Response:
         """GET: check the link and the user, then show who is connecting what (no state change)."""
         elicitation_id = require_opaque_id(
-            request.query_params.get("elicitationId", ""), MalformedElicitationId
+            request.query_params.get(ELICITATION_ID_PARAM, ""), MalformedElicitationId
         )
         browser = browser_user(request, self._settings)
         if browser is None:
             return self._login.redirect_to_login(
-                f"/connect?elicitationId={elicitation_id}", request, await self._purpose(elicitation_id)
+                connect_link(elicitation_id), request, await self._purpose(elicitation_id)
             )
         link = await self._flow.check_link(browser.user, elicitation_id)
         elicitation, provider = link.elicitation, link.provider
@@ -144,7 +151,7 @@ class ConnectRoutes:
         browser = require_signed_in(browser_user(request, self._settings), NotSignedIn)
         form = await request.form(max_files=0, max_fields=4, max_part_size=max_part_size)
         check_csrf(request, form.get("csrf"), ConnectCsrfTokenMismatch)
-        elicitation_id = form.get("elicitationId")
+        elicitation_id = form.get(ELICITATION_ID_PARAM)
         if not isinstance(elicitation_id, str):
             raise ConnectCsrfTokenMismatch()
         return browser, form, require_opaque_id(elicitation_id, MalformedElicitationId)
@@ -175,7 +182,7 @@ class ConnectRoutes:
 
     async def api_key(self, request: Request) -> Response:
         """POST from the API-key page: check the key with the provider, then store it encrypted."""
-        browser, form, elicitation_id = await self._posted(request, max_part_size=MAX_API_KEY + 64)
+        browser, form, elicitation_id = await self._posted(request, max_part_size=API_KEY_MAX_LENGTH + 64)
         key = form.get("api_key")
         link = await self._flow.check_link(browser.user, elicitation_id)
         try:

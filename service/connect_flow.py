@@ -97,7 +97,10 @@ TRANSITIONS: dict[tuple[ElicitationStatus, ElicitationStatus], str] = {
     (OPENED, FAILED): "GET /callback/<provider>, a refused check or a failed step: fail",
 }
 
-API_KEY = re.compile(r"[\x21-\x7e]{8,4096}")  # printable, no spaces: what keys look like
+# What an API key looks like: printable, no spaces, of these lengths (the API-key page's
+# minlength/maxlength and the form's size bound are these too).
+API_KEY_MIN_LENGTH, API_KEY_MAX_LENGTH = 8, 4096
+API_KEY = re.compile(rf"[\x21-\x7e]{{{API_KEY_MIN_LENGTH},{API_KEY_MAX_LENGTH}}}")
 
 
 @dataclass(frozen=True)

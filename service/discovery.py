@@ -1,7 +1,7 @@
 """Authorization-server metadata discovery (RFC 8414 §3, OpenID Connect Discovery 1.0 §4): the
-one routine that fetches a metadata document, for the MCP issuer (bearer JWKS) and for providers'
-`discovery_url`. Callers fetch once and keep the result (JwksCache, start-up provider resolution);
-the browser login's authlib client fetches and caches the issuer's document itself.
+one routine that fetches a metadata document, for the MCP issuer (bearer JWKS and the browser
+login's authlib client, connect_routes/login.py) and for providers' `discovery_url`. Callers fetch
+once and keep the result (JwksCache, the login client, start-up provider resolution).
 """
 
 from __future__ import annotations
@@ -13,19 +13,23 @@ import httpx
 
 from service.errors import MetadataError, MetadataIssuerMismatch
 
+OAUTH_METADATA = "/.well-known/oauth-authorization-server"  # RFC 8414 §3
+OPENID_METADATA = "/.well-known/openid-configuration"  # OpenID Connect Discovery 1.0 §4
+
 
 def metadata_urls(issuer: str) -> list[str]:
-    """Candidate metadata URLs for `issuer`, in the order the MCP spec asks clients to try."""
+    """Candidate metadata URLs for `issuer`, in the order the MCP spec asks clients to try
+    (2025-11-25 basic/authorization, "Authorization Server Metadata Discovery")."""
     parts = urlsplit(issuer)
     origin = f"{parts.scheme}://{parts.netloc}"
     path = parts.path.rstrip("/")
     if path:
         return [
-            f"{origin}/.well-known/oauth-authorization-server{path}",  # RFC 8414 path insertion
-            f"{origin}/.well-known/openid-configuration{path}",
-            f"{origin}{path}/.well-known/openid-configuration",  # OIDC path appending
+            f"{origin}{OAUTH_METADATA}{path}",  # RFC 8414 path insertion
+            f"{origin}{OPENID_METADATA}{path}",
+            f"{origin}{path}{OPENID_METADATA}",  # OIDC path appending
         ]
-    return [f"{origin}/.well-known/oauth-authorization-server", f"{origin}/.well-known/openid-configuration"]
+    return [f"{origin}{OAUTH_METADATA}", f"{origin}{OPENID_METADATA}"]
 
 
 async def fetch_metadata(http: httpx.AsyncClient, url: str, *, issuer: str | None = None) -> dict[str, Any]:

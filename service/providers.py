@@ -53,7 +53,8 @@ class ProviderConfig(BaseModel):
     trailing slash), and the flow sends to and compares the URLs as the operator wrote them.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # A ValidationError would otherwise quote the whole table, client secret included.
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     name: str
     display_name: str = ""  # default: the name

@@ -182,8 +182,10 @@ class StatelessAnswers:
             connection = await find()
             if connection is not None:
                 return connection
-        # Declined or cancelled: the link stops working and stops counting against the limit.
-        await self._flow.decline(state.elicitation_id)
+        # Declined or cancelled: the link stops working and stops counting against the limit. Only
+        # the caller's own flow: another user's is no business of this retry.
+        if finished is not None:
+            await self._flow.decline(state.elicitation_id)
         raise ConnectionNeeded(tool_error(f"Connecting {config.display_name} was declined."))
 
     async def _held(

@@ -38,7 +38,7 @@ from service.errors import (
 )
 from service.names import is_blank
 from service.providers import ProviderConfig
-from service.urls import origin
+from service.urls import CONNECTIONS_PATH, connect_link, origin
 from token_store import ElicitationStatus, OAuthState, PendingElicitation, UserRef, slot_tag
 
 # ---- opaque ids: minted here, checked here -------------------------------------------------------
@@ -260,10 +260,11 @@ def require_safe_next(value: object) -> str:
     2025-11-25/basic-authorization.mdx "Open Redirection")."""
     if isinstance(value, str) and _SAFE_NEXT.fullmatch(value):
         return value
-    return "/connections"
+    return CONNECTIONS_PATH
 
 
-_SAFE_NEXT = re.compile(rf"/(connect\?elicitationId={OPAQUE_ID.pattern}|connections)")
+# A connect link (whose id has the shape we mint), or the connections page.
+_SAFE_NEXT = re.compile(rf"{re.escape(connect_link(''))}{OPAQUE_ID.pattern}|{re.escape(CONNECTIONS_PATH)}")
 
 
 def require_login_issuer(iss: object, sub: object, expected_issuer: str) -> UserRef:

@@ -46,8 +46,22 @@ from service.server_runtime import (
     EventLoopChoice,
     event_loop_name,
 )
-from service.urls import LOOPBACK_HOSTS, MCP_PATH, https_unless_loopback
-from token_store import POSTGRES_SCHEMES, REDIS_SCHEMES, ClusterURL, SentinelURL, check_store_url
+from service.urls import (
+    LOGIN_CALLBACK_PATH,
+    LOOPBACK_HOSTS,
+    MCP_PATH,
+    callback_path,
+    connect_link,
+    https_unless_loopback,
+)
+from token_store import (
+    DEFAULT_REDIS_PREFIX,
+    POSTGRES_SCHEMES,
+    REDIS_SCHEMES,
+    ClusterURL,
+    SentinelURL,
+    check_store_url,
+)
 
 ENV_PREFIX = "MCPUC_"
 CONFIG_FILE_ENV = f"{ENV_PREFIX}CONFIG_FILE"
@@ -55,9 +69,9 @@ FILE_SUFFIX = "_FILE"
 # The secret each provider table names: client_secret_env upper-cases the name's pattern too.
 PROVIDER_CLIENT_SECRET_ENV = re.compile(client_secret_env(PROVIDER_NAME.pattern))
 REPLICA_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
-# The one definition of these defaults (the CLI imports them).
+# The one definition of these defaults (the CLI imports them); the Redis key prefix's default is
+# the token store's (DEFAULT_REDIS_PREFIX, imported above).
 DEFAULT_DATA_DIR = Path(".mcp-url-connect")
-DEFAULT_REDIS_PREFIX = "mcpuc:"
 DEFAULT_METRICS_PORT = 9464  # the port Prometheus exporters commonly take (OpenTelemetry's too)
 
 
@@ -69,7 +83,10 @@ class Settings(BaseSettings):
     """Every setting of the server. Build it with `load_settings`; `Settings(...)` takes keyword
     values only (it reads no environment), for tests and the development setup."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid")
+    # A ValidationError would otherwise quote the input: keys, secrets and client secrets.
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, frozen=True, extra="forbid", hide_input_in_errors=True
+    )
 
     # Public origin of this server, e.g. https://mcp.example.com. Connect URLs and the OAuth
     # redirect URI are built from it, never from Host / X-Forwarded-* (docs/threat-model.md, "4. PKCE
@@ -196,15 +213,15 @@ class Settings(BaseSettings):
     def connect_url(self, elicitation_id: str) -> str:
         """The URL the user opens: it carries only the opaque elicitation id
         (2025-11-25/client-elicitation.mdx "Safe URL Handling")."""
-        return self._public(f"/connect?elicitationId={elicitation_id}")
+        return self._public(connect_link(elicitation_id))
 
     def callback_url(self, provider: str) -> str:
         """The redirect URI registered at `provider`: one per provider (RFC 9700 §4.4.2, mix-up)."""
-        return self._public(f"/callback/{provider}")
+        return self._public(callback_path(provider))
 
     @property
     def login_callback_url(self) -> str:
-        return self._public("/login/callback")
+        return self._public(LOGIN_CALLBACK_PATH)
 
     # ---- other derived values --------------------------------------------------------------
     @property

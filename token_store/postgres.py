@@ -57,9 +57,10 @@ _LIVE = sorted(s.value for s in LIVE_STATUSES)
 _REENCRYPT_PAGE = 256
 
 # One connection row, in this order everywhere (the key first, then the rest).
-_ROW_KEY = ("iss", "sub", "provider", "account")
-_ROW_COLUMNS = (*_ROW_KEY, "account_label", "blob", "connected_at", "updated_at", "status", "refreshed_at")
-_READ_COLUMNS = ", ".join(_ROW_COLUMNS[2:])  # what `codec.open_connection_rows` takes
+_ROW_KEY = codec.CONNECTION_KEY
+_ROW_COLUMNS = codec.CONNECTION_COLUMNS
+_READ_COLUMNS = ", ".join(codec.CONNECTION_READ_COLUMNS)  # what `codec.open_connection_rows` takes
+_JOINED_READ_COLUMNS = ", ".join(f"c.{c}" for c in codec.CONNECTION_READ_COLUMNS)  # of the `c` in a join
 _VALUES = ", ".join(f"${i}" for i in range(1, len(_ROW_COLUMNS) + 1))
 _INSERT_ROW = (
     f"INSERT INTO connections ({', '.join(_ROW_COLUMNS)}) VALUES ({_VALUES}) "  # noqa: S608 - constant
@@ -379,8 +380,7 @@ class PostgresStore:
         # provider (none: one row of NULLs), most recently updated first.
         rows = await self._read(
             "get_elicitation_with_connection",
-            "SELECT e.record::text, c.provider, c.account, c.account_label, c.blob, c.connected_at, "
-            "c.updated_at, c.status, c.refreshed_at FROM elicitations e LEFT JOIN connections c "
+            f"SELECT e.record::text, {_JOINED_READ_COLUMNS} FROM elicitations e LEFT JOIN connections c "  # noqa: S608 - constant
             "ON c.iss = e.iss AND c.sub = e.sub AND c.provider = e.provider "
             "WHERE e.id = $1 AND e.expires_at > $2 ORDER BY c.updated_at DESC, c.account",
             elicitation_id,
@@ -624,19 +624,7 @@ class PostgresStore:
     # --- helpers --------------------------------------------------------------------------
     def _connection_row(self, connection: Connection) -> tuple[Any, ...]:
         """The `connections` row of `connection` in `_ROW_COLUMNS` order, its token set sealed."""
-        key = connection.key
-        return (
-            key.user.iss,
-            key.user.sub,
-            key.provider,
-            key.account,
-            connection.account_label,
-            codec.seal_tokens(self._keyring, key, connection.tokens),
-            connection.connected_at,
-            connection.updated_at,
-            connection.status.value,
-            connection.refreshed_at,
-        )
+        return codec.connection_values(self._keyring, connection)
 
     async def _select_connections(self, op: str, user: UserRef, tail: str, args: Sequence[str]) -> list[Any]:
         sql = f"SELECT {_READ_COLUMNS} FROM connections WHERE iss = $1 AND sub = $2 {tail}"  # noqa: S608 - constant fragments only

@@ -18,7 +18,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 
-from service.errors import SessionExpired, StaleForm
+from service.errors import CsrfTokenMismatch, SessionExpired
 from service.security_checks import (
     mint_opaque_id,
     require_csrf_token,
@@ -117,6 +117,8 @@ def csrf_token(request: Request) -> str:
     return token
 
 
-def check_csrf(request: Request, submitted: object, refusal: type[StaleForm] = StaleForm) -> None:
+def check_csrf(
+    request: Request, submitted: object, refusal: type[CsrfTokenMismatch] = CsrfTokenMismatch
+) -> None:
     """`require_csrf_token` against this session's token."""
     require_csrf_token(request.session.get("csrf"), submitted, refusal)

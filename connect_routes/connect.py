@@ -31,13 +31,14 @@ from connect_routes.browser_session import BrowserUser, browser_user, check_csrf
 from connect_routes.headers import HEADERS
 from connect_routes.login import Login
 from connect_routes.pages import message, page, timestamp
-from service.connect_flow import API_KEY_MAX_LENGTH, CallbackParams, InvalidApiKey
+from service.connect_flow import API_KEY_MAX_LENGTH, CallbackParams
 from service.errors import (
     BlankClientName,
-    MalformedLink,
-    MalformedParameter,
+    ConnectCsrfTokenMismatch,
+    InvalidApiKey,
+    InvalidRequest,
+    MalformedElicitationId,
     NotSignedIn,
-    StaleConnectForm,
 )
 from service.providers import ProviderConfig
 from service.runtime import Runtime
@@ -83,7 +84,9 @@ class ConnectRoutes:
 
     async def confirm(self, request: Request) -> Response:
         """GET: check the link and the user, then show who is connecting what (no state change)."""
-        elicitation_id = require_opaque_id(request.query_params.get(ELICITATION_ID_PARAM, ""), MalformedLink)
+        elicitation_id = require_opaque_id(
+            request.query_params.get(ELICITATION_ID_PARAM, ""), MalformedElicitationId
+        )
         browser = browser_user(request, self._settings)
         if browser is None:
             return self._login.redirect_to_login(
@@ -153,11 +156,11 @@ class ConnectRoutes:
         browser = require_signed_in(browser_user(request, self._settings), NotSignedIn)
         form = await request.form(max_files=0, max_fields=4, max_part_size=max_part_size)
         # mutant: connect.csrf_on_posts
-        check_csrf(request, form.get("csrf"), StaleConnectForm)
+        check_csrf(request, form.get("csrf"), ConnectCsrfTokenMismatch)
         elicitation_id = form.get(ELICITATION_ID_PARAM)
         if not isinstance(elicitation_id, str):
-            raise StaleConnectForm()
-        return browser, form, require_opaque_id(elicitation_id, MalformedLink)
+            raise ConnectCsrfTokenMismatch()
+        return browser, form, require_opaque_id(elicitation_id, MalformedElicitationId)
 
     def _api_key_form(
         self,
@@ -199,7 +202,7 @@ class ConnectRoutes:
         consumes the state before anything else)."""
         params = request.query_params
         if any(len(v) > MAX_PARAM for v in params.values()):
-            raise MalformedParameter("A parameter is too long.")
+            raise InvalidRequest("A parameter is too long.")
         browser = browser_user(request, self._settings)
         provider, connection = await self._flow.finish(
             CallbackParams(

@@ -15,7 +15,7 @@ from connect_routes.login import Login
 from connect_routes.pages import page
 from service.connections import Connections
 from service.disconnect import disconnect_one
-from service.errors import MalformedParameter, SignInFirst
+from service.errors import ConnectionsPageNotSignedIn, InvalidRequest
 from service.runtime import Runtime
 from service.security_checks import require_same_origin, require_signed_in
 from service.urls import CONNECTIONS_DEFAULT_PATH, CONNECTIONS_DISCONNECT_PATH, CONNECTIONS_PATH
@@ -63,7 +63,7 @@ class ConnectionsPage:
         browser, the session's CSRF token, and a bounded provider and account."""
         # mutant: origin.connections_posts
         require_same_origin(request.headers.get("origin"), self._runtime.settings.public_url)
-        browser = require_signed_in(browser_user(request, self._runtime.settings), SignInFirst)
+        browser = require_signed_in(browser_user(request, self._runtime.settings), ConnectionsPageNotSignedIn)
         form = await request.form(max_files=0, max_fields=8, max_part_size=1024)
         # mutant: connections.csrf
         check_csrf(request, form.get("csrf"))
@@ -72,7 +72,7 @@ class ConnectionsPage:
             not (isinstance(provider, str) and isinstance(account, str))
             or max(len(provider), len(account)) > MAX_FIELD
         ):
-            raise MalformedParameter("The form is incomplete.")
+            raise InvalidRequest("The form is incomplete.")
         return browser, provider, account
 
     async def disconnect(self, request: Request) -> Response:

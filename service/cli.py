@@ -28,8 +28,9 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from service.drain import Drain
+from service.errors import UnknownProvider
 from service.logs import configure_logging
-from service.operator import DEFAULT_REVOKE_CONCURRENCY, DEFAULT_REVOKE_RATE, UnknownProvider
+from service.operator import DEFAULT_REVOKE_CONCURRENCY, DEFAULT_REVOKE_RATE
 from service.providers import ProviderError, resolve_discovery
 from service.sdk_hooks import SdkHookMissing
 from service.server_runtime import (

@@ -26,7 +26,8 @@ from typing import Any
 
 import anyio
 
-from service.metrics import FlowOutcome, Metrics, NotificationOutcome
+from service.flow_events import FlowOutcome
+from service.metrics import Metrics, NotificationOutcome
 from token_store import ElicitationStatus, PendingElicitation, StoreUnavailable, UserRef
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from service.errors import MalformedParameter
+from service.errors import InvalidRequest
 from token_store import Connection, Store, UserRef
 
 
@@ -53,5 +53,5 @@ class Connections:
         own = await store.get_connection(user, provider, account)
         # mutant: connections.default_own_account
         if own is None:
-            raise MalformedParameter("That account is not connected.")
+            raise InvalidRequest("That account is not connected.")
         return own

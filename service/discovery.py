@@ -11,14 +11,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-
-class MetadataError(ValueError):
-    """No usable metadata document; the message is safe to log (no response body)."""
-
-
-class IssuerMismatch(MetadataError):
-    """The document names another issuer: never tried elsewhere, never used."""
-
+from service.errors import MetadataError, MetadataIssuerMismatch
 
 OAUTH_METADATA = "/.well-known/oauth-authorization-server"  # RFC 8414 §3
 OPENID_METADATA = "/.well-known/openid-configuration"  # OpenID Connect Discovery 1.0 §4
@@ -56,7 +49,7 @@ async def fetch_metadata(http: httpx.AsyncClient, url: str, *, issuer: str | Non
     if not isinstance(metadata, dict):
         raise MetadataError("metadata is not a JSON object")
     if issuer is not None and metadata.get("issuer") != issuer:
-        raise IssuerMismatch(f"metadata at {url} names another issuer")
+        raise MetadataIssuerMismatch(f"metadata at {url} names another issuer")
     return metadata
 
 
@@ -66,7 +59,7 @@ async def discover_metadata(http: httpx.AsyncClient, issuer: str) -> dict[str, A
     for url in metadata_urls(issuer):
         try:
             return await fetch_metadata(http, url, issuer=issuer)
-        except IssuerMismatch:
+        except MetadataIssuerMismatch:
             raise
         except MetadataError as exc:
             last_error = exc

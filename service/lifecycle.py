@@ -19,10 +19,10 @@ from typing import Any
 import anyio
 
 from service.audit import audit
+from service.errors import NeedsReauthorization, ProviderApiError, TokenExchangeError
 from service.metrics import Metrics
 from service.outbound_http import OutboundHttp
-from service.provider_api import ProviderApiError
-from service.provider_oauth import TokenExchangeError, refresh, revoke
+from service.provider_oauth import refresh, revoke
 from service.providers import ProviderConfig
 from service.webhooks import NEEDS_REAUTHORIZATION as NEEDS_REAUTHORIZATION_EVENT
 from service.webhooks import ConnectionEvents
@@ -50,10 +50,6 @@ def refresh_lock_ttl(timeout_seconds: float) -> float:
     refresh token presented twice tells the provider "of the breach", and it may revoke the grant."""
     # mutant: lifecycle.refresh_lock_ttl
     return timeout_seconds + LOCK_MARGIN
-
-
-class NeedsReauthorization(Exception):
-    """The grant is gone (no refresh token, or the provider refused it): connect again."""
 
 
 class TokenLifecycle:

@@ -23,6 +23,7 @@ import anyio
 from service.audit import audit_operator
 from service.connect_flow import ConnectFlow
 from service.disconnect import disconnect_one
+from service.errors import UnknownProvider
 from service.outbound_http import OutboundHttp
 from service.providers import ProviderConfig
 from service.webhooks import ConnectionEvents
@@ -60,10 +61,6 @@ class Removal:
             "dry_run": self.dry_run,
             "connections": self.deleted,
         }
-
-
-class UnknownProvider(ValueError):
-    """The named provider is not configured."""
 
 
 class Operator:

@@ -6,17 +6,10 @@ from typing import Any
 
 import httpx
 
+from service.errors import ProviderApiError
 from service.providers import ProviderConfig
 
 MAX_PROFILE_BYTES = 256 * 1024
-
-
-class ProviderApiError(Exception):
-    """The provider's API failed; the message is safe to show (no token, no response body)."""
-
-    def __init__(self, message: str, *, unauthorized: bool = False) -> None:
-        super().__init__(message)
-        self.unauthorized = unauthorized
 
 
 def auth_headers(provider: ProviderConfig, secret: str) -> dict[str, str]:

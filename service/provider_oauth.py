@@ -12,6 +12,7 @@ from typing import Any
 from authlib.integrations.httpx_client import AsyncOAuth2Client
 from authlib.oauth2.client import OAuth2Client
 
+from service.errors import TokenExchangeError
 from service.outbound_http import OutboundHttp
 from service.providers import BEARER, ProviderConfig
 from token_store import TokenSet
@@ -23,15 +24,6 @@ KEPT_FIELDS = ("access_token", "refresh_token", "token_type", "scope")
 VSCHAR = re.compile(r"[\x20-\x7e]+")  # RFC 6749 Appendix A: printable ASCII, used with fullmatch
 
 MAX_LIFETIME = 10 * 365 * 24 * 3600  # an `expires_in` beyond this is junk, not a lifetime
-
-
-class TokenExchangeError(Exception):
-    """A token-endpoint call failed; the message is safe to show (no code, verifier or secret).
-    `error` is the OAuth error code when the provider sent one (e.g. invalid_grant)."""
-
-    def __init__(self, message: str, error: str | None = None) -> None:
-        super().__init__(message)
-        self.error = error
 
 
 def _oauth_options(provider: ProviderConfig, redirect_uri: str, scopes: Sequence[str]) -> dict[str, Any]:

@@ -21,9 +21,10 @@ import httpx
 
 from service.account_choice import with_notice
 from service.audit import audit
-from service.lifecycle import NeedsReauthorization, TokenLifecycle
+from service.errors import NeedsReauthorization, ProviderApiError
+from service.lifecycle import TokenLifecycle
 from service.mcp_errors import connected
-from service.provider_api import ProviderApiError, auth_headers, did_not_answer, read_json
+from service.provider_api import auth_headers, did_not_answer, read_json
 from service.providers import ProviderConfig
 from service.urls import origin
 from token_store import Connection

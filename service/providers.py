@@ -19,7 +19,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from service.discovery import MetadataError, fetch_metadata
+from service.discovery import fetch_metadata
+from service.errors import MetadataError
 from service.urls import https_unless_loopback
 
 # "oauth2": authorization code + PKCE; "api_key": the user pastes a key on our page.

@@ -19,21 +19,21 @@ from service.errors import (
     AccountIdTooLong,
     AccountNotNamed,
     AccountSwitchUnconfirmed,
+    AuthorizationResponseIssuerMismatch,
     BlankClientName,
     BrowserRefusal,
     CrossSiteRequest,
+    CsrfTokenMismatch,
+    ElicitationAlreadyUsed,
+    ElicitationUserMismatch,
     InvalidAccountChoice,
     InvalidRequestState,
+    InvalidState,
     InvalidToolArgument,
-    IssuerMismatch,
-    LinkAlreadyUsed,
     LoginIssuerMismatch,
     MixUp,
     NotSignedIn,
-    NotYourLink,
     SessionExpired,
-    SignInUnknown,
-    StaleForm,
     WrongBrowser,
 )
 from service.names import is_blank
@@ -106,7 +106,9 @@ def rotate_session_on_login(session: MutableMapping[str, Any], user: UserRef, no
     )
 
 
-def require_csrf_token(expected: object, submitted: object, refusal: type[StaleForm] = StaleForm) -> None:
+def require_csrf_token(
+    expected: object, submitted: object, refusal: type[CsrfTokenMismatch] = CsrfTokenMismatch
+) -> None:
     """Synchronizer token on every state-changing POST (OWASP CSRF Prevention Cheat Sheet,
     "Synchronizer Token Pattern"; RFC 9700 §4.7), compared in constant time."""
     # Compare bytes: compare_digest refuses non-ASCII str, which must be a 403, not a 500.
@@ -162,7 +164,7 @@ def require_visible_client_name(name: str) -> str:
 
 
 def require_same_user(
-    browser_user: UserRef, owner: UserRef, refusal: type[BrowserRefusal] = NotYourLink
+    browser_user: UserRef, owner: UserRef, refusal: type[BrowserRefusal] = ElicitationUserMismatch
 ) -> None:
     """The browser's user is the user the elicitation was created for.
 
@@ -209,14 +211,14 @@ def require_pending(elicitation: PendingElicitation) -> None:
     (2026-07-28/security-best-practices.mdx "State Handle Hijacking": single-use handles)."""
     # mutant: connect.link_pending
     if elicitation.status is not ElicitationStatus.PENDING:
-        raise LinkAlreadyUsed()
+        raise ElicitationAlreadyUsed()
 
 
 def require_first_open(opened: PendingElicitation | None) -> PendingElicitation:
     """The `pending → opened` compare-and-set must have been ours: of racing visits of one link,
     exactly one goes on (2026-07-28/security-best-practices.mdx "State Handle Hijacking")."""
     if opened is None:
-        raise LinkAlreadyUsed()
+        raise ElicitationAlreadyUsed()
     return opened
 
 
@@ -230,7 +232,7 @@ async def require_single_use_state(store: _StateStore, state: str) -> OAuthState
     # mutant: callback.single_use_state after "if taken is not None: await store.put_oauth_state(taken)"
     taken = await store.take_oauth_state(state)
     if taken is None:
-        raise SignInUnknown()
+        raise InvalidState()
     return taken
 
 
@@ -262,7 +264,7 @@ def check_rfc9207_issuer(received: str | None, expected: str | None) -> None:
     refused too); done before `error` or `code` is looked at."""
     # mutant: callback.rfc9207_issuer
     if expected is not None and received != expected:
-        raise IssuerMismatch()
+        raise AuthorizationResponseIssuerMismatch()
 
 
 # ---- login ----------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from mcp.server.auth.provider import principal_components
 from mcp_types import INVALID_REQUEST
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from service.errors import SessionCapReached
 from service.mcp_errors import http_error_body
 from service.sdk_hooks import SessionManager
 
@@ -52,11 +53,6 @@ def user_of(scope: Scope) -> tuple[str | None, str | None] | None:
 
 def _user_of_owner(owner: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return owner.get("issuer"), owner.get("subject")  # the SDK's AuthorizationContext
-
-
-class SessionCapReached(Exception):
-    """No room for another session: raised inside the SDK's admission, answered 429 by
-    `SessionLimits` with this message."""
 
 
 class SessionLimits:

@@ -15,9 +15,9 @@ import anyio.lowlevel
 import pytest
 
 import service.lifecycle
+from service.errors import ProviderApiError
 from service.lifecycle import TokenLifecycle
 from service.outbound_http import OutboundHttp
-from service.provider_api import ProviderApiError
 from service.providers import ProviderConfig, build_provider
 from tests.support.postgres import PostgresSchema, PostgresServer
 from tests.support.store_contract import T0, FakeClock

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from service.flow_events import FlowOutcome
 from service.logs import (
     JsonFormatter,
     LogContextFilter,
@@ -26,7 +27,7 @@ from service.logs import (
     flow_context,
     request_context,
 )
-from service.metrics import FlowOutcome, Metrics
+from service.metrics import Metrics
 from service.redaction import REDACTED, RedactingFilter
 from service.request_id import RequestIdMiddleware, request_id_from
 from service.tracing import Tracing, TracingConfigError, tracing_from_environment, tracing_with

@@ -8,7 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
-from service.provider_api import MAX_PROFILE_BYTES, ProviderApiError, fetch_userinfo, read_json
+from service.errors import ProviderApiError
+from service.provider_api import MAX_PROFILE_BYTES, fetch_userinfo, read_json
 from service.provider_session import ProviderSession
 from service.providers import ProviderConfig, build_provider
 from token_store import Connection, ConnectionKey, TokenSet, UserRef

@@ -18,7 +18,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 
-from service.errors import SessionExpired, StaleForm
+from service.errors import CsrfTokenMismatch, SessionExpired
 from service.security_checks import (
     mint_opaque_id,
     require_csrf_token,
@@ -44,6 +44,7 @@ class BrowserUser:
 
 def cookie_name(settings: Settings) -> str:
     # `__Host-` pins the cookie to our origin, with Secure and Path=/ (RFC 6265bis §4.1.3.2).
+    # mutant: session.host_prefix orelse
     return "__Host-mcpuc_session" if settings.secure_cookies else "mcpuc_session"
 
 
@@ -56,7 +57,9 @@ def session_middleware(settings: Settings) -> Middleware:
         path="/",
         # Lax, not Strict: the provider's redirect to /callback is a cross-site top-level
         # navigation, and a Strict cookie would not come with it.
+        # mutant: session.samesite_lax '"lax"' -> '"none"'
         same_site="lax",
+        # mutant: session.secure_flag false
         https_only=settings.secure_cookies,
     )
 
@@ -114,6 +117,8 @@ def csrf_token(request: Request) -> str:
     return token
 
 
-def check_csrf(request: Request, submitted: object, refusal: type[StaleForm] = StaleForm) -> None:
+def check_csrf(
+    request: Request, submitted: object, refusal: type[CsrfTokenMismatch] = CsrfTokenMismatch
+) -> None:
     """`require_csrf_token` against this session's token."""
     require_csrf_token(request.session.get("csrf"), submitted, refusal)

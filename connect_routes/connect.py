@@ -31,13 +31,14 @@ from connect_routes.browser_session import BrowserUser, browser_user, check_csrf
 from connect_routes.headers import HEADERS
 from connect_routes.login import Login
 from connect_routes.pages import message, page, timestamp
-from service.connect_flow import CallbackParams, InvalidApiKey
+from service.connect_flow import API_KEY_MAX_LENGTH, CallbackParams
 from service.errors import (
     BlankClientName,
-    MalformedLink,
-    MalformedParameter,
+    ConnectCsrfTokenMismatch,
+    InvalidApiKey,
+    InvalidRequest,
+    MalformedElicitationId,
     NotSignedIn,
-    StaleConnectForm,
 )
 from service.providers import ProviderConfig
 from service.runtime import Runtime
@@ -47,11 +48,18 @@ from service.security_checks import (
     require_signed_in,
     require_visible_client_name,
 )
-from service.urls import origin
+from service.urls import (
+    CALLBACK_PATH,
+    CONNECT_API_KEY_PATH,
+    CONNECT_CANCEL_PATH,
+    CONNECT_PATH,
+    ELICITATION_ID_PARAM,
+    connect_link,
+    origin,
+)
 from token_store import PendingElicitation
 
 MAX_PARAM = 2048
-MAX_API_KEY = 4096
 MAX_CLIENT_SHOWN = 64  # a client id may be a long URL (client ID metadata documents)
 FRESH_SIGN_IN = 300  # seconds since the issuer authenticated the user that count as "just now"
 
@@ -61,27 +69,28 @@ CANCELLED_TEXT = "Nothing was connected. Your MCP client is told; you can close 
 
 class ConnectRoutes:
     def __init__(self, runtime: Runtime, login: Login) -> None:
-        self._runtime = runtime
         self._settings = runtime.settings
         self._login = login
         self._flow = runtime.flow
 
     def routes(self) -> list[Route]:
         return [
-            Route("/connect", self.confirm, methods=["GET"]),
-            Route("/connect", self.connect, methods=["POST"]),
-            Route("/callback/{provider}", self.callback, methods=["GET"]),
-            Route("/connect/api-key", self.api_key, methods=["POST"]),
-            Route("/connect/cancel", self.cancel, methods=["POST"]),
+            Route(CONNECT_PATH, self.confirm, methods=["GET"]),
+            Route(CONNECT_PATH, self.connect, methods=["POST"]),
+            Route(CALLBACK_PATH, self.callback, methods=["GET"]),
+            Route(CONNECT_API_KEY_PATH, self.api_key, methods=["POST"]),
+            Route(CONNECT_CANCEL_PATH, self.cancel, methods=["POST"]),
         ]
 
     async def confirm(self, request: Request) -> Response:
         """GET: check the link and the user, then show who is connecting what (no state change)."""
-        elicitation_id = require_opaque_id(request.query_params.get("elicitationId", ""), MalformedLink)
+        elicitation_id = require_opaque_id(
+            request.query_params.get(ELICITATION_ID_PARAM, ""), MalformedElicitationId
+        )
         browser = browser_user(request, self._settings)
         if browser is None:
             return self._login.redirect_to_login(
-                f"/connect?elicitationId={elicitation_id}", request, await self._purpose(elicitation_id)
+                connect_link(elicitation_id), request, await self._purpose(elicitation_id)
             )
         link = await self._flow.check_link(browser.user, elicitation_id)
         elicitation, provider = link.elicitation, link.provider
@@ -118,7 +127,12 @@ class ConnectRoutes:
     async def cancel(self, request: Request) -> Response:
         """POST from Cancel on the confirmation or API-key page: pending → failed (the flow's
         `decline`, which also tells the MCP session that asked), after the checks of POST /connect."""
+        # mutant: connect.csrf_on_cancel "await self._posted(request, max_part_size=1024)" -> \
+        #   "(require_signed_in(browser_user(request, self._settings), NotSignedIn), None, " \
+        #   "str((await request.form()).get('elicitationId')))"
         browser, _form, elicitation_id = await self._posted(request, max_part_size=1024)
+        # mutant: connect.same_user_on_cancel "browser.user" -> \
+        #   "((await self._flow.elicitation(elicitation_id)) or browser).user"
         link = await self._flow.check_link(browser.user, elicitation_id)
         await self._flow.decline(link.elicitation.id)
         return message(request, CANCELLED_TITLE, CANCELLED_TEXT, 200)
@@ -137,14 +151,16 @@ class ConnectRoutes:
         """The checks every POST of the connect pages makes first, in one place: our own origin
         (when named), a signed-in browser, a bounded form, the session's CSRF token, an id of the
         shape we mint."""
+        # mutant: origin.connect_posts
         require_same_origin(request.headers.get("origin"), self._settings.public_url)
         browser = require_signed_in(browser_user(request, self._settings), NotSignedIn)
         form = await request.form(max_files=0, max_fields=4, max_part_size=max_part_size)
-        check_csrf(request, form.get("csrf"), StaleConnectForm)
-        elicitation_id = form.get("elicitationId")
+        # mutant: connect.csrf_on_posts
+        check_csrf(request, form.get("csrf"), ConnectCsrfTokenMismatch)
+        elicitation_id = form.get(ELICITATION_ID_PARAM)
         if not isinstance(elicitation_id, str):
-            raise StaleConnectForm()
-        return browser, form, require_opaque_id(elicitation_id, MalformedLink)
+            raise ConnectCsrfTokenMismatch()
+        return browser, form, require_opaque_id(elicitation_id, MalformedElicitationId)
 
     def _api_key_form(
         self,
@@ -172,7 +188,7 @@ class ConnectRoutes:
 
     async def api_key(self, request: Request) -> Response:
         """POST from the API-key page: check the key with the provider, then store it encrypted."""
-        browser, form, elicitation_id = await self._posted(request, max_part_size=MAX_API_KEY + 64)
+        browser, form, elicitation_id = await self._posted(request, max_part_size=API_KEY_MAX_LENGTH + 64)
         key = form.get("api_key")
         link = await self._flow.check_link(browser.user, elicitation_id)
         try:
@@ -186,7 +202,7 @@ class ConnectRoutes:
         consumes the state before anything else)."""
         params = request.query_params
         if any(len(v) > MAX_PARAM for v in params.values()):
-            raise MalformedParameter("A parameter is too long.")
+            raise InvalidRequest("A parameter is too long.")
         browser = browser_user(request, self._settings)
         provider, connection = await self._flow.finish(
             CallbackParams(

@@ -15,9 +15,10 @@ from connect_routes.login import Login
 from connect_routes.pages import page
 from service.connections import Connections
 from service.disconnect import disconnect_one
-from service.errors import MalformedParameter, SignInFirst
+from service.errors import ConnectionsPageNotSignedIn, InvalidRequest
 from service.runtime import Runtime
 from service.security_checks import require_same_origin, require_signed_in
+from service.urls import CONNECTIONS_DEFAULT_PATH, CONNECTIONS_DISCONNECT_PATH, CONNECTIONS_PATH
 from token_store import ConnectionKey
 
 MAX_FIELD = 256
@@ -32,15 +33,15 @@ class ConnectionsPage:
 
     def routes(self) -> list[Route]:
         return [
-            Route("/connections", self.show, methods=["GET"]),
-            Route("/connections/disconnect", self.disconnect, methods=["POST"]),
-            Route("/connections/default", self.set_default, methods=["POST"]),
+            Route(CONNECTIONS_PATH, self.show, methods=["GET"]),
+            Route(CONNECTIONS_DISCONNECT_PATH, self.disconnect, methods=["POST"]),
+            Route(CONNECTIONS_DEFAULT_PATH, self.set_default, methods=["POST"]),
         ]
 
     async def show(self, request: Request) -> Response:
         browser = browser_user(request, self._runtime.settings)
         if browser is None:
-            return self._login.redirect_to_login("/connections")
+            return self._login.redirect_to_login(CONNECTIONS_PATH)
         connections = await self._connections.of_user(browser.user)
         providers = {c.key.provider for c in connections}
         defaults = await self._connections.default_accounts(browser.user, providers)
@@ -60,16 +61,18 @@ class ConnectionsPage:
     async def _account_form(self, request: Request) -> tuple[BrowserUser, str, str]:
         """What both POSTs of this page check first: our own origin (when named), a signed-in
         browser, the session's CSRF token, and a bounded provider and account."""
+        # mutant: origin.connections_posts
         require_same_origin(request.headers.get("origin"), self._runtime.settings.public_url)
-        browser = require_signed_in(browser_user(request, self._runtime.settings), SignInFirst)
+        browser = require_signed_in(browser_user(request, self._runtime.settings), ConnectionsPageNotSignedIn)
         form = await request.form(max_files=0, max_fields=8, max_part_size=1024)
+        # mutant: connections.csrf
         check_csrf(request, form.get("csrf"))
         provider, account = form.get("provider"), form.get("account")
         if (
             not (isinstance(provider, str) and isinstance(account, str))
             or max(len(provider), len(account)) > MAX_FIELD
         ):
-            raise MalformedParameter("The form is incomplete.")
+            raise InvalidRequest("The form is incomplete.")
         return browser, provider, account
 
     async def disconnect(self, request: Request) -> Response:
@@ -89,7 +92,7 @@ class ConnectionsPage:
                 "disconnected_account": done.label,
                 "revoked": done.revoked,
             }
-        return RedirectResponse("/connections", status_code=303)
+        return RedirectResponse(CONNECTIONS_PATH, status_code=303)
 
     async def set_default(self, request: Request) -> Response:
         """Make one of the user's own accounts the default at its provider, or forget the default
@@ -97,4 +100,4 @@ class ConnectionsPage:
         browser, provider, account = await self._account_form(request)
         chosen = await self._connections.own_account(browser.user, provider, account) if account else None
         await self._connections.remember_default(browser.user, provider, chosen)
-        return RedirectResponse("/connections", status_code=303)
+        return RedirectResponse(CONNECTIONS_PATH, status_code=303)

@@ -16,10 +16,11 @@ from starlette.responses import Response
 from connect_routes.browser_session import browser_user, csrf_token
 from connect_routes.headers import HEADERS
 from connect_routes.pages import message, page
-from service.errors import BrowserRefusal, NotYourLink, ProviderDenied, ProviderFailure, StoreUnavailable
+from service.errors import BrowserRefusal, ElicitationUserMismatch, ProviderDenied, ProviderFailure
 from service.security_checks import require_safe_next
 from service.settings import Settings
 from service.urls import origin
+from token_store import StoreUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ async def error_page(request: Request, exc: Exception) -> Response:
     """The page for a refusal or failure of a browser route."""
     if isinstance(exc, BrowserRefusal):
         logger.info("browser route refused: %s", type(exc).__name__)
-        if isinstance(exc, NotYourLink):
+        if isinstance(exc, ElicitationUserMismatch):
             return _not_your_link(request, exc)
         return message(request, exc.title, exc.text, exc.status_code)
     if isinstance(exc, ProviderFailure):
@@ -50,7 +51,7 @@ async def error_page(request: Request, exc: Exception) -> Response:
     raise exc  # not ours to render: Starlette's 500
 
 
-def _not_your_link(request: Request, exc: NotYourLink) -> Response:
+def _not_your_link(request: Request, exc: ElicitationUserMismatch) -> Response:
     """Say who is signed in here, and offer to sign out and come back to the link as the account
     that asked (a fresh sign-in: see `Login.logout`). The same-user check itself stays the
     flow's; this page only helps the user past it honestly."""

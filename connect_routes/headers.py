@@ -30,6 +30,7 @@ class SecurityHeadersMiddleware:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
+                # mutant: headers.security_headers
                 for name, value in HEADERS.items():
                     headers.setdefault(name, value)
             await send(message)

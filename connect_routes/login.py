@@ -18,10 +18,16 @@ CSRF-protected "sign out and continue", and `/login/callback` refuses a differen
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
 from urllib.parse import urlencode
 
-from authlib.integrations.starlette_client import OAuth, OAuthError
+import httpx
+from authlib.integrations.starlette_client import OAuth, OAuthError, StarletteOAuth2App
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
@@ -29,6 +35,7 @@ from starlette.routing import Route
 from connect_routes.browser_session import browser_user, check_csrf, start_session
 from connect_routes.error_pages import offer_sign_out
 from connect_routes.pages import message
+from service.discovery import discover_metadata
 from service.errors import AccountSwitchUnconfirmed, LoginFailed, LoginUnavailable
 from service.outbound_http import OutboundHttp
 from service.security_checks import (
@@ -38,27 +45,54 @@ from service.security_checks import (
     require_same_origin,
 )
 from service.settings import Settings
+from service.urls import CONNECTIONS_PATH, LOGIN_CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH, is_connect_link
 
 logger = logging.getLogger(__name__)
 
 PURPOSE_KEY = "login_purpose"
-CONNECT_LINK = "/connect?"
 ALREADY_SIGNED_IN = "This browser is already signed in here. To sign in as another account, sign out first."
 MAX_PURPOSE = 160
+
+
+HttpClient = Callable[[], AbstractAsyncContextManager[httpx.AsyncClient]]
+
+
+class DiscoveredMetadataClient(StarletteOAuth2App):  # type: ignore[misc]  # authlib is untyped
+    """authlib's Starlette client, given the issuer's metadata by service/discovery.py (RFC 8414
+    §3 and OpenID Connect Discovery URLs, the document's `issuer` compared) instead of fetching
+    one fixed `server_metadata_url` itself: the bearer check and the login find the issuer's
+    metadata by one rule. authlib asks `load_server_metadata` before each step; the first answer
+    is kept, a failure is retried at the next sign-in."""
+
+    def __init__(
+        self, framework: Any, name: str, *, issuer: str, metadata_http: HttpClient, **kwargs: Any
+    ) -> None:
+        super().__init__(framework, name, **kwargs)
+        self._issuer = issuer
+        self._metadata_http = metadata_http
+
+    async def load_server_metadata(self) -> dict[str, Any]:
+        if "_loaded_at" not in self.server_metadata:
+            async with self._metadata_http() as http:
+                metadata = await discover_metadata(http, self._issuer)
+            self.server_metadata.update(metadata, _loaded_at=time.time())
+        return self.server_metadata  # type: ignore[no-any-return]  # authlib is untyped
 
 
 class Login:
     def __init__(self, settings: Settings, outbound: OutboundHttp | None = None) -> None:
         self._settings = settings
         # authlib builds (and closes) an HTTP client per request: give it the process's TLS
-        # context so none is built per request. It caches the server metadata it fetched.
+        # context so none is built per request.
         http = outbound.authlib_options() if outbound is not None else {}
         oauth = OAuth()
         oauth.register(
             "mcp_as",
+            client_cls=DiscoveredMetadataClient,
+            issuer=settings.auth_issuer,
+            metadata_http=_metadata_http(settings, outbound),
             client_id=settings.login_client_id,
             client_secret=settings.login_client_secret,
-            server_metadata_url=settings.auth_issuer.rstrip("/") + "/.well-known/openid-configuration",
             client_kwargs={"scope": settings.login_scopes, "code_challenge_method": "S256", **http},
         )
         self._client = oauth.create_client("mcp_as")
@@ -76,12 +110,13 @@ class Login:
         if request is not None and purpose:
             request.session[PURPOSE_KEY] = purpose[:MAX_PURPOSE]
         query = {"next": next_path, **({"prompt": "login"} if switch_account else {})}
-        return RedirectResponse("/login?" + urlencode(query), status_code=303)
+        return RedirectResponse(f"{LOGIN_PATH}?{urlencode(query)}", status_code=303)
 
     async def login(self, request: Request) -> Response:
         next_path = require_safe_next(request.query_params.get("next"))
         signed_in = browser_user(request, self._settings)
         try:
+            # mutant: login.no_switch_on_login
             require_no_silent_account_switch(signed_in.user if signed_in else None, None)
         except AccountSwitchUnconfirmed:
             return offer_sign_out(
@@ -98,7 +133,8 @@ class Login:
         if isinstance(purpose, str):
             hints["mcpuc_purpose"] = purpose[:MAX_PURPOSE]
         # "login" is the one value we send; a sign-in for a connect link always asks it.
-        if request.query_params.get("prompt") == "login" or next_path.startswith(CONNECT_LINK):
+        # mutant: login.prompt_login_for_connect_links drop 1
+        if request.query_params.get("prompt") == "login" or is_connect_link(next_path):
             hints["prompt"] = "login"
         try:
             response: Response = await self._client.authorize_redirect(
@@ -123,6 +159,7 @@ class Login:
         user = require_login_issuer(claims.get("iss"), claims.get("sub"), self._settings.auth_issuer)
         signed_in = browser_user(request, self._settings)
         try:
+            # mutant: login.no_switch_on_callback
             require_no_silent_account_switch(signed_in.user if signed_in else None, user)
         except AccountSwitchUnconfirmed as refused:
             logger.info("login: refused to replace the signed-in user with another")
@@ -133,6 +170,7 @@ class Login:
     async def logout(self, request: Request) -> Response:
         """POST (CSRF-protected). With `next`, "sign out and continue": back to that link through
         a fresh sign-in (the same safe paths as the login's `next`)."""
+        # mutant: origin.logout
         require_same_origin(request.headers.get("origin"), self._settings.public_url)
         if not request.session:
             return _signed_out(request)
@@ -146,10 +184,17 @@ class Login:
 
     def routes(self) -> list[Route]:
         return [
-            Route("/login", self.login, methods=["GET"]),
-            Route("/login/callback", self.callback, methods=["GET"]),
-            Route("/logout", self.logout, methods=["POST"]),
+            Route(LOGIN_PATH, self.login, methods=["GET"]),
+            Route(LOGIN_CALLBACK_PATH, self.callback, methods=["GET"]),
+            Route(LOGOUT_PATH, self.logout, methods=["POST"]),
         ]
+
+
+def _metadata_http(settings: Settings, outbound: OutboundHttp | None) -> HttpClient:
+    """The process's pooled client when there is one, else a client for the one request."""
+    if outbound is not None:
+        return lambda: contextlib.nullcontext(outbound.client)
+    return lambda: httpx.AsyncClient(timeout=settings.http_timeout, follow_redirects=False)
 
 
 def _signed_out(request: Request) -> Response:
@@ -158,6 +203,6 @@ def _signed_out(request: Request) -> Response:
         "Signed out",
         "You are signed out of this server.",
         200,
-        back="/connections",
+        back=CONNECTIONS_PATH,
         back_text="Sign in again to see your connections",
     )

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from service.errors import StaleForm
+from service.errors import CsrfTokenMismatch
 from service.names import lookalike_note
 from service.security_checks import mint_opaque_id, require_csrf_token
 
@@ -188,8 +188,9 @@ class DevAuthorizationRoutes:
             )
         form = dict(await read_form_items(request))
         try:
+            # mutant: dev_as.login_csrf
             require_csrf_token(request.session.get(LOGIN_CSRF), form.get("csrf"))
-        except StaleForm:
+        except CsrfTokenMismatch:
             return self.pages.message(
                 "Sign-in refused", "The sign-in form was not this server's. Start again.", 403
             )

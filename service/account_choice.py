@@ -20,6 +20,7 @@ from typing import Any
 import pydantic_core
 from mcp_types import CallToolResult, ElicitRequestFormParams, ElicitResult, TextContent
 
+from service.errors import NewAccountWanted, NoAccountChosen
 from service.providers import ProviderConfig
 from service.security_checks import require_offered_account
 from token_store import Connection, ConnectionStatus
@@ -29,14 +30,6 @@ ACCOUNT_FIELD = "account"
 ACCOUNT_OPTION_PREFIX = "account:"
 NEW_ACCOUNT_OPTION = "new"
 NEW_ACCOUNT_TITLE = "Connect another account"
-
-
-class NewAccountWanted(Exception):
-    """The user chose "connect another account": start the URL-mode flow for a new one."""
-
-
-class NoAccountChosen(Exception):
-    """The user declined or cancelled the question."""
 
 
 @dataclass(frozen=True)

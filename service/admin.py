@@ -23,7 +23,8 @@ from starlette.routing import Route
 
 from service.audit import audit_operator
 from service.bearer import JwksCache, JwtTokenVerifier
-from service.operator import DEFAULT_REVOKE_RATE, UnknownProvider
+from service.errors import AdminRequestRefused, UnknownProvider
+from service.operator import DEFAULT_REVOKE_RATE
 from service.runtime import Runtime
 from token_store import StoreUnavailable
 
@@ -45,6 +46,7 @@ def static_admin_token_matches(presented: str, configured_sha256: str) -> bool:
     if not configured_sha256:
         return False
     digest = hashlib.sha256(presented.encode()).hexdigest()
+    # mutant: admin.static_token
     return hmac.compare_digest(digest, configured_sha256)
 
 
@@ -54,22 +56,18 @@ def admin_bearer_has_admin_scope(token: AccessToken, admin_scope: str) -> bool:
     return admin_scope in token.scopes
 
 
-class _Refused(Exception):
-    def __init__(self, status: int, error: str, description: str) -> None:
-        super().__init__(description)
-        self.status, self.error, self.description = status, error, description
-
-    def response(self, admin_scope: str) -> Response:
-        headers = {}
-        if self.status in (401, 403):
-            # RFC 6750 §3: the scheme, the error and (for insufficient_scope) the scope needed.
-            challenge = f'Bearer error="{self.error}"' if self.status == 403 else "Bearer"
-            if self.status == 403:
-                challenge += f', scope="{admin_scope}"'
-            headers["WWW-Authenticate"] = challenge
-        return JSONResponse(
-            {"error": self.error, "error_description": self.description}, self.status, headers=headers
-        )
+def refusal_response(refused: AdminRequestRefused, admin_scope: str) -> Response:
+    """The JSON error answer of a refused admin request."""
+    headers = {}
+    if refused.status in (401, 403):
+        # RFC 6750 §3: the scheme, the error and (for insufficient_scope) the scope needed.
+        challenge = f'Bearer error="{refused.error}"' if refused.status == 403 else "Bearer"
+        if refused.status == 403:
+            challenge += f', scope="{admin_scope}"'
+        headers["WWW-Authenticate"] = challenge
+    return JSONResponse(
+        {"error": refused.error, "error_description": refused.description}, refused.status, headers=headers
+    )
 
 
 def admin_app(runtime: Runtime, verifier: JwtTokenVerifier | None = None) -> Starlette:
@@ -85,21 +83,25 @@ def admin_app(runtime: Runtime, verifier: JwtTokenVerifier | None = None) -> Sta
     )
 
     async def actor_of(request: Request) -> str:
+        # mutant: admin.own_port
         if not admin_request_on_admin_port(request, settings.admin_port):
-            raise _Refused(404, "not_found", "not found")
+            raise AdminRequestRefused(404, "not_found", "not found")
         scheme, _, presented = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not presented.strip():
-            raise _Refused(401, "invalid_token", "a bearer token is required")
+            raise AdminRequestRefused(401, "invalid_token", "a bearer token is required")
         presented = presented.strip()
         if static_admin_token_matches(presented, settings.admin_token_sha256):
             return STATIC_ACTOR
         token = await verifier.verify_token(presented)
         if token is None:
-            raise _Refused(401, "invalid_token", "the bearer token is not valid here")
+            raise AdminRequestRefused(401, "invalid_token", "the bearer token is not valid here")
         who = f"bearer:{token.subject}"
+        # mutant: admin.admin_scope
         if not admin_bearer_has_admin_scope(token, settings.admin_scope):
             audit_operator("refused", who, path=request.url.path, reason="insufficient_scope")
-            raise _Refused(403, "insufficient_scope", f"the token lacks the scope {settings.admin_scope}")
+            raise AdminRequestRefused(
+                403, "insufficient_scope", f"the token lacks the scope {settings.admin_scope}"
+            )
         return who
 
     def endpoint(handler: Any) -> Any:
@@ -107,13 +109,16 @@ def admin_app(runtime: Runtime, verifier: JwtTokenVerifier | None = None) -> Sta
             try:
                 actor = await actor_of(request)
                 return JSONResponse(await handler(request, actor))
-            except _Refused as refused:
-                return refused.response(settings.admin_scope)
+            except AdminRequestRefused as refused:
+                return refusal_response(refused, settings.admin_scope)
             except UnknownProvider as exc:
-                return _Refused(404, "unknown_provider", str(exc)).response(settings.admin_scope)
+                return refusal_response(
+                    AdminRequestRefused(404, "unknown_provider", str(exc)), settings.admin_scope
+                )
             except StoreUnavailable:
-                return _Refused(503, "store_unavailable", "the store is unavailable").response(
-                    settings.admin_scope
+                return refusal_response(
+                    AdminRequestRefused(503, "store_unavailable", "the store is unavailable"),
+                    settings.admin_scope,
                 )
 
         return guarded
@@ -129,18 +134,20 @@ def admin_app(runtime: Runtime, verifier: JwtTokenVerifier | None = None) -> Sta
         body = await _json_body(request, ("sub", "iss", "provider"))
         sub, iss, provider = (body.get(k) for k in ("sub", "iss", "provider"))
         if not isinstance(sub, str) or not sub:
-            raise _Refused(400, "invalid_request", "sub (a non-empty string) is required")
+            raise AdminRequestRefused(400, "invalid_request", "sub (a non-empty string) is required")
         if not all(v is None or (isinstance(v, str) and v) for v in (iss, provider)):
-            raise _Refused(400, "invalid_request", "iss and provider, when given, are non-empty strings")
+            raise AdminRequestRefused(
+                400, "invalid_request", "iss and provider, when given, are non-empty strings"
+            )
         return (await operator.revoke_user(actor, sub, iss=iss, provider=provider)).summary()
 
     async def revoke_provider(request: Request, actor: str) -> Any:
         body = await _json_body(request, ("dry_run", "rate"))
         dry_run, rate = body.get("dry_run", False), body.get("rate", DEFAULT_REVOKE_RATE)
         if not isinstance(dry_run, bool):
-            raise _Refused(400, "invalid_request", "dry_run is a boolean")
+            raise AdminRequestRefused(400, "invalid_request", "dry_run is a boolean")
         if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate <= 10_000:
-            raise _Refused(
+            raise AdminRequestRefused(
                 400, "invalid_request", "rate is a number of revocations per second, 0 < rate <= 10000"
             )
         provider = request.path_params["provider"]
@@ -160,16 +167,17 @@ async def _json_body(request: Request, fields: tuple[str, ...]) -> dict[str, Any
     ignored: ignoring `provder` would widen a revocation to every provider)."""
     raw = await request.body()
     if len(raw) > MAX_BODY_BYTES:
-        raise _Refused(413, "invalid_request", f"the body is larger than {MAX_BODY_BYTES} bytes")
+        raise AdminRequestRefused(413, "invalid_request", f"the body is larger than {MAX_BODY_BYTES} bytes")
     if not raw:
         return {}
     try:
         body = json.loads(raw)
     except ValueError:
-        raise _Refused(400, "invalid_request", "the body is not JSON") from None
+        raise AdminRequestRefused(400, "invalid_request", "the body is not JSON") from None
     if not isinstance(body, dict):
-        raise _Refused(400, "invalid_request", "the body is a JSON object")
+        raise AdminRequestRefused(400, "invalid_request", "the body is a JSON object")
     unknown = sorted(set(body) - set(fields))
+    # mutant: admin.unknown_members
     if unknown:
-        raise _Refused(400, "invalid_request", f"unknown member(s) {', '.join(unknown)[:200]}")
+        raise AdminRequestRefused(400, "invalid_request", f"unknown member(s) {', '.join(unknown)[:200]}")
     return body

@@ -78,6 +78,7 @@ def build_mcp_server(settings: Settings, runtime: Runtime) -> tuple[MCPServer[An
         ),
         # Keys from configuration so every replica can open every requestState; a state lives as
         # long as the flow it resumes (one lifetime, `elicitation_ttl`).
+        # mutant: broker.request_state_ttl ", ttl=settings.elicitation_ttl" -> ""
         request_state_security=RequestStateSecurity(
             keys=settings.request_state_key_list(), ttl=settings.elicitation_ttl
         ),
@@ -164,6 +165,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
+        # mutant: metrics.off_the_public_port true
         *([Route("/metrics", serve_metrics, methods=["GET"])] if settings.metrics_port == 0 else []),
         Route("/.well-known/oauth-protected-resource", protected_resource_root, methods=["GET"]),
         *browser_routes(runtime),
@@ -180,6 +182,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
         routes=routes,
         middleware=[
             Middleware(require_single_valued_headers),  # outermost: before anything reads a header
+            # mutant: limits.installed
             Middleware(require_bounded_request),  # a head or body over the limits, before it is read
             Middleware(drain.middleware),
             Middleware(RequestIdMiddleware),

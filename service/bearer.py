@@ -29,6 +29,7 @@ MAX_TOKEN_LENGTH = 8192  # refuse oversized tokens before any JOSE work
 JWKS_REFETCH_INTERVAL = 60.0
 MAX_VERIFIED_TOKENS = 10_000  # bounds the memory of VerifiedTokens (a few hundred bytes each)
 # RFC 8725 §3.10: headers that would make us fetch or trust keys named by the attacker.
+# mutant: bearer.forbidden_headers
 FORBIDDEN_HEADERS = ("jku", "jwk", "x5u", "x5c")
 ACCESS_TOKEN_TYPES = ("at+jwt", "application/at+jwt")  # RFC 9068 §2.1
 
@@ -197,14 +198,17 @@ class JwtTokenVerifier:
 
     async def decode(self, token: str) -> dict[str, Any]:
         """Verified claims, or a `jwt.PyJWTError` naming the failed check."""
+        # mutant: bearer.max_token_length
         if len(token) > MAX_TOKEN_LENGTH:
             raise jwt.InvalidTokenError("token too long")
         header = jwt.get_unverified_header(token)
         # RFC 8725 §3.1: the algorithm comes from our allow-list, never from the token alone.
+        # mutant: bearer.algorithm_allow_list
         if header.get("alg") not in self._algorithms:
             raise jwt.InvalidAlgorithmError("algorithm not allowed")
         if any(name in header for name in FORBIDDEN_HEADERS):
             raise jwt.InvalidTokenError("key-carrying header not accepted")
+        # mutant: bearer.typ_at_jwt
         if self._require_at_jwt and str(header.get("typ", "")).lower() not in ACCESS_TOKEN_TYPES:
             # RFC 9068 §4: reject ID tokens and other JWTs presented as access tokens.
             raise jwt.InvalidTokenError("not an access token (typ)")
@@ -221,8 +225,11 @@ class JwtTokenVerifier:
             audience=self._audience,  # RFC 8707 / MCP authorization: tokens must be for this server
             issuer=self._issuer,
             leeway=self._leeway,
+            # mutant: bearer.issuer '"verify_nbf": True' -> '"verify_nbf": True, "verify_iss": False'
+            # mutant: bearer.audience '"verify_nbf": True' -> '"verify_nbf": True, "verify_aud": False'
             options={"require": ["exp", "iss", "aud", "sub"], "verify_nbf": True},
         )
+        # mutant: bearer.sub
         if not isinstance(claims.get("sub"), str) or not claims["sub"] or len(claims["sub"]) > 255:
             raise jwt.InvalidTokenError("sub missing or malformed")
         return claims

@@ -26,16 +26,17 @@ from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
-from service.account_choice import (
-    AccountChoice,
-    NewAccountWanted,
-    NoAccountChosen,
-    used_account_notice,
-)
+from service.account_choice import AccountChoice, used_account_notice
 from service.completion import CompletionHub
 from service.connect_flow import ConnectFlow
 from service.connections import Connections
-from service.errors import ConnectionNeeded, NeedsReauthorization, UnknownProvider
+from service.errors import (
+    ConnectionNeeded,
+    NeedsReauthorization,
+    NewAccountWanted,
+    NoAccountChosen,
+    UnknownProvider,
+)
 from service.flow_events import failure_text
 from service.identity import Caller, client_name, current_caller
 from service.lifecycle import TokenLifecycle
@@ -244,6 +245,7 @@ class ConnectionBroker:
         self, caller: Caller, config: ProviderConfig, needed: tuple[str, ...], account: str | None
     ) -> Connection | None:
         """The account the tool named (as a first call finds it), else the most recently updated."""
+        # mutant: broker.resume_named_account
         if account is not None:
             stored = await self._connections.named(caller.user, config.name, account)
         else:

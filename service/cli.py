@@ -28,8 +28,9 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from service.drain import Drain
+from service.errors import UnknownProvider
 from service.logs import configure_logging
-from service.operator import DEFAULT_REVOKE_CONCURRENCY, DEFAULT_REVOKE_RATE, UnknownProvider
+from service.operator import DEFAULT_REVOKE_CONCURRENCY, DEFAULT_REVOKE_RATE
 from service.providers import ProviderError, resolve_discovery
 from service.sdk_hooks import SdkHookMissing
 from service.server_runtime import (
@@ -581,6 +582,7 @@ def cmd_keys_retire(args: argparse.Namespace) -> int:
     except StoreUnavailable as exc:
         print(f"mcp-url-connect: {exc}", file=sys.stderr)
         return 1
+    # mutant: keys.retire_only_unused
     if sealed:
         print(
             f"mcp-url-connect: {sealed} record(s) are sealed only under {args.kid!r}; "

@@ -26,7 +26,8 @@ from typing import Any
 
 import anyio
 
-from service.metrics import FlowOutcome, Metrics, NotificationOutcome
+from service.flow_events import FlowOutcome
+from service.metrics import Metrics, NotificationOutcome
 from token_store import ElicitationStatus, PendingElicitation, StoreUnavailable, UserRef
 
 logger = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ class CompletionHub:
         if entry.session is None or entry.elicitation.mcp_session_id is None:
             self._metrics.notifications.labels(outcome=NotificationOutcome.NOT_APPLICABLE).inc()
             return False
+        # mutant: completion.session_match
         if entry.elicitation.mcp_session_id != elicitation.mcp_session_id:
             logger.warning("completion: session mismatch for an elicitation; not delivered")
             return False
@@ -97,6 +99,7 @@ class CompletionHub:
         self._purge()
         if mcp_session_id is None:
             return None
+        # mutant: completion.failure_reported_once peek
         return self._failures.pop(_failure_key(user, mcp_session_id, provider), None)
 
     def failure_of(self, elicitation_id: str) -> str | None:
@@ -183,4 +186,5 @@ class CompletionHub:
 
 
 def _failure_key(user: UserRef, mcp_session_id: str, provider: str) -> tuple[UserRef, str, str]:
+    # mutant: completion.failure_per_user drop 0
     return (user, mcp_session_id, provider)

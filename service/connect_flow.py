@@ -26,24 +26,26 @@ from service.audit import audit
 from service.errors import (
     DomainError,
     FlowFailed,
-    LinkUnknown,
-    MalformedParameter,
+    InvalidApiKey,
+    InvalidRequest,
     MissingCode,
-    NotAnApiKeyService,
+    NotAnApiKeyProvider,
+    ProviderApiError,
     ProviderDenied,
     ProviderFailure,
-    StoreUnavailable,
-    TooManyPending,
-    TooManyPendingConnections,
-    UnknownService,
+    ProviderNoLongerConfigured,
+    TokenExchangeError,
+    TooManyPendingElicitations,
+    UnknownElicitation,
+    UnknownTransition,
     WrongBrowser,
 )
-from service.flow_events import FlowEvents, outcome_of
+from service.flow_events import FlowEvents, FlowOutcome, outcome_of
 from service.logs import Pseudonyms
-from service.metrics import FlowOutcome, Metrics
+from service.metrics import Metrics
 from service.outbound_http import OutboundHttp
-from service.provider_api import ProviderApiError, fetch_userinfo, field_at
-from service.provider_oauth import TokenExchangeError, authorization_url, exchange_code, keep_refresh_token
+from service.provider_api import fetch_userinfo, field_at
+from service.provider_oauth import authorization_url, exchange_code, keep_refresh_token
 from service.providers import ProviderConfig
 from service.security_checks import (
     check_rfc9207_issuer,
@@ -72,7 +74,9 @@ from token_store import (
     OAuthState,
     PendingElicitation,
     Store,
+    StoreUnavailable,
     TokenSet,
+    TooManyPending,
     UserRef,
 )
 
@@ -93,19 +97,10 @@ TRANSITIONS: dict[tuple[ElicitationStatus, ElicitationStatus], str] = {
     (OPENED, FAILED): "GET /callback/<provider>, a refused check or a failed step: fail",
 }
 
-API_KEY = re.compile(r"[\x21-\x7e]{8,4096}")  # printable, no spaces: what keys look like
-
-
-class UnknownTransition(RuntimeError):
-    """A status change outside `TRANSITIONS`: a programming error, never a user's doing."""
-
-
-class InvalidApiKey(DomainError):
-    """The submitted key was refused; the API-key page is shown again with `text`."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-        self.text = text
+# What an API key looks like: printable, no spaces, of these lengths (the API-key page's
+# minlength/maxlength and the form's size bound are these too).
+API_KEY_MIN_LENGTH, API_KEY_MAX_LENGTH = 8, 4096
+API_KEY = re.compile(rf"[\x21-\x7e]{{{API_KEY_MIN_LENGTH},{API_KEY_MAX_LENGTH}}}")
 
 
 @dataclass(frozen=True)
@@ -193,7 +188,7 @@ class ConnectFlow:
         try:
             await self._store().create_elicitation(elicitation, self._settings.max_pending_per_user)
         except TooManyPending:
-            raise TooManyPendingConnections(provider.display_name) from None
+            raise TooManyPendingElicitations(provider.display_name) from None
         self._events.created(elicitation, revision)
         return elicitation
 
@@ -285,12 +280,12 @@ class ConnectFlow:
         (one store round trip, which also reads the connection the user holds there)."""
         found = await self._store().get_elicitation_with_connection(elicitation_id)
         if found is None:
-            raise LinkUnknown()
+            raise UnknownElicitation()
         elicitation, held = found
         require_same_user(user, elicitation.user)
         provider = self._settings.providers.get(elicitation.provider)
         if provider is None:
-            raise UnknownService()
+            raise ProviderNoLongerConfigured()
         require_pending(elicitation)
         return Link(elicitation, provider, held)
 
@@ -314,6 +309,7 @@ class ConnectFlow:
         # State and transition in one step: never an OPENED elicitation without its state, and
         # a visit that lost the race (single use) leaves no state behind.
         self._allowed(PENDING, OPENED)
+        # mutant: connect.link_opens_once unwrap or elicitation
         opened = require_first_open(await self._store().open_elicitation(state))
         return authorization_url(
             provider,
@@ -332,7 +328,7 @@ class ConnectFlow:
         provider first, then stored sealed like a token set."""
         elicitation, provider = link.elicitation, link.provider
         if provider.kind != "api_key":
-            raise NotAnApiKeyService()
+            raise NotAnApiKeyProvider()
         key = submitted.strip()
         if not API_KEY.fullmatch(key):
             raise InvalidApiKey("That does not look like a key.")
@@ -353,7 +349,7 @@ class ConnectFlow:
         then the exchange, the account, and `complete`. Any failure after the state was found
         fails the flow closed."""
         query = received.query
-        state_value = require_opaque_id(query.get("state", ""), MalformedParameter)
+        state_value = require_opaque_id(query.get("state", ""), InvalidRequest)
         state = await require_single_use_state(self._store(), state_value)
         elicitation = state.elicitation
         async with self.failing_closed(elicitation):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from service.errors import MalformedParameter
+from service.errors import InvalidRequest
 from token_store import Connection, Store, UserRef
 
 
@@ -51,6 +51,7 @@ class Connections:
         user's account."""
         store = self._store()
         own = await store.get_connection(user, provider, account)
+        # mutant: connections.default_own_account
         if own is None:
-            raise MalformedParameter("That account is not connected.")
+            raise InvalidRequest("That account is not connected.")
         return own

@@ -1,7 +1,7 @@
 """Authorization-server metadata discovery (RFC 8414 §3, OpenID Connect Discovery 1.0 §4): the
-one routine that fetches a metadata document, for the MCP issuer (bearer JWKS) and for providers'
-`discovery_url`. Callers fetch once and keep the result (JwksCache, start-up provider resolution);
-the browser login's authlib client fetches and caches the issuer's document itself.
+one routine that fetches a metadata document, for the MCP issuer (bearer JWKS and the browser
+login's authlib client, connect_routes/login.py) and for providers' `discovery_url`. Callers fetch
+once and keep the result (JwksCache, the login client, start-up provider resolution).
 """
 
 from __future__ import annotations
@@ -11,27 +11,25 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from service.errors import MetadataError, MetadataIssuerMismatch
 
-class MetadataError(ValueError):
-    """No usable metadata document; the message is safe to log (no response body)."""
-
-
-class IssuerMismatch(MetadataError):
-    """The document names another issuer: never tried elsewhere, never used."""
+OAUTH_METADATA = "/.well-known/oauth-authorization-server"  # RFC 8414 §3
+OPENID_METADATA = "/.well-known/openid-configuration"  # OpenID Connect Discovery 1.0 §4
 
 
 def metadata_urls(issuer: str) -> list[str]:
-    """Candidate metadata URLs for `issuer`, in the order the MCP spec asks clients to try."""
+    """Candidate metadata URLs for `issuer`, in the order the MCP spec asks clients to try
+    (2025-11-25 basic/authorization, "Authorization Server Metadata Discovery")."""
     parts = urlsplit(issuer)
     origin = f"{parts.scheme}://{parts.netloc}"
     path = parts.path.rstrip("/")
     if path:
         return [
-            f"{origin}/.well-known/oauth-authorization-server{path}",  # RFC 8414 path insertion
-            f"{origin}/.well-known/openid-configuration{path}",
-            f"{origin}{path}/.well-known/openid-configuration",  # OIDC path appending
+            f"{origin}{OAUTH_METADATA}{path}",  # RFC 8414 path insertion
+            f"{origin}{OPENID_METADATA}{path}",
+            f"{origin}{path}{OPENID_METADATA}",  # OIDC path appending
         ]
-    return [f"{origin}/.well-known/oauth-authorization-server", f"{origin}/.well-known/openid-configuration"]
+    return [f"{origin}{OAUTH_METADATA}", f"{origin}{OPENID_METADATA}"]
 
 
 async def fetch_metadata(http: httpx.AsyncClient, url: str, *, issuer: str | None = None) -> dict[str, Any]:
@@ -51,7 +49,7 @@ async def fetch_metadata(http: httpx.AsyncClient, url: str, *, issuer: str | Non
     if not isinstance(metadata, dict):
         raise MetadataError("metadata is not a JSON object")
     if issuer is not None and metadata.get("issuer") != issuer:
-        raise IssuerMismatch(f"metadata at {url} names another issuer")
+        raise MetadataIssuerMismatch(f"metadata at {url} names another issuer")
     return metadata
 
 
@@ -61,7 +59,7 @@ async def discover_metadata(http: httpx.AsyncClient, issuer: str) -> dict[str, A
     for url in metadata_urls(issuer):
         try:
             return await fetch_metadata(http, url, issuer=issuer)
-        except IssuerMismatch:
+        except MetadataIssuerMismatch:
             raise
         except MetadataError as exc:
             last_error = exc

@@ -2,7 +2,15 @@
 
 Code that refuses or fails raises one of these; it never builds a wire answer itself. Exactly one
 mapper turns them into MCP errors (`service/mcp_errors.py`) and exactly one into HTML pages
-(`connect_routes/error_pages.py`), so a refusal reads the same wherever it is raised.
+(`connect_routes/error_pages.py`), so a refusal reads the same wherever it is raised. Each class is
+named after what failed, in the words of the clause its docstring cites.
+
+This module imports nothing of ours, so any module may raise these without pulling in another.
+Two vocabularies live elsewhere, by design: the token store's (`StoreUnavailable`,
+`TooManyPending`, `DecryptError` in `token_store`, which must not depend on `service`), and the
+start-up refusals (`SettingsError`, `ToolPackageError`, `ProviderError`, `TracingConfigError`,
+`SdkHookMissing`), raised beside the configuration each checks, before any request is served and
+never mapped to an answer: the process stops with their one line.
 """
 
 from __future__ import annotations
@@ -12,45 +20,54 @@ from typing import ClassVar
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, InputRequiredResult
 
-from service.lifecycle import NeedsReauthorization
-from token_store import StoreUnavailable, TooManyPending
-
 __all__ = [
+    "AccountIdTooLong",
     "AccountNotNamed",
+    "AccountSwitchUnconfirmed",
+    "AdminRequestRefused",
+    "AuthorizationResponseIssuerMismatch",
+    "BlankClientName",
     "BrowserRefusal",
+    "ConnectCsrfTokenMismatch",
     "ConnectionNeeded",
+    "ConnectionsPageNotSignedIn",
+    "CrossSiteRequest",
+    "CsrfTokenMismatch",
     "DomainError",
+    "ElicitationAlreadyUsed",
+    "ElicitationUserMismatch",
     "FlowFailed",
     "InvalidAccountChoice",
+    "InvalidApiKey",
+    "InvalidRequest",
     "InvalidRequestState",
+    "InvalidState",
     "InvalidToolArgument",
-    "IssuerMismatch",
-    "LinkAlreadyUsed",
-    "LinkUnknown",
     "LoginFailed",
     "LoginIssuerMismatch",
     "LoginUnavailable",
-    "MalformedLink",
-    "MalformedParameter",
+    "MalformedElicitationId",
+    "MetadataError",
+    "MetadataIssuerMismatch",
     "MissingCode",
     "MixUp",
     "NeedsReauthorization",
-    "NotAnApiKeyService",
+    "NewAccountWanted",
+    "NoAccountChosen",
+    "NotAnApiKeyProvider",
     "NotAuthenticated",
     "NotSignedIn",
-    "NotYourLink",
+    "ProviderApiError",
     "ProviderDenied",
     "ProviderFailure",
+    "ProviderNoLongerConfigured",
+    "SessionCapReached",
     "SessionExpired",
-    "SignInFirst",
-    "SignInUnknown",
-    "StaleConnectForm",
-    "StaleForm",
-    "StoreUnavailable",
-    "TooManyPending",
-    "TooManyPendingConnections",
+    "TokenExchangeError",
+    "TooManyPendingElicitations",
+    "UnknownElicitation",
     "UnknownProvider",
-    "UnknownService",
+    "UnknownTransition",
     "WrongBrowser",
 ]
 
@@ -72,7 +89,8 @@ class ConnectionNeeded(DomainError):
 
 
 class InvalidToolArgument(DomainError):
-    """A tool argument (or the requestState standing in for one) the server refuses."""
+    """A tool argument (or the requestState standing in for one) the server refuses: JSON-RPC 2.0
+    §5.1 -32602 "Invalid params"."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -80,18 +98,20 @@ class InvalidToolArgument(DomainError):
 
 
 class UnknownProvider(InvalidToolArgument):
-    pass
+    """A provider name that no configured provider has (a tool's, or an operator's command's)."""
 
 
 class InvalidRequestState(InvalidToolArgument):
-    pass
+    """A requestState that is not this server's, not for this tool, or already used
+    (2026-07-28/patterns-mrtr.mdx "Security Considerations")."""
 
 
 class InvalidAccountChoice(InvalidToolArgument):
-    """A form answer to "which account?" that is not one of the options the server offered."""
+    """A form answer to "which account?" that is not one of the options the server offered
+    (2025-11-25/client-elicitation.mdx "Form Mode Security": validate received data)."""
 
 
-class TooManyPendingConnections(DomainError):
+class TooManyPendingElicitations(DomainError):
     """The per-user limit on live elicitations (`max_pending_per_user`) is reached."""
 
     def __init__(self, provider: str) -> None:
@@ -100,7 +120,25 @@ class TooManyPendingConnections(DomainError):
 
 
 class NotAuthenticated(DomainError):
-    """No verified MCP access token names the caller."""
+    """No verified MCP access token names the caller (RFC 6750 §3.1: no authentication)."""
+
+
+class SessionCapReached(Exception):
+    """No room for another MCP session: raised inside the SDK's admission, answered 429 by
+    `SessionLimits` with this message (RFC 6585 §4)."""
+
+
+class NewAccountWanted(Exception):
+    """The user chose "connect another account" in the form elicitation: start the URL-mode flow
+    for a new one."""
+
+
+class NoAccountChosen(Exception):
+    """The user declined or cancelled the form elicitation asking which account
+    (2025-11-25/client-elicitation.mdx "Response Actions": decline, cancel)."""
+
+
+# ---- provider calls -------------------------------------------------------------------------------
 
 
 class ProviderFailure(DomainError):
@@ -113,6 +151,40 @@ class ProviderFailure(DomainError):
         super().__init__(message)
         self.provider = provider
         self.step = step  # "token", "userinfo", "api"
+
+
+class TokenExchangeError(Exception):
+    """A token-endpoint call failed (RFC 6749 §5.2); the message is safe to show (no code,
+    verifier or secret). `error` is the OAuth error code when the provider sent one (e.g.
+    invalid_grant)."""
+
+    def __init__(self, message: str, error: str | None = None) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+class ProviderApiError(Exception):
+    """The provider's API failed; the message is safe to show (no token, no response body).
+    `unauthorized`: it answered 401 (RFC 6750 §3.1 invalid_token)."""
+
+    def __init__(self, message: str, *, unauthorized: bool = False) -> None:
+        super().__init__(message)
+        self.unauthorized = unauthorized
+
+
+class NeedsReauthorization(Exception):
+    """The grant is gone: disconnected, no refresh token, or the provider refused it (RFC 6749
+    §5.2 invalid_grant); the user connects again."""
+
+
+class MetadataError(ValueError):
+    """No usable authorization-server metadata document (RFC 8414 §3.2); the message is safe to
+    log (no response body)."""
+
+
+class MetadataIssuerMismatch(MetadataError):
+    """The metadata document names another issuer (RFC 8414 §3.3: "MUST NOT be used"): never
+    tried elsewhere, never used."""
 
 
 # ---- the browser surface --------------------------------------------------------------------------
@@ -132,41 +204,59 @@ class BrowserRefusal(DomainError):
         super().__init__(self.text)
 
 
-class MalformedLink(BrowserRefusal):
+class MalformedElicitationId(BrowserRefusal):
+    """An `elicitationId` not of the shape we mint (RFC 6819 §5.1.4.2.2)."""
+
     title, text, status_code = "Invalid link", "This connect link is malformed.", 400
 
 
-class MalformedParameter(BrowserRefusal):
+class InvalidRequest(BrowserRefusal):
+    """A missing, malformed or oversized parameter (RFC 6749 §4.1.2.1 invalid_request)."""
+
     title, text, status_code = "Invalid request", "The state parameter is missing or malformed.", 400
 
 
 class NotSignedIn(BrowserRefusal):
+    """No signed-in browser user where one is required (2025-11-25/client-elicitation.mdx
+    "Phishing": verify the user who opens the URL)."""
+
     title, text, status_code = "Not signed in", "Open the link from your MCP client again.", 401
 
 
-class SignInFirst(NotSignedIn):
+class ConnectionsPageNotSignedIn(NotSignedIn):
+    """`NotSignedIn` on the connections page, which no MCP client link leads to."""
+
     text = "Sign in first."
 
 
 class SessionExpired(NotSignedIn):
-    """The browser session is past its absolute lifetime; it counts as signed out."""
+    """The browser session is past its absolute lifetime; it counts as signed out (OWASP Session
+    Management Cheat Sheet, "Absolute Timeout")."""
 
 
-class StaleForm(BrowserRefusal):
+class CsrfTokenMismatch(BrowserRefusal):
+    """A state-changing POST without this session's synchronizer token (OWASP CSRF Prevention
+    Cheat Sheet, "Synchronizer Token Pattern"; RFC 9700 §4.7)."""
+
     title, text, status_code = "Not allowed", "The form was stale. Reload the page and try again.", 403
 
 
-class StaleConnectForm(StaleForm):
+class ConnectCsrfTokenMismatch(CsrfTokenMismatch):
+    """`CsrfTokenMismatch` on a POST of the connect pages, whose form comes from a link."""
+
     text = "The form was stale. Open the link again."
 
 
-class CrossSiteRequest(StaleForm):
+class CrossSiteRequest(CsrfTokenMismatch):
+    """A state-changing POST whose `Origin` names another origin (OWASP CSRF Prevention Cheat
+    Sheet, "Verifying Origin With Standard Headers"); refused like a missing CSRF token."""
+
     text = "The form was sent from another site. Open this page here and try again."
 
 
 class AccountSwitchUnconfirmed(BrowserRefusal):
     """A sign-in would replace the browser's signed-in user with another without the user's own
-    confirmation (signing out here first)."""
+    confirmation (login CSRF: RFC 6749 §10.12)."""
 
     title, text, status_code = (
         "Signed in as another account",
@@ -176,10 +266,13 @@ class AccountSwitchUnconfirmed(BrowserRefusal):
 
 
 class BlankClientName(DomainError):
-    """A client name with no visible letter (blank, invisible or format characters only)."""
+    """A client name with no visible letter: blank, invisible or format characters only
+    (UTS #39 §3.1; RFC 7591 §5)."""
 
 
-class LinkUnknown(BrowserRefusal):
+class UnknownElicitation(BrowserRefusal):
+    """An `elicitationId` that names no live elicitation: unknown, or past its TTL."""
+
     title, text, status_code = (
         "Link expired",
         "This link is unknown or has expired. Ask again from your MCP client.",
@@ -187,7 +280,11 @@ class LinkUnknown(BrowserRefusal):
     )
 
 
-class NotYourLink(BrowserRefusal):
+class ElicitationUserMismatch(BrowserRefusal):
+    """The browser's user is not the user the elicitation was created for
+    (2025-11-25/client-elicitation.mdx "Phishing": "MUST verify that the user who opens the URL is
+    the same user who initiated the elicitation request")."""
+
     title, text, status_code = (
         "Not your link",
         "This link was created for another account. Sign in as the account that asked, "
@@ -196,11 +293,16 @@ class NotYourLink(BrowserRefusal):
     )
 
 
-class UnknownService(BrowserRefusal):
+class ProviderNoLongerConfigured(BrowserRefusal):
+    """The elicitation names a provider this server's configuration no longer has."""
+
     title, text, status_code = "Unknown service", "This server no longer offers that service.", 404
 
 
-class LinkAlreadyUsed(BrowserRefusal):
+class ElicitationAlreadyUsed(BrowserRefusal):
+    """An elicitation that is no longer `pending`: a connect link is good for one flow
+    (2026-07-28/security-best-practices.mdx "State Handle Hijacking")."""
+
     title, text, status_code = (
         "Link already used",
         "This link was already used. Ask again from your MCP client.",
@@ -208,15 +310,23 @@ class LinkAlreadyUsed(BrowserRefusal):
     )
 
 
-class NotAnApiKeyService(BrowserRefusal):
+class NotAnApiKeyProvider(BrowserRefusal):
+    """An API key submitted for a provider that connects with OAuth."""
+
     title, text, status_code = "Invalid request", "This service does not use API keys.", 400
 
 
-class SignInUnknown(BrowserRefusal):
+class InvalidState(BrowserRefusal):
+    """An OAuth `state` that is unknown, expired or already consumed (RFC 6749 §10.12; RFC 6819
+    §5.3.5: one callback per state)."""
+
     title, text, status_code = "Link expired", "This sign-in is unknown, expired or already finished.", 400
 
 
 class WrongBrowser(BrowserRefusal):
+    """The callback arrived in another browser than the one that started the flow (RFC 9700 §4.7:
+    the state is bound to the user agent)."""
+
     title, text, status_code = (
         "Not allowed",
         "Finish the sign-in in the browser where you started it.",
@@ -225,10 +335,15 @@ class WrongBrowser(BrowserRefusal):
 
 
 class MixUp(BrowserRefusal):
+    """The authorization response arrived on another provider's redirect URI (RFC 9700 §4.4
+    mix-up: "a distinct redirect URI for each issuer")."""
+
     title, text, status_code = "Sign-in refused", "The response arrived for another service.", 400
 
 
-class IssuerMismatch(BrowserRefusal):
+class AuthorizationResponseIssuerMismatch(BrowserRefusal):
+    """The authorization response's `iss` is not the provider's issuer (RFC 9207 §2.4)."""
+
     title, text, status_code = (
         "Sign-in refused",
         "The response did not come from the expected service.",
@@ -237,10 +352,14 @@ class IssuerMismatch(BrowserRefusal):
 
 
 class MissingCode(BrowserRefusal):
+    """An authorization response with neither `code` nor `error` (RFC 6749 §4.1.2)."""
+
     title, text, status_code = "Invalid request", "The response carries no authorization code.", 400
 
 
 class AccountNotNamed(BrowserRefusal):
+    """The provider's user endpoint named no account id (RFC 9110 §2.3: parse defensively)."""
+
     title, status_code = "Connection failed", 502
 
     def __init__(self, provider: str) -> None:
@@ -248,6 +367,8 @@ class AccountNotNamed(BrowserRefusal):
 
 
 class AccountIdTooLong(BrowserRefusal):
+    """The provider's account id is longer than a connection's key holds."""
+
     title, status_code = "Connection failed", 502
 
     def __init__(self, provider: str, limit: int) -> None:
@@ -265,14 +386,22 @@ class FlowFailed(BrowserRefusal):
 
 
 class LoginFailed(BrowserRefusal):
+    """The browser sign-in at the MCP authorization server was refused: an error response, or a
+    state or code its client rejected (RFC 6749 §4.1.2.1, §5.2)."""
+
     title, text, status_code = "Sign-in failed", "The sign-in did not complete. Start again.", 400
 
 
 class LoginIssuerMismatch(LoginFailed):
+    """The sign-in named a user of another issuer than the MCP access tokens'
+    (2025-11-25/client-elicitation.mdx "Phishing": compare the authorization server's subject)."""
+
     text = "The identity provider answered for another issuer."
 
 
 class LoginUnavailable(BrowserRefusal):
+    """The MCP authorization server did not answer the sign-in."""
+
     title, text, status_code = (
         "Sign-in unavailable",
         "The sign-in service did not answer. Try again.",
@@ -289,3 +418,28 @@ class ProviderDenied(DomainError):
         self.provider = provider
         self.error = error[:64]
         self.description = description[:256]
+
+
+# ---- the connect flow and the admin API ------------------------------------------------------------
+
+
+class UnknownTransition(RuntimeError):
+    """A status change outside `ConnectFlow`'s `TRANSITIONS`: a programming error, never a user's
+    doing."""
+
+
+class InvalidApiKey(DomainError):
+    """The submitted key was refused; the API-key page is shown again with `text`."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+class AdminRequestRefused(Exception):
+    """An admin API request refused with an OAuth error code (RFC 6750 §3.1: `invalid_token`,
+    `insufficient_scope`, `invalid_request`) or one of the API's own; rendered by service/admin.py."""
+
+    def __init__(self, status: int, error: str, description: str) -> None:
+        super().__init__(description)
+        self.status, self.error, self.description = status, error, description

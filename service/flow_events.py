@@ -13,25 +13,39 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator
+from enum import StrEnum
 
 from service.audit import audit_flow
 from service.errors import (
     AccountIdTooLong,
     AccountNotNamed,
-    IssuerMismatch,
+    AuthorizationResponseIssuerMismatch,
+    ElicitationUserMismatch,
     MissingCode,
     MixUp,
-    NotYourLink,
     ProviderDenied,
     ProviderFailure,
     WrongBrowser,
 )
 from service.logs import Pseudonyms, flow_context
-from service.metrics import FlowOutcome, Metrics
+from service.metrics import Metrics
 from service.tracing import Tracing
 from token_store import PendingElicitation, StoreUnavailable
 
 logger = logging.getLogger("mcp_url_connect.flow")
+
+
+class FlowOutcome(StrEnum):
+    """How an elicitation ended, as the metrics, logs and audit events name it."""
+
+    COMPLETED = "completed"
+    DENIED = "denied"  # the user declined here or at the provider
+    PROVIDER_ERROR = "provider_error"  # the provider's token or account endpoint failed
+    EXPIRED = "expired"  # nobody finished it before its TTL
+    REFUSED_OTHER_USER = "refused_other_user"  # opened by another user or browser: refused
+    REFUSED = "refused"  # another check failed (mix-up, issuer, malformed answer)
+    STORE_UNAVAILABLE = "store_unavailable"
+
 
 # What the client is told when a flow it started ends without a connection (the retry's tool
 # error on 2025-11-25, the resumed call's on 2026-07-28). `{provider}` is the display name.
@@ -69,9 +83,9 @@ def outcome_of(exc: BaseException) -> tuple[FlowOutcome, str, str]:
         return FlowOutcome.PROVIDER_ERROR, "userinfo", "no account field"
     if isinstance(exc, AccountIdTooLong):
         return FlowOutcome.PROVIDER_ERROR, "userinfo", "account id too long"
-    if isinstance(exc, (WrongBrowser, NotYourLink)):
+    if isinstance(exc, (WrongBrowser, ElicitationUserMismatch)):
         return FlowOutcome.REFUSED_OTHER_USER, "callback", type(exc).__name__
-    if isinstance(exc, (MixUp, IssuerMismatch, MissingCode)):
+    if isinstance(exc, (MixUp, AuthorizationResponseIssuerMismatch, MissingCode)):
         return FlowOutcome.REFUSED, "callback", type(exc).__name__
     if isinstance(exc, StoreUnavailable):
         return FlowOutcome.STORE_UNAVAILABLE, "store", str(exc)[:100]

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from service.lifecycle import NeedsReauthorization, TokenLifecycle
+from service.errors import NeedsReauthorization, ProviderApiError
+from service.lifecycle import TokenLifecycle
 from service.metrics import Metrics
-from service.provider_api import ProviderApiError
 from service.providers import ProviderConfig
 from token_store import Connection, ConnectionStatus, Store, StoreUnavailable
 

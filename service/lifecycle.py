@@ -19,10 +19,10 @@ from typing import Any
 import anyio
 
 from service.audit import audit
+from service.errors import NeedsReauthorization, ProviderApiError, TokenExchangeError
 from service.metrics import Metrics
 from service.outbound_http import OutboundHttp
-from service.provider_api import ProviderApiError
-from service.provider_oauth import TokenExchangeError, refresh, revoke
+from service.provider_oauth import refresh, revoke
 from service.providers import ProviderConfig
 from service.webhooks import NEEDS_REAUTHORIZATION as NEEDS_REAUTHORIZATION_EVENT
 from service.webhooks import ConnectionEvents
@@ -48,11 +48,8 @@ def refresh_lock_ttl(timeout_seconds: float) -> float:
     `refresh_within_deadline`, plus LOCK_MARGIN): no second caller takes the lock and sends the
     same refresh token while the first one is still in flight. RFC 9700 §4.14.2: a rotated
     refresh token presented twice tells the provider "of the breach", and it may revoke the grant."""
+    # mutant: lifecycle.refresh_lock_ttl
     return timeout_seconds + LOCK_MARGIN
-
-
-class NeedsReauthorization(Exception):
-    """The grant is gone (no refresh token, or the provider refused it): connect again."""
 
 
 class TokenLifecycle:
@@ -195,6 +192,7 @@ class TokenLifecycle:
         """One refresh at the provider, abandoned `timeout_seconds` after it started whatever
         the HTTP client does, so it always ends before its lock can expire (`refresh_lock_ttl`;
         RFC 9700 §4.14.2: the refresh token is sent once)."""
+        # mutant: lifecycle.refresh_within_deadline
         with anyio.move_on_after(self._timeout):
             return await refresh(provider, tokens, timeout_seconds=self._timeout, outbound=self._outbound)
         raise TokenExchangeError("the token endpoint did not answer within the timeout")

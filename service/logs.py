@@ -52,6 +52,7 @@ class Pseudonyms:
         return hmac.new(self._key, label + b"\0" + value.encode(), hashlib.sha256).hexdigest()[:16]
 
     def flow_id(self, elicitation_id: str) -> str:
+        # mutant: logs.flow_pseudonym
         return "f-" + self._hash(b"flow", elicitation_id)
 
     def user_key(self, user: UserRef) -> str:
@@ -130,6 +131,7 @@ def escape_log_line(text: str) -> str:
     OAuth `error` from a callback or a token endpoint, an account id or any other value from
     outside cannot end the line and forge records of other users after it (CWE-117; OWASP Logging
     Cheat Sheet, "Event collection": sanitise CR, LF and delimiter characters)."""
+    # mutant: logs.control_characters_escaped
     return text.translate(_CONTROLS)
 
 
@@ -168,6 +170,7 @@ def configure_logging(level: str = "INFO", fmt: str = "text", replica: str = "")
         if not any(isinstance(f, RedactingFilter) for f in existing.filters):
             # Another library's handler (the SDK's MCPServer calls logging.basicConfig) would
             # print every line a second time, unredacted: this process's logging is ours.
+            # mutant: logs.only_redacting_handlers
             root.removeHandler(existing)
     if root.handlers:
         return

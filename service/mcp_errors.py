@@ -21,12 +21,12 @@ from service.errors import (
     ConnectionNeeded,
     InvalidToolArgument,
     NotAuthenticated,
+    ProviderApiError,
     ProviderFailure,
-    StoreUnavailable,
-    TooManyPendingConnections,
+    TokenExchangeError,
+    TooManyPendingElicitations,
 )
-from service.provider_api import ProviderApiError
-from service.provider_oauth import TokenExchangeError
+from token_store import StoreUnavailable
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -50,18 +50,19 @@ def tool_error(text: str, structured: dict[str, Any] | None = None) -> CallToolR
 
 STORE_DOWN = "The token store is unavailable; try again shortly"
 
-# The provider modules raise their own exceptions; their messages are written to be shown
-# (no token, code or response body), so all three read as a provider failure.
+# The provider modules raise ProviderApiError and TokenExchangeError, whose messages are written
+# to be shown (no token, code or response body), so all three read as a provider failure.
 PROVIDER_ERRORS = (ProviderFailure, ProviderApiError, TokenExchangeError)
 
 
 def as_mcp_error(error: Exception) -> MCPError | None:
     """The JSON-RPC error for a domain error, or None for anything else."""
+    # mutant: mcp_errors.store_unavailable
     if isinstance(error, StoreUnavailable):
         return MCPError(code=INTERNAL_ERROR, message=STORE_DOWN)
     if isinstance(error, InvalidToolArgument):
         return MCPError(code=INVALID_PARAMS, message=error.message)
-    if isinstance(error, TooManyPendingConnections):
+    if isinstance(error, TooManyPendingElicitations):
         return MCPError(
             code=INVALID_REQUEST,
             message=(

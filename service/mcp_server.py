@@ -14,13 +14,14 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolResult, Icon, InputRequiredResult, ToolAnnotations
+from mcp_types import URL_ELICITATION_REQUIRED, CallToolResult, Icon, InputRequiredResult, ToolAnnotations
 
+from service.errors import InvalidToolArgument
+from service.mcp_errors import mcp_errors
 from service.metrics import Metrics
 from service.sdk_hooks import has_tool, request_handlers
 from service.tracing import Tracing
 
-URL_ELICITATION_REQUIRED = -32042
 UNSERVED_METHODS = (
     "prompts/list",
     "prompts/get",
@@ -74,11 +75,13 @@ class ObservedMCPServer(MCPServer[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        # mutant: metrics.unknown_tool_label
         if not has_tool(self, name):
             self._metrics.tool_calls.labels(tool="unknown", result="error").inc()
             # A protocol error, not a tool result: the name does not exist on this server
             # (MCP 2025-11-25, server/tools "Error Handling": an unknown tool is -32602).
-            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name[:64]!r}")
+            with mcp_errors():
+                raise InvalidToolArgument(f"Unknown tool: {name[:64]!r}")
         tool = name
         started = time.perf_counter()
         result = "error"

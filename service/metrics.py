@@ -3,7 +3,8 @@
 One `Metrics` object per process, on a registry of its own (prometheus-client's default registry
 is a module-level global; a registry per Runtime keeps tests and embedded apps apart). No label
 ever carries a user id, a token, an elicitation id or a URL: labels are closed sets (provider
-names from configuration, tool names, outcomes from the enums below), so cardinality stays fixed.
+names from configuration, tool names, outcomes from closed enums: `FlowOutcome` in
+service/flow_events.py, `NotificationOutcome` below), so cardinality stays fixed.
 """
 
 from __future__ import annotations
@@ -14,18 +15,6 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.requests import Request
 from starlette.responses import Response
-
-
-class FlowOutcome(StrEnum):
-    """How an elicitation ended, as the metrics, logs and audit events name it."""
-
-    COMPLETED = "completed"
-    DENIED = "denied"  # the user declined here or at the provider
-    PROVIDER_ERROR = "provider_error"  # the provider's token or account endpoint failed
-    EXPIRED = "expired"  # nobody finished it before its TTL
-    REFUSED_OTHER_USER = "refused_other_user"  # opened by another user or browser: refused
-    REFUSED = "refused"  # another check failed (mix-up, issuer, malformed answer)
-    STORE_UNAVAILABLE = "store_unavailable"
 
 
 class NotificationOutcome(StrEnum):

@@ -47,6 +47,7 @@ def lookalike_note(name: str) -> str | None:
     letter outside ASCII (a whole name in one other script can copy a Latin one), and ASCII
     letters that read as others (`_ambiguous_in`: `aIice`, `ALlCE`, `a1ice`).
     """
+    # mutant: names.lookalikes_flagged return None
     scripts = sorted({_script(c) for c in name if c.isalpha()})
     foreign = list(dict.fromkeys(c for c in name if not c.isascii()))
     if len(scripts) > 1:

@@ -23,6 +23,7 @@ import anyio
 from service.audit import audit_operator
 from service.connect_flow import ConnectFlow
 from service.disconnect import disconnect_one
+from service.errors import UnknownProvider
 from service.outbound_http import OutboundHttp
 from service.providers import ProviderConfig
 from service.webhooks import ConnectionEvents
@@ -62,10 +63,6 @@ class Removal:
         }
 
 
-class UnknownProvider(ValueError):
-    """The named provider is not configured."""
-
-
 class Operator:
     def __init__(
         self,
@@ -102,6 +99,7 @@ class Operator:
         progress. The user is (iss, sub): without `iss`, the MCP authorization server's."""
         self._require_known(provider)
         user = UserRef(iss or self._default_issuer, sub)
+        # mutant: operator.revoke_by_iss_and_sub "user.iss)" -> "None)"
         found = await self._store().find_connections(provider, user.sub, user.iss)
         removal = Removal(matched=len(found))
         await self._remove(actor, found, removal, rate=None, concurrency=1, reason="operator")

@@ -79,6 +79,7 @@ async def enforce_call_deadline(deadline: float | None, step: Awaitable[T], erro
     transport connection at any time"."""
     if deadline is None:
         return await step
+    # mutant: outbound.call_deadline
     with anyio.move_on_at(deadline):
         return await step
     raise errors.timeout("the provider did not finish answering within the timeout")
@@ -88,6 +89,7 @@ def enforce_response_byte_limit(received: int, limit: int, errors: _Errors) -> N
     """A provider's answer is read up to `limit` bytes, never whole into memory first. RFC 9110
     §2.3: "A recipient SHOULD parse a received protocol element defensively, with only marginal
     expectations that the element will ... fit within a reasonably sized buffer"."""
+    # mutant: outbound.response_byte_limit
     if received > limit:
         raise errors.too_large(f"the provider's answer is larger than {limit} bytes")
 

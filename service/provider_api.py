@@ -6,17 +6,10 @@ from typing import Any
 
 import httpx
 
+from service.errors import ProviderApiError
 from service.providers import ProviderConfig
 
 MAX_PROFILE_BYTES = 256 * 1024
-
-
-class ProviderApiError(Exception):
-    """The provider's API failed; the message is safe to show (no token, no response body)."""
-
-    def __init__(self, message: str, *, unauthorized: bool = False) -> None:
-        super().__init__(message)
-        self.unauthorized = unauthorized
 
 
 def auth_headers(provider: ProviderConfig, secret: str) -> dict[str, str]:
@@ -41,10 +34,13 @@ def did_not_answer(provider: ProviderConfig, exc: httpx.HTTPError) -> ProviderAp
 
 
 def read_json(provider: ProviderConfig, response: httpx.Response) -> Any:
-    """The JSON body of a provider's 2xx answer, or the ProviderApiError for its answer.
+    """The JSON body of a provider's 2xx answer, or the ProviderApiError for its answer: the one
+    rule for reading a provider's JSON (userinfo, `ProviderSession.get_json`).
 
     401 means the token was refused (the caller may refresh and ask again); any other non-2xx
-    answer, an oversized body, or a body that is not JSON is an error naming only the status.
+    answer (redirects are not followed, so a 3xx is an answer too), a body over
+    MAX_PROFILE_BYTES, or a body that is not JSON is an error naming only the status. The media
+    type is not checked: the body is parsed as JSON whatever its label, and never rendered.
     """
     if response.status_code == 401:
         raise ProviderApiError(f"{provider.display_name} rejected the token", unauthorized=True)
@@ -54,6 +50,14 @@ def read_json(provider: ProviderConfig, response: httpx.Response) -> Any:
         return response.json()
     except ValueError:
         raise ProviderApiError(f"{provider.display_name} answered something that is not JSON") from None
+
+
+def read_json_object(provider: ProviderConfig, response: httpx.Response) -> dict[str, Any]:
+    """`read_json`, for an answer that must be a JSON object (a profile)."""
+    body = read_json(provider, response)
+    if not isinstance(body, dict):
+        raise ProviderApiError(f"{provider.display_name} answered something that is not a JSON object")
+    return body
 
 
 async def fetch_userinfo(
@@ -67,7 +71,4 @@ async def fetch_userinfo(
         )
     except httpx.HTTPError as exc:
         raise did_not_answer(provider, exc) from None
-    body = read_json(provider, response)
-    if not isinstance(body, dict):
-        raise ProviderApiError(f"{provider.display_name} answered something that is not a JSON object")
-    return body
+    return read_json_object(provider, response)

@@ -12,6 +12,7 @@ from typing import Any
 from authlib.integrations.httpx_client import AsyncOAuth2Client
 from authlib.oauth2.client import OAuth2Client
 
+from service.errors import TokenExchangeError
 from service.outbound_http import OutboundHttp
 from service.providers import BEARER, ProviderConfig
 from token_store import TokenSet
@@ -25,21 +26,13 @@ VSCHAR = re.compile(r"[\x20-\x7e]+")  # RFC 6749 Appendix A: printable ASCII, us
 MAX_LIFETIME = 10 * 365 * 24 * 3600  # an `expires_in` beyond this is junk, not a lifetime
 
 
-class TokenExchangeError(Exception):
-    """A token-endpoint call failed; the message is safe to show (no code, verifier or secret).
-    `error` is the OAuth error code when the provider sent one (e.g. invalid_grant)."""
-
-    def __init__(self, message: str, error: str | None = None) -> None:
-        super().__init__(message)
-        self.error = error
-
-
 def _oauth_options(provider: ProviderConfig, redirect_uri: str, scopes: Sequence[str]) -> dict[str, Any]:
     return {
         "client_id": provider.client_id,
         "client_secret": provider.client_secret,
         "scope": " ".join(scopes),
         "redirect_uri": redirect_uri,  # exact, from configuration (docs/threat-model.md, section 4)
+        # mutant: provider_oauth.pkce_s256 '"S256"' -> '"plain"'
         "code_challenge_method": "S256",  # RFC 7636 §4.2: always S256, never plain
         "token_endpoint_auth_method": provider.token_auth_method,
     }
@@ -175,6 +168,7 @@ def require_bounded_token_fields(token: Mapping[str, Any]) -> None:
     for name in KEPT_FIELDS:
         value = token.get(name)
         text = value if isinstance(value, str) else repr(value)
+        # mutant: provider_oauth.bounded_token_fields
         if len(text) > MAX_TOKEN_RESPONSE_FIELD:
             raise TokenExchangeError(
                 f"the token response's {name} is over {MAX_TOKEN_RESPONSE_FIELD} characters"
@@ -186,6 +180,7 @@ def require_vschar_tokens(access_token: str, refresh_token: str | None) -> None:
     (%x20-7E). Anything else cannot be sent in an `Authorization` header: refused here as the
     provider's error instead of failing later, inside the HTTP client."""
     for name, value in (("access_token", access_token), ("refresh_token", refresh_token)):
+        # mutant: provider_oauth.vschar_tokens
         if value is not None and not VSCHAR.fullmatch(value):
             raise TokenExchangeError(f"the token response's {name} has characters a token cannot have")
 
@@ -195,6 +190,7 @@ def require_understood_token_type(token_type: str, accepted: Collection[str]) ->
     token type"; we present tokens as bearer tokens (RFC 6750), so a type the provider's
     configuration does not list (`token_types`, Bearer by default) is refused. §5.1: the value is
     case insensitive."""
+    # mutant: provider_oauth.understood_token_type
     if token_type.lower() not in {t.lower() for t in accepted}:
         raise TokenExchangeError(f"the token response's token_type is not one of {', '.join(accepted)}")
 

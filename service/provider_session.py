@@ -21,9 +21,10 @@ import httpx
 
 from service.account_choice import with_notice
 from service.audit import audit
-from service.lifecycle import NeedsReauthorization, TokenLifecycle
+from service.errors import NeedsReauthorization, ProviderApiError
+from service.lifecycle import TokenLifecycle
 from service.mcp_errors import connected
-from service.provider_api import MAX_PROFILE_BYTES, ProviderApiError, auth_headers
+from service.provider_api import auth_headers, did_not_answer, read_json
 from service.providers import ProviderConfig
 from service.urls import origin
 from token_store import Connection
@@ -73,17 +74,7 @@ class ProviderSession:
         return response
 
     async def get_json(self, url: str, **kwargs: Any) -> Any:
-        response = await self.request("GET", url, **kwargs)
-        if response.status_code == 401:
-            raise ProviderApiError(f"{self.provider.display_name} rejected the token", unauthorized=True)
-        if response.status_code >= 400 or len(response.content) > MAX_PROFILE_BYTES:
-            raise ProviderApiError(f"{self.provider.display_name} answered HTTP {response.status_code}")
-        try:
-            return response.json()
-        except ValueError:
-            raise ProviderApiError(
-                f"{self.provider.display_name} answered something that is not JSON"
-            ) from None
+        return read_json(self.provider, await self.request("GET", url, **kwargs))
 
     async def _send(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
         tokens = self._connection.tokens
@@ -92,9 +83,7 @@ class ProviderSession:
         try:
             return await self._http.request(method, url, headers=headers, **kwargs)
         except httpx.HTTPError as exc:
-            raise ProviderApiError(
-                f"{self.provider.display_name} did not answer ({type(exc).__name__})"
-            ) from None
+            raise did_not_answer(self.provider, exc) from None
 
     def _own_url(self, url: str) -> str:
         # docs/threat-model.md, "6. Tokens encrypted at rest, ...": a token goes only to the
@@ -103,6 +92,7 @@ class ProviderSession:
             base = self.provider.api_base_url or origin(self.provider.userinfo_url)
             return base.rstrip("/") + url
         allowed = {origin(self.provider.api_base_url), origin(self.provider.userinfo_url)} - {""}
+        # mutant: provider_session.own_url
         if origin(url) not in allowed:
             raise ProviderApiError(f"refusing to send a {self.provider.display_name} token to another host")
         return url

@@ -19,7 +19,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from service.discovery import MetadataError, fetch_metadata
+from service.discovery import fetch_metadata
+from service.errors import MetadataError
 from service.urls import https_unless_loopback
 
 # "oauth2": authorization code + PKCE; "api_key": the user pastes a key on our page.
@@ -52,7 +53,8 @@ class ProviderConfig(BaseModel):
     trailing slash), and the flow sends to and compares the URLs as the operator wrote them.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # A ValidationError would otherwise quote the whole table, client secret included.
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     name: str
     display_name: str = ""  # default: the name
@@ -124,6 +126,7 @@ class ProviderConfig(BaseModel):
         (`https_unless_loopback`), or a development provider explicitly marked `insecure_http`."""
         for key in ENDPOINTS:
             url = getattr(self, key)
+            # mutant: providers.https_endpoints
             if url and not (https_unless_loopback(url) or (self.insecure_http and _plain_http(url))):
                 raise _FieldRule(key, "must be an https URL (plain http only on loopback)")
         return self
@@ -307,6 +310,7 @@ async def resolve_discovery(provider: ProviderConfig, http: httpx.AsyncClient) -
         if not getattr(provider, ours) and isinstance(metadata.get(theirs), str):
             updates[ours] = metadata[theirs]
     methods = metadata.get("code_challenge_methods_supported")
+    # mutant: providers.discovery_s256
     if isinstance(methods, list) and "S256" not in methods:
         # RFC 7636 / RFC 9700 §2.1.1: we always use S256; refuse a provider that cannot.
         raise ProviderError(f"{where}: the provider does not support PKCE S256")

@@ -39,12 +39,14 @@ def require_bounded_request(app: ASGIApp) -> ASGIApp:
     than the server is willing or able to process". The body limit is the MCP SDK's own
     middleware (declared and streamed lengths), applied to every route.
     """
+    # mutant: limits.request_body unwrap
     bounded_body = RequestBodyLimitMiddleware(app, MAX_REQUEST_BODY_BYTES)
 
     async def bounded_request(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
+        # mutant: limits.request_head
         if request_head_bytes(scope) > MAX_REQUEST_HEAD_BYTES:
             body = b"Request header fields too large"
             await send(

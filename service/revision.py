@@ -25,6 +25,7 @@ def supports_url_elicitation(ctx: Context[Any, Any]) -> bool:
     """
     capabilities = ctx.client_capabilities
     elicitation = capabilities.elicitation if capabilities else None
+    # mutant: revision.url_capability
     return elicitation is not None and elicitation.url is not None
 
 
@@ -39,4 +40,5 @@ def supports_form_elicitation(ctx: Context[Any, Any]) -> bool:
     elicitation = capabilities.elicitation if capabilities else None
     if elicitation is None:
         return False
+    # mutant: revision.form_capability
     return elicitation.form is not None or elicitation.url is None

@@ -72,6 +72,7 @@ class RequestState:
             fields = (data["e"], data["n"], data["p"], data.get("k", CONNECT_KIND))
             if type(data["v"]) is not int or data["v"] != 1 or not all(isinstance(f, str) for f in fields):
                 raise ValueError("shape")
+            # mutant: broker.request_state_kind
             if fields[3] not in _STATE_KINDS:
                 raise ValueError("kind")
             return cls(*fields)
@@ -133,6 +134,7 @@ class StatelessAnswers:
     async def ask_account(self, ctx: Context[Any, Any], caller: Caller, choice: AccountChoice) -> NoReturn:
         config = choice.provider
         slot = one_open_account_question(caller.user, config.name)
+        # mutant: broker.one_open_account_question "slot)" -> "None)"
         state = RequestState("", await self._new_nonce(caller.user, slot), config.name, ACCOUNT_KIND)
         raise ConnectionNeeded(
             InputRequiredResult(
@@ -182,8 +184,10 @@ class StatelessAnswers:
             connection = await find()
             if connection is not None:
                 return connection
-        # Declined or cancelled: the link stops working and stops counting against the limit.
-        await self._flow.decline(state.elicitation_id)
+        # Declined or cancelled: the link stops working and stops counting against the limit. Only
+        # the caller's own flow: another user's is no business of this retry.
+        if finished is not None:
+            await self._flow.decline(state.elicitation_id)
         raise ConnectionNeeded(tool_error(f"Connecting {config.display_name} was declined."))
 
     async def _held(

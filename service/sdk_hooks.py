@@ -127,6 +127,7 @@ HOOKS: tuple[Hook, ...] = (
 def check_sdk_hooks(hooks: tuple[Hook, ...] = HOOKS) -> None:
     """Raise SdkHookMissing naming every hook the installed SDK lacks."""
     missing = [hook.name for hook in hooks if not hook.present()]
+    # mutant: sdk.hooks_present
     if missing:
         raise SdkHookMissing(
             "the installed mcp SDK lacks what this server relies on: "

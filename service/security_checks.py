@@ -19,26 +19,26 @@ from service.errors import (
     AccountIdTooLong,
     AccountNotNamed,
     AccountSwitchUnconfirmed,
+    AuthorizationResponseIssuerMismatch,
     BlankClientName,
     BrowserRefusal,
     CrossSiteRequest,
+    CsrfTokenMismatch,
+    ElicitationAlreadyUsed,
+    ElicitationUserMismatch,
     InvalidAccountChoice,
     InvalidRequestState,
+    InvalidState,
     InvalidToolArgument,
-    IssuerMismatch,
-    LinkAlreadyUsed,
     LoginIssuerMismatch,
     MixUp,
     NotSignedIn,
-    NotYourLink,
     SessionExpired,
-    SignInUnknown,
-    StaleForm,
     WrongBrowser,
 )
 from service.names import is_blank
 from service.providers import ProviderConfig
-from service.urls import origin
+from service.urls import CONNECTIONS_PATH, connect_link, origin
 from token_store import ElicitationStatus, OAuthState, PendingElicitation, UserRef, slot_tag
 
 # ---- opaque ids: minted here, checked here -------------------------------------------------------
@@ -46,6 +46,7 @@ from token_store import ElicitationStatus, OAuthState, PendingElicitation, UserR
 # Elicitation ids, OAuth states and requestState nonces are `token_urlsafe(32)` (43 characters,
 # 256 bits). The accepted shape leaves room for other lengths we may mint, never for characters
 # that could mean something to a URL, a store key or a log line.
+# mutant: connect.opaque_ids
 OPAQUE_ID = re.compile(r"[A-Za-z0-9_-]{16,128}")  # used with fullmatch
 
 
@@ -84,6 +85,7 @@ def require_signed_in(browser: T | None, refusal: type[BrowserRefusal] = NotSign
 def require_session_within_lifetime(login_at: float, now: float, max_age: float) -> None:
     """The session ends `max_age` seconds after the login, however often the cookie is renewed
     (OWASP Session Management Cheat Sheet, "Absolute Timeout"); Starlette's cookie max-age slides."""
+    # mutant: session.absolute_lifetime
     if now - login_at > max_age:
         raise SessionExpired()
 
@@ -92,6 +94,7 @@ def rotate_session_on_login(session: MutableMapping[str, Any], user: UserRef, no
     """Log `user` in with a fresh session: nothing from before the login survives, and the
     browser id and CSRF token are new (OWASP Session Management Cheat Sheet, "Renew the Session
     ID After Any Privilege Level Change"; session fixation)."""
+    # mutant: session.rotated_on_login
     session.clear()
     session.update(
         {
@@ -103,13 +106,17 @@ def rotate_session_on_login(session: MutableMapping[str, Any], user: UserRef, no
     )
 
 
-def require_csrf_token(expected: object, submitted: object, refusal: type[StaleForm] = StaleForm) -> None:
+def require_csrf_token(
+    expected: object, submitted: object, refusal: type[CsrfTokenMismatch] = CsrfTokenMismatch
+) -> None:
     """Synchronizer token on every state-changing POST (OWASP CSRF Prevention Cheat Sheet,
     "Synchronizer Token Pattern"; RFC 9700 §4.7), compared in constant time."""
     # Compare bytes: compare_digest refuses non-ASCII str, which must be a 403, not a 500.
     if not (
         isinstance(expected, str)
+        # mutant: csrf.token_compared
         and isinstance(submitted, str)
+        # mutant: csrf.token_compared
         and hmac.compare_digest(expected.encode(), submitted.encode(errors="surrogatepass"))
     ):
         raise refusal()
@@ -123,6 +130,7 @@ def require_same_origin(origin_header: str | None, public_url: str) -> None:
     An absent `Origin` is allowed, since some browsers omit it, and so is `null`: our pages send
     `Referrer-Policy: no-referrer`, under which browsers serialize the origin of every form POST,
     our own included, as `null` (Fetch Standard, "append a request `Origin` header")."""
+    # mutant: origin.same_origin
     if origin_header not in (None, WITHHELD_ORIGIN) and origin_header != origin(public_url):
         raise CrossSiteRequest()
 
@@ -136,6 +144,7 @@ def require_no_silent_account_switch(signed_in: UserRef | None, signing_in: User
     another site must not swap Alice's session for Mallory's (login CSRF: RFC 6749 §10.12; OWASP
     CSRF Prevention Cheat Sheet, "Login CSRF"). `signing_in` is None before the authorization
     server has said who signs in, so any signed-in user stops a new sign-in there."""
+    # mutant: login.no_silent_account_switch
     if signed_in is not None and signing_in != signed_in:
         raise AccountSwitchUnconfirmed()
 
@@ -145,6 +154,7 @@ def require_visible_client_name(name: str) -> str:
     (zero-width, format, Hangul filler...), so it cannot pass for an empty or another name
     (UTS #39 §3.1: default-ignorable characters are not allowed in identifiers; RFC 7591 §5: client
     metadata is the registrant's own word, shown to users who rely on it)."""
+    # mutant: names.visible_client_name
     if not name.strip() or any(is_blank(c) for c in name):
         raise BlankClientName()
     return name
@@ -154,13 +164,14 @@ def require_visible_client_name(name: str) -> str:
 
 
 def require_same_user(
-    browser_user: UserRef, owner: UserRef, refusal: type[BrowserRefusal] = NotYourLink
+    browser_user: UserRef, owner: UserRef, refusal: type[BrowserRefusal] = ElicitationUserMismatch
 ) -> None:
     """The browser's user is the user the elicitation was created for.
 
     2025-11-25/client-elicitation.mdx "Phishing": "the server MUST verify that the user who opens
     the URL is the same user who initiated the elicitation request".
     """
+    # mutant: connect.same_user
     if browser_user != owner:
         raise refusal()
 
@@ -183,9 +194,11 @@ def reusable_link_of_same_user_and_client(
     for elicitation in live:
         if (
             elicitation.user == user
+            # mutant: connect.link_shown_again_to_same_client
             and elicitation.client_id == client_id
             and elicitation.provider == provider
             and elicitation.scopes == scopes
+            # mutant: connect.link_shown_again_unopened
             and elicitation.status is ElicitationStatus.PENDING
             and elicitation.expires_at >= usable_until
         ):
@@ -196,15 +209,16 @@ def reusable_link_of_same_user_and_client(
 def require_pending(elicitation: PendingElicitation) -> None:
     """A connect link is good for one flow: only a `pending` elicitation may be opened
     (2026-07-28/security-best-practices.mdx "State Handle Hijacking": single-use handles)."""
+    # mutant: connect.link_pending
     if elicitation.status is not ElicitationStatus.PENDING:
-        raise LinkAlreadyUsed()
+        raise ElicitationAlreadyUsed()
 
 
 def require_first_open(opened: PendingElicitation | None) -> PendingElicitation:
     """The `pending → opened` compare-and-set must have been ours: of racing visits of one link,
     exactly one goes on (2026-07-28/security-best-practices.mdx "State Handle Hijacking")."""
     if opened is None:
-        raise LinkAlreadyUsed()
+        raise ElicitationAlreadyUsed()
     return opened
 
 
@@ -215,15 +229,17 @@ class _StateStore(Protocol):
 async def require_single_use_state(store: _StateStore, state: str) -> OAuthState:
     """The OAuth state is consumed before any other check, so it is good for exactly one callback
     (RFC 6749 §10.12: "binding ... to the user-agent's authenticated state"; RFC 6819 §5.3.5)."""
+    # mutant: callback.single_use_state after "if taken is not None: await store.put_oauth_state(taken)"
     taken = await store.take_oauth_state(state)
     if taken is None:
-        raise SignInUnknown()
+        raise InvalidState()
     return taken
 
 
 def require_same_browser(session_binding: str | None, state_binding: str) -> None:
     """The callback arrives in the browser that passed `POST /connect` (RFC 9700 §4.7: the state
     is bound to the user agent; RFC 6819 §4.4.1.8 CSRF against the redirect URI)."""
+    # mutant: callback.same_browser
     if session_binding is None or not hmac.compare_digest(session_binding, state_binding):
         raise WrongBrowser()
 
@@ -236,6 +252,7 @@ def require_redirect_uri_of_provider(
     RFC 9700 §4.4.2: "clients MUST use a distinct redirect URI for each issuer"; a response on
     another provider's URI is a mix-up, refused before the code is redeemed.
     """
+    # mutant: callback.redirect_uri_of_provider drop 1
     if configured is None or path_provider != configured.name:
         raise MixUp()
     return configured
@@ -245,8 +262,9 @@ def check_rfc9207_issuer(received: str | None, expected: str | None) -> None:
     """RFC 9207 §2.4: "clients MUST compare the received issuer identifier with the issuer
     identifier of the authorization server" (a missing `iss` from an issuer that sends one is
     refused too); done before `error` or `code` is looked at."""
+    # mutant: callback.rfc9207_issuer
     if expected is not None and received != expected:
-        raise IssuerMismatch()
+        raise AuthorizationResponseIssuerMismatch()
 
 
 # ---- login ----------------------------------------------------------------------------------------
@@ -256,18 +274,21 @@ def require_safe_next(value: object) -> str:
     """The return path after login is one of ours, relative, and names an id of the shape we mint;
     anything else becomes `/connections` (RFC 9700 §4.11 open redirectors;
     2025-11-25/basic-authorization.mdx "Open Redirection")."""
+    # mutant: login.safe_next drop 1
     if isinstance(value, str) and _SAFE_NEXT.fullmatch(value):
         return value
-    return "/connections"
+    return CONNECTIONS_PATH
 
 
-_SAFE_NEXT = re.compile(rf"/(connect\?elicitationId={OPAQUE_ID.pattern}|connections)")
+# A connect link (whose id has the shape we mint), or the connections page.
+_SAFE_NEXT = re.compile(rf"{re.escape(connect_link(''))}{OPAQUE_ID.pattern}|{re.escape(CONNECTIONS_PATH)}")
 
 
 def require_login_issuer(iss: object, sub: object, expected_issuer: str) -> UserRef:
     """The browser's user is named by the issuer of the MCP access tokens, so both name users
     alike (2025-11-25/client-elicitation.mdx "Phishing": compare the authorization server's
     subject)."""
+    # mutant: login.issuer drop 0
     if iss != expected_issuer or not isinstance(sub, str) or not sub:
         raise LoginIssuerMismatch()
     return UserRef(iss=expected_issuer, sub=sub)
@@ -292,6 +313,7 @@ def require_account_id_of_provider(account: object, provider: str) -> str:
         named.encode()
     except UnicodeEncodeError:
         raise AccountNotNamed(provider) from None
+    # mutant: provider_oauth.bounded_account_id
     if len(named) > MAX_ACCOUNT_ID:
         raise AccountIdTooLong(provider, MAX_ACCOUNT_ID)
     return named
@@ -319,6 +341,7 @@ def session_id_checked_by_sdk(header: str | None, stateless: bool) -> str | None
     session, so the header is the client's own text and names none
     (2026-07-28/transports-streamable-http.mdx "Earlier Streamable HTTP Revisions": "An
     `Mcp-Session-Id` header on a request: ignore it")."""
+    # mutant: broker.stateless_session_id
     if stateless:
         return None
     return header
@@ -333,6 +356,7 @@ def elicitation_of_same_user(
     2026-07-28/security-best-practices.mdx "State Handle Hijacking": a state handle is bound to
     the user it was issued to (the SDK's sealing binds the requestState; this binds what it names).
     """
+    # mutant: broker.elicitation_of_same_user " or elicitation.user != user" -> ""
     if elicitation is None or elicitation.user != user:
         return None
     return elicitation
@@ -341,6 +365,7 @@ def elicitation_of_same_user(
 def require_request_state_for_provider(state_provider: str, provider: str) -> None:
     """A requestState resumes only the `require` of the provider it was made for
     (2026-07-28/patterns-mrtr.mdx "Security Considerations": bind the state to its request)."""
+    # mutant: broker.request_state_for_provider
     if state_provider != provider:
         raise InvalidRequestState("requestState is not valid for this tool")
 
@@ -352,6 +377,7 @@ class _NonceStore(Protocol):
 async def require_single_use_request_state(store: _NonceStore, nonce: str) -> None:
     """2026-07-28/patterns-mrtr.mdx: state that must be consumed at most once is enforced
     server-side; the nonce is taken atomically."""
+    # mutant: broker.single_use_request_state
     if not await store.take_nonce(nonce):
         raise InvalidRequestState("requestState was already used; call the tool again without it")
 
@@ -364,6 +390,7 @@ def require_offered_account(answer: object, offered: Collection[str]) -> str:
     2025-11-25/client-elicitation.mdx "Form Mode Security": "Servers SHOULD validate received
     data matches the requested schema"; the client's own validation is not relied on.
     """
+    # mutant: broker.offered_account
     if not isinstance(answer, str) or answer not in offered:
         raise InvalidAccountChoice("the account answer is not one of the choices offered")
     return answer

@@ -114,10 +114,12 @@ class BoundedHeadH11Protocol(H11Protocol):
 
     def _await_head(self) -> None:
         self._stop_waiting()
+        # mutant: server.head_timeout none
         self._head_timer = self.loop.call_later(self.head_timeout, self._close_waiting)
 
     def _queue_for_head(self) -> None:
         self.waiting[self] = None
+        # mutant: server.max_waiting_heads
         while len(self.waiting) > self.max_waiting:
             next(iter(self.waiting))._close_waiting()
 

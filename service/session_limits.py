@@ -30,6 +30,7 @@ from mcp.server.auth.provider import principal_components
 from mcp_types import INVALID_REQUEST
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from service.errors import SessionCapReached
 from service.mcp_errors import http_error_body
 from service.sdk_hooks import SessionManager
 
@@ -52,11 +53,6 @@ def user_of(scope: Scope) -> tuple[str | None, str | None] | None:
 
 def _user_of_owner(owner: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return owner.get("issuer"), owner.get("subject")  # the SDK's AuthorizationContext
-
-
-class SessionCapReached(Exception):
-    """No room for another session: raised inside the SDK's admission, answered 429 by
-    `SessionLimits` with this message."""
 
 
 class SessionLimits:
@@ -88,6 +84,7 @@ class SessionLimits:
         manager.sessions_app = wrapper
         # Synchronous, under the SDK's session-creation lock: the count and the new owner entry
         # the SDK writes are one step.
+        # mutant: caps.admitted_within_caps
         manager.add_admission_check(wrapper.require_room_for_a_session)
         return wrapper
 
@@ -97,12 +94,14 @@ class SessionLimits:
         budget, service/sse_resumption.py), so the caps bound the replica's memory
         (docs/operations.md, "Memory")."""
         owners = self._owners()
+        # mutant: caps.sessions_per_replica
         if len(owners) >= self.sessions_per_replica:
             raise SessionCapReached("This server has too many open MCP sessions; try again shortly.")
         if requestor is None:
             return
         user = _user_of_owner(requestor)
         held = sum(1 for owner in owners.values() if _user_of_owner(owner) == user)
+        # mutant: caps.sessions_per_user
         if held >= self.sessions_per_user:
             raise SessionCapReached(
                 f"Too many open MCP sessions for this user (limit {self.sessions_per_user}); "
@@ -114,6 +113,7 @@ class SessionLimits:
         if user is None:
             await self._serve(scope, receive, send)
             return
+        # mutant: caps.requests_per_user
         if self._in_flight[user] >= self.requests_per_user:
             await _too_many(
                 send, f"Too many requests in progress for this user (limit {self.requests_per_user})."
@@ -129,6 +129,9 @@ class SessionLimits:
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
+            # mutant: caps.admitted_within_caps before \
+            #   'if b"mcp-session-id" not in dict(scope["headers"]) and (u := user_of(scope)) is not None: ' \
+            #   'self.require_room_for_a_session({"issuer": u[0], "subject": u[1]})'
             await self._app(scope, receive, send)
         except SessionCapReached as refusal:  # raised before the SDK answered anything
             await _too_many(send, str(refusal))

@@ -46,8 +46,22 @@ from service.server_runtime import (
     EventLoopChoice,
     event_loop_name,
 )
-from service.urls import LOOPBACK_HOSTS, MCP_PATH, https_unless_loopback
-from token_store import POSTGRES_SCHEMES, REDIS_SCHEMES, ClusterURL, SentinelURL, check_store_url
+from service.urls import (
+    LOGIN_CALLBACK_PATH,
+    LOOPBACK_HOSTS,
+    MCP_PATH,
+    callback_path,
+    connect_link,
+    https_unless_loopback,
+)
+from token_store import (
+    DEFAULT_REDIS_PREFIX,
+    POSTGRES_SCHEMES,
+    REDIS_SCHEMES,
+    ClusterURL,
+    SentinelURL,
+    check_store_url,
+)
 
 ENV_PREFIX = "MCPUC_"
 CONFIG_FILE_ENV = f"{ENV_PREFIX}CONFIG_FILE"
@@ -55,9 +69,9 @@ FILE_SUFFIX = "_FILE"
 # The secret each provider table names: client_secret_env upper-cases the name's pattern too.
 PROVIDER_CLIENT_SECRET_ENV = re.compile(client_secret_env(PROVIDER_NAME.pattern))
 REPLICA_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
-# The one definition of these defaults (the CLI imports them).
+# The one definition of these defaults (the CLI imports them); the Redis key prefix's default is
+# the token store's (DEFAULT_REDIS_PREFIX, imported above).
 DEFAULT_DATA_DIR = Path(".mcp-url-connect")
-DEFAULT_REDIS_PREFIX = "mcpuc:"
 DEFAULT_METRICS_PORT = 9464  # the port Prometheus exporters commonly take (OpenTelemetry's too)
 
 
@@ -69,7 +83,10 @@ class Settings(BaseSettings):
     """Every setting of the server. Build it with `load_settings`; `Settings(...)` takes keyword
     values only (it reads no environment), for tests and the development setup."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid")
+    # A ValidationError would otherwise quote the input: keys, secrets and client secrets.
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, frozen=True, extra="forbid", hide_input_in_errors=True
+    )
 
     # Public origin of this server, e.g. https://mcp.example.com. Connect URLs and the OAuth
     # redirect URI are built from it, never from Host / X-Forwarded-* (docs/threat-model.md, "4. PKCE
@@ -128,6 +145,7 @@ class Settings(BaseSettings):
     event_loop: EventLoopChoice = "auto"
     # Prometheus metrics: GET /metrics on this port only, on `host` (reach it from your scraper,
     # never publish it). 0 serves them on the main port instead, to whoever reaches that port.
+    # mutant: metrics.own_port_by_default "DEFAULT_METRICS_PORT" -> "0"
     metrics_port: int = DEFAULT_METRICS_PORT
     # Per-user and per-replica caps (HTTP 429 past them): 2025-11-25 sessions held open, and
     # requests in progress (each may hold an SSE stream). A session may hold up to
@@ -196,15 +214,15 @@ class Settings(BaseSettings):
     def connect_url(self, elicitation_id: str) -> str:
         """The URL the user opens: it carries only the opaque elicitation id
         (2025-11-25/client-elicitation.mdx "Safe URL Handling")."""
-        return self._public(f"/connect?elicitationId={elicitation_id}")
+        return self._public(connect_link(elicitation_id))
 
     def callback_url(self, provider: str) -> str:
         """The redirect URI registered at `provider`: one per provider (RFC 9700 §4.4.2, mix-up)."""
-        return self._public(f"/callback/{provider}")
+        return self._public(callback_path(provider))
 
     @property
     def login_callback_url(self) -> str:
-        return self._public("/login/callback")
+        return self._public(LOGIN_CALLBACK_PATH)
 
     # ---- other derived values --------------------------------------------------------------
     @property
@@ -326,6 +344,7 @@ def require_https_unless_loopback(settings: Settings) -> None:
     accept, so they need TLS as much (RFC 8414 §3: "MUST use TLS"). A development server on
     loopback (the compose demo) may reach a plain-http development issuer.
     """
+    # mutant: settings.https_outside_loopback
     if not https_unless_loopback(settings.public_url):
         raise SettingsError("MCPUC_PUBLIC_URL must use https (plain http only on loopback)")
     issuer = settings.auth_issuer
@@ -361,6 +380,7 @@ def require_tls_to_redis_unless_loopback(settings: Settings) -> None:
     else:
         local = url.hostname is None or url.hostname in LOOPBACK_HOSTS
     plain = ("redis", "redis+sentinel", "redis+cluster")
+    # mutant: settings.tls_to_redis_unless_loopback
     if url.scheme.lower() in plain and not local and not settings.allow_plaintext_redis:
         raise SettingsError(
             "MCPUC_STORE_URL: plain redis:// only to loopback; use rediss:// (TLS), or set "
@@ -371,6 +391,7 @@ def require_tls_to_redis_unless_loopback(settings: Settings) -> None:
 def require_asymmetric_algorithms(algorithms: tuple[str, ...]) -> None:
     """RFC 8725 §3.1/3.2: asymmetric algorithms only; never `none` or a shared secret."""
     for algorithm in algorithms:
+        # mutant: settings.no_hs_or_none
         if algorithm.lower() == "none" or algorithm.upper().startswith("HS"):
             raise SettingsError(f"MCPUC_AUTH_ALGORITHMS must not contain {algorithm}")
 
@@ -444,6 +465,7 @@ def secrets_from_files(environ: Mapping[str, str]) -> dict[str, str]:
         file_env = name + FILE_SUFFIX
         if file_env not in environ:
             continue
+        # mutant: settings.secret_in_one_form
         if name in environ:
             raise SettingsError(f"{name} and {file_env} are both set: set one")
         path = Path(environ[file_env])

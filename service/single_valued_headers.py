@@ -56,6 +56,7 @@ def require_single_valued_headers(app: ASGIApp) -> ASGIApp:
 
     async def single_valued_headers_only(scope: Scope, receive: Receive, send: Send) -> None:
         repeated = repeated_field(scope["headers"]) if scope["type"] == "http" else None
+        # mutant: headers.single_valued_fields true
         if repeated is None:
             await app(scope, receive, send)
             return

@@ -113,4 +113,6 @@ def _parse_id(text: str) -> int | None:
 
 def install(manager: SessionManager, max_events: int = MAX_EVENTS) -> None:
     """Give each session `manager` admits its own `SessionEventStore` (before it serves)."""
+    # mutant: sse_resumption.store_per_session "lambda: SessionEventStore(max_events)" -> \
+    #   "(lambda shared: lambda: shared)(SessionEventStore(max_events))"
     manager.give_each_session_a_store(lambda: SessionEventStore(max_events))

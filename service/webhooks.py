@@ -165,6 +165,7 @@ class WebhookSender:
             "content-type": "application/json",
             "webhook-id": message.id,
             "webhook-timestamp": str(int(timestamp.timestamp())),
+            # mutant: webhooks.signature_covers_body "message.body" -> '"{}"'
             "webhook-signature": self._signer.sign(message.id, timestamp, message.body),
         }
 

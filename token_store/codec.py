@@ -91,9 +91,41 @@ def reseal_state(keyring: KeyRing, state_key: str, blob: bytes) -> bytes | None:
     return reseal(keyring, blob, state_associated_data(state_key), STATE)
 
 
+# The `connections` table of the SQL backends, in this order everywhere: the key (its PRIMARY KEY),
+# then the rest. Every statement's column list and parameter order is built from these.
+CONNECTION_KEY = ("iss", "sub", "provider", "account")
+CONNECTION_COLUMNS = (
+    *CONNECTION_KEY,
+    "account_label",
+    "blob",
+    "connected_at",
+    "updated_at",
+    "status",
+    "refreshed_at",
+)
+# What `open_connection_rows` reads: every column but the user (iss, sub), who is known already.
+CONNECTION_READ_COLUMNS = CONNECTION_COLUMNS[2:]
+
+
+def connection_values(keyring: KeyRing, connection: Connection) -> tuple[Any, ...]:
+    """The `connections` row of `connection` in `CONNECTION_COLUMNS` order, its token set sealed."""
+    key = connection.key
+    return (
+        key.user.iss,
+        key.user.sub,
+        key.provider,
+        key.account,
+        connection.account_label,
+        seal_tokens(keyring, key, connection.tokens),
+        connection.connected_at,
+        connection.updated_at,
+        connection.status.value,
+        connection.refreshed_at,
+    )
+
+
 def open_connection_rows(keyring: KeyRing, user: UserRef, rows: Iterable[Sequence[Any]]) -> list[Connection]:
-    """The connections of `user` in `rows` (provider, account, account_label, blob, connected_at,
-    updated_at, status, refreshed_at: the SQL backends' column order) that open, in row order."""
+    """The connections of `user` in `rows` (`CONNECTION_READ_COLUMNS`) that open, in row order."""
     connections = []
     for provider, account, label, blob, connected_at, updated_at, status, refreshed_at in rows:
         key = ConnectionKey(user, provider, account)

@@ -103,6 +103,7 @@ class KeyRing:
 
     def seal(self, plaintext: bytes, associated_data: bytes) -> bytes:
         nonce = os.urandom(NONCE_BYTES)
+        # mutant: crypto.associated_data "associated_data)" -> 'b"")'
         ciphertext = self._aeads[self._primary].encrypt(nonce, plaintext, associated_data)
         return b".".join((_VERSION, self._primary.encode("ascii"), _b64encode(nonce + ciphertext)))
 
@@ -120,6 +121,7 @@ class KeyRing:
         if _b64encode(raw) != body or len(raw) < NONCE_BYTES + _TAG_BYTES:
             raise DecryptError("malformed blob")
         try:
+            # mutant: crypto.associated_data "associated_data)" -> 'b"")'
             return aead.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], associated_data)
         except InvalidTag:
             raise DecryptError("blob failed authentication") from None

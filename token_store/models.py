@@ -27,6 +27,8 @@ class ConnectionKey:
 
     def associated_data(self) -> bytes:
         # Canonical JSON so no two distinct keys can serialise alike (no separator games).
+        # mutant: store.connection_binding \
+        #   '"conn", self.user.iss, self.user.sub, self.provider, self.account' -> '"conn"'
         return json.dumps(
             ["conn", self.user.iss, self.user.sub, self.provider, self.account], separators=(",", ":")
         ).encode()

@@ -57,9 +57,10 @@ _LIVE = sorted(s.value for s in LIVE_STATUSES)
 _REENCRYPT_PAGE = 256
 
 # One connection row, in this order everywhere (the key first, then the rest).
-_ROW_KEY = ("iss", "sub", "provider", "account")
-_ROW_COLUMNS = (*_ROW_KEY, "account_label", "blob", "connected_at", "updated_at", "status", "refreshed_at")
-_READ_COLUMNS = ", ".join(_ROW_COLUMNS[2:])  # what `codec.open_connection_rows` takes
+_ROW_KEY = codec.CONNECTION_KEY
+_ROW_COLUMNS = codec.CONNECTION_COLUMNS
+_READ_COLUMNS = ", ".join(codec.CONNECTION_READ_COLUMNS)  # what `codec.open_connection_rows` takes
+_JOINED_READ_COLUMNS = ", ".join(f"c.{c}" for c in codec.CONNECTION_READ_COLUMNS)  # of the `c` in a join
 _VALUES = ", ".join(f"${i}" for i in range(1, len(_ROW_COLUMNS) + 1))
 _INSERT_ROW = (
     f"INSERT INTO connections ({', '.join(_ROW_COLUMNS)}) VALUES ({_VALUES}) "  # noqa: S608 - constant
@@ -80,6 +81,7 @@ def _transition_sql(first: int) -> str:
     return (
         f"UPDATE elicitations SET status = {new}, "  # noqa: S608 - numbered parameters only
         f"record = jsonb_set(record, '{{status}}', to_jsonb({new}::text)) "
+        # mutant: postgres.transition_cas "status = {expected}" -> "{expected}::text IS NOT NULL"
         f"WHERE id = {eid} AND status = {expected} AND expires_at > {now} RETURNING record::text"
     )
 
@@ -305,6 +307,7 @@ class PostgresStore:
         # too, but does not count as released: the lock was no longer ours.
         rows = await self._fetch(
             "release_lock",
+            # mutant: postgres.release_lock_owner "owner = $2" -> "$2::text IS NOT NULL"
             f"DELETE FROM locks WHERE name_hash = $1 AND owner = $2 RETURNING expires_at > {_DB_NOW}",  # noqa: S608
             codec.lookup_key(name),
             owner,
@@ -327,11 +330,13 @@ class PostgresStore:
         async def create(conn: Any) -> bool:
             # Count then insert: serialized per user, or two creates could both take the last slot.
             async with conn.transaction():
+                # mutant: postgres.pending_limit_per_user
                 await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", _user_key(e.user))
                 stored = await conn.fetch(
                     "INSERT INTO elicitations (id, iss, sub, provider, status, expires_at, record) "
                     "SELECT $1, $2, $3, $4, $5, $6, $7::jsonb "
                     "WHERE (SELECT count(*) FROM elicitations WHERE iss = $2 AND sub = $3 "
+                    # mutant: postgres.pending_limit ") < $10" -> ") >= 0 AND $10::bigint IS NOT NULL"
                     "AND status = ANY($8::text[]) AND expires_at > $9) < $10 RETURNING 1",
                     e.id,
                     e.user.iss,
@@ -379,8 +384,7 @@ class PostgresStore:
         # provider (none: one row of NULLs), most recently updated first.
         rows = await self._read(
             "get_elicitation_with_connection",
-            "SELECT e.record::text, c.provider, c.account, c.account_label, c.blob, c.connected_at, "
-            "c.updated_at, c.status, c.refreshed_at FROM elicitations e LEFT JOIN connections c "
+            f"SELECT e.record::text, {_JOINED_READ_COLUMNS} FROM elicitations e LEFT JOIN connections c "  # noqa: S608 - constant
             "ON c.iss = e.iss AND c.sub = e.sub AND c.provider = e.provider "
             "WHERE e.id = $1 AND e.expires_at > $2 ORDER BY c.updated_at DESC, c.account",
             elicitation_id,
@@ -409,6 +413,7 @@ class PostgresStore:
         rows = await self._fetch(
             "open_elicitation",
             f"WITH opened AS ({_TRANSITION}), stored AS (INSERT INTO oauth_states "  # noqa: S608 - constant
+            # mutant: postgres.open_elicitation_single_use " FROM opened)" -> ")"
             "(key, blob, expires_at) SELECT $5, $6, $7 FROM opened) SELECT record FROM opened",
             ElicitationStatus.OPENED.value,
             state.elicitation.id,
@@ -449,6 +454,7 @@ class PostgresStore:
         key = codec.lookup_key(state)
         now = self._clock()
         # Delete-and-return in one statement: of two concurrent takes, exactly one gets the row.
+        # mutant: postgres.take_oauth_state peek
         rows = await self._fetch(
             "take_oauth_state", "DELETE FROM oauth_states WHERE key = $1 RETURNING blob, expires_at", key
         )
@@ -476,12 +482,14 @@ class PostgresStore:
                 "ON CONFLICT (slot) DO UPDATE SET key = excluded.key, expires_at = excluded.expires_at",
                 key,
                 expires_at,
+                # mutant: postgres.nonce_slot none
                 codec.lookup_key(slot),
             )
         await self._purge_if_due(now)
 
     async def take_nonce(self, nonce: str) -> bool:
         now = self._clock()
+        # mutant: postgres.take_nonce peek
         rows = await self._fetch(
             "take_nonce", "DELETE FROM nonces WHERE key = $1 RETURNING expires_at", codec.lookup_key(nonce)
         )
@@ -624,19 +632,7 @@ class PostgresStore:
     # --- helpers --------------------------------------------------------------------------
     def _connection_row(self, connection: Connection) -> tuple[Any, ...]:
         """The `connections` row of `connection` in `_ROW_COLUMNS` order, its token set sealed."""
-        key = connection.key
-        return (
-            key.user.iss,
-            key.user.sub,
-            key.provider,
-            key.account,
-            connection.account_label,
-            codec.seal_tokens(self._keyring, key, connection.tokens),
-            connection.connected_at,
-            connection.updated_at,
-            connection.status.value,
-            connection.refreshed_at,
-        )
+        return codec.connection_values(self._keyring, connection)
 
     async def _select_connections(self, op: str, user: UserRef, tail: str, args: Sequence[str]) -> list[Any]:
         sql = f"SELECT {_READ_COLUMNS} FROM connections WHERE iss = $1 AND sub = $2 {tail}"  # noqa: S608 - constant fragments only

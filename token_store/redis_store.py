@@ -568,6 +568,7 @@ class RedisStore:
         now = self._clock()
         async with self._guard("take_oauth_state") as client:
             # GETDEL: of two concurrent takes, exactly one gets the value.
+            # mutant: redis.take_oauth_state peek
             blob = await client.getdel(self._keys.state(state, digest))
         taken = None if blob is None else codec.open_state(self._keyring, digest, _bytes(blob))
         return taken if taken is not None and taken.expires_at > now else None
@@ -604,6 +605,7 @@ class RedisStore:
         now = self._clock()
         async with self._guard("take_nonce") as client:
             # GETDEL rather than DEL: as atomic, and the stored expiry lets the store's clock decide.
+            # mutant: redis.take_nonce peek
             expires_at = await client.getdel(self._keys.nonce(nonce, codec.lookup_key(nonce)))
         if expires_at is None:
             return False
@@ -1005,6 +1007,7 @@ def require_slot_tag(opaque: str, slot: str) -> None:
     stored with (`slot_tag`), so that one script's keys share a hash slot (Redis Cluster
     specification, "Hash tags": a multi-key operation needs every key in one slot). A mismatch
     is a programming error: ValueError."""
+    # mutant: redis.slot_tag
     if opaque[:SLOT_TAG_CHARS] != slot:
         raise ValueError("on Redis Cluster an id or state must begin with its user's slot tag (slot_tag)")
 
@@ -1016,6 +1019,7 @@ def require_replica_acknowledgement(op: str, acknowledged: int, wanted: int) -> 
     strongly consistent store", but a write acknowledged by N replicas survives the loss of
     the primary when one of them is promoted). The write itself is not undone: the caller's
     retry finds it if the primary survives."""
+    # mutant: redis.replica_acknowledgement
     if acknowledged < wanted:
         raise StoreUnavailable(f"redis store: {op} not acknowledged by {wanted} replica(s) in time")
 

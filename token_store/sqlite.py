@@ -129,10 +129,11 @@ _ADDED_COLUMNS = (
 )
 # Indexes on added columns: created once the columns exist. A slot holds one nonce: INSERT OR
 # REPLACE deletes the row already in the slot (NULL slots never conflict).
+# mutant: sqlite.nonce_slot "UNIQUE " -> ""
 _ADDED_INDEXES = ("CREATE UNIQUE INDEX IF NOT EXISTS nonces_slot ON nonces (slot)",)
 
 _TTL_TABLES = ("elicitations", "oauth_states", "nonces", "locks")
-_CONNECTION_COLUMNS = "provider, account, account_label, blob, connected_at, updated_at, status, refreshed_at"
+_CONNECTION_COLUMNS = ", ".join(codec.CONNECTION_READ_COLUMNS)
 
 
 class SQLiteStore:
@@ -223,10 +224,7 @@ class SQLiteStore:
         # One compare-and-set statement: only the version that was read is replaced.
         replace = partial(
             _changes,
-            "UPDATE connections SET account_label = :account_label, blob = :blob, "
-            "connected_at = :connected_at, updated_at = :updated_at, status = :status, "
-            "refreshed_at = :refreshed_at WHERE iss = :iss AND sub = :sub AND provider = :provider "
-            "AND account = :account AND updated_at = :expected",
+            _REPLACE_CONNECTION,
             {**self._connection_row(connection), "expected": expected_updated_at},
         )
         return await self._run("replace_connection", replace) > 0
@@ -294,7 +292,9 @@ class SQLiteStore:
             # Compare-and-delete: another owner's lock is never touched. Our own expired row goes
             # too, but does not count as released: the lock was no longer ours.
             return conn.execute(
+                # mutant: sqlite.release_lock_owner " AND owner = ?" -> ""
                 "DELETE FROM locks WHERE name_hash = ? AND owner = ? RETURNING expires_at",
+                # mutant: sqlite.release_lock_owner ", owner)" -> ",)"
                 (codec.lookup_key(name), owner),
             ).fetchall()
 
@@ -331,6 +331,7 @@ class SQLiteStore:
             "INSERT INTO elicitations (id, iss, sub, provider, status, expires_at, record) "
             "SELECT :id, :iss, :sub, :provider, :status, :expires_at, :record "
             "WHERE (SELECT count(*) FROM elicitations WHERE iss = :iss AND sub = :sub "
+            # mutant: sqlite.pending_limit "< :max_live" -> ">= 0"
             "AND status IN (SELECT value FROM json_each(:live)) AND expires_at > :now) < :max_live",
             args,
         )
@@ -366,8 +367,7 @@ class SQLiteStore:
         # provider (none: one row of NULLs), most recently updated first.
         rows = await self._read(
             "get_elicitation_with_connection",
-            "SELECT e.record, c.provider, c.account, c.account_label, c.blob, c.connected_at, "
-            "c.updated_at, c.status, c.refreshed_at FROM elicitations e LEFT JOIN connections c "
+            f"SELECT e.record, {_JOINED_CONNECTION_COLUMNS} FROM elicitations e LEFT JOIN connections c "  # noqa: S608 - constant
             "ON c.iss = e.iss AND c.sub = e.sub AND c.provider = e.provider "
             "WHERE e.id = ? AND e.expires_at > ? ORDER BY c.updated_at DESC, c.account",
             (elicitation_id, now),
@@ -397,6 +397,7 @@ class SQLiteStore:
         def open_(conn: sqlite3.Connection) -> PendingElicitation | None:
             # One transaction: the state is stored only when this call opened the elicitation.
             opened = transition(conn)
+            # mutant: sqlite.open_elicitation_single_use true
             if opened is not None:
                 _insert_state(conn, key, blob, state.expires_at)
             return opened
@@ -430,6 +431,7 @@ class SQLiteStore:
 
         def take(conn: sqlite3.Connection) -> list[Any]:
             # Delete-and-return in one statement: of two concurrent takes, exactly one gets the row.
+            # mutant: sqlite.take_oauth_state peek
             return conn.execute(
                 "DELETE FROM oauth_states WHERE key = ? RETURNING blob, expires_at", (key,)
             ).fetchall()
@@ -457,6 +459,7 @@ class SQLiteStore:
         now = self._clock()
 
         def take(conn: sqlite3.Connection) -> list[Any]:
+            # mutant: sqlite.take_nonce peek
             return conn.execute("DELETE FROM nonces WHERE key = ? RETURNING expires_at", (key,)).fetchall()
 
         rows = await self._run("take_nonce", take)
@@ -584,19 +587,7 @@ class SQLiteStore:
     # --- helpers --------------------------------------------------------------------------
     def _connection_row(self, connection: Connection) -> dict[str, Any]:
         """The `connections` row of `connection`, its token set sealed, as named parameters."""
-        key = connection.key
-        return {
-            "iss": key.user.iss,
-            "sub": key.user.sub,
-            "provider": key.provider,
-            "account": key.account,
-            "account_label": connection.account_label,
-            "blob": codec.seal_tokens(self._keyring, key, connection.tokens),
-            "connected_at": connection.connected_at,
-            "updated_at": connection.updated_at,
-            "status": connection.status.value,
-            "refreshed_at": connection.refreshed_at,
-        }
+        return dict(zip(_ROW_COLUMNS, codec.connection_values(self._keyring, connection), strict=True))
 
     async def _select_connections(
         self, op: str, user: UserRef, where_tail: str, args: Sequence[str]
@@ -796,7 +787,7 @@ def _find_connections_sql(provider: str | None, sub: str | None, iss: str | None
     filters = [(c, v) for c, v in (("provider", provider), ("sub", sub), ("iss", iss)) if v is not None]
     where = " AND ".join(f"{column} = ?" for column, _ in filters) or "1"
     sql = (
-        f"SELECT iss, sub, {_CONNECTION_COLUMNS} FROM connections WHERE {where} "  # noqa: S608 - constant fragments only
+        f"SELECT {', '.join(_ROW_COLUMNS)} FROM connections WHERE {where} "  # noqa: S608 - constant fragments only
         "ORDER BY iss, sub, provider, account"
     )
     return sql, [value for _, value in filters]
@@ -831,9 +822,9 @@ def _changes(sql: str, args: Sequence[object] | Mapping[str, object], conn: sqli
     return conn.execute(sql, args).rowcount
 
 
-# One connection row, named as in `SQLiteStore._connection_row`; the key is the PRIMARY KEY.
-_ROW_KEY = ("iss", "sub", "provider", "account")
-_ROW_COLUMNS = (*_ROW_KEY, "account_label", "blob", "connected_at", "updated_at", "status", "refreshed_at")
+# One connection row, as named parameters (`SQLiteStore._connection_row`); the key is the PRIMARY KEY.
+_ROW_KEY = codec.CONNECTION_KEY
+_ROW_COLUMNS = codec.CONNECTION_COLUMNS
 _INSERT_ROW = (
     f"INTO connections ({', '.join(_ROW_COLUMNS)}) VALUES ({', '.join(':' + c for c in _ROW_COLUMNS)})"
 )
@@ -843,6 +834,16 @@ _PUT_CONNECTION = f"INSERT OR REPLACE {_INSERT_ROW}"
 _UPSERT_CONNECTION = f"INSERT {_INSERT_ROW} ON CONFLICT ({', '.join(_ROW_KEY)}) DO UPDATE SET " + ", ".join(
     f"{c} = excluded.{c}" for c in _ROW_COLUMNS if c not in (*_ROW_KEY, "connected_at")
 )
+# Compare-and-set (`replace_connection`): only the version that was read (`:expected`) is replaced.
+_REPLACE_CONNECTION = (
+    "UPDATE connections SET "  # noqa: S608 - constant fragments only
+    + ", ".join(f"{c} = :{c}" for c in _ROW_COLUMNS if c not in _ROW_KEY)
+    + " WHERE "
+    + " AND ".join(f"{c} = :{c}" for c in _ROW_KEY)
+    + " AND updated_at = :expected"
+)
+# `_CONNECTION_COLUMNS` of the `c` in a join.
+_JOINED_CONNECTION_COLUMNS = ", ".join(f"c.{c}" for c in codec.CONNECTION_READ_COLUMNS)
 
 
 def _put_connection(conn: sqlite3.Connection, row: dict[str, Any]) -> None:
@@ -868,6 +869,7 @@ def _transition(
     # One compare-and-set statement: the status guard makes each transition happen once.
     rows = conn.execute(
         "UPDATE elicitations SET status = :new, record = json_set(record, '$.status', :new) "
+        # mutant: sqlite.transition_cas " AND status = :expected" -> ""
         "WHERE id = :id AND status = :expected AND expires_at > :now RETURNING record",
         {"new": new.value, "id": elicitation_id, "expected": expected.value, "now": now},
     ).fetchall()

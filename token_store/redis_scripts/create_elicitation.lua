@@ -4,6 +4,7 @@
 -- Returns {1, live} when stored, {0, live} at the limit, {-1, live} when the id already exists.
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
 local live = redis.call('ZCARD', KEYS[2])
+-- mutant: redis.pending_limit
 if live >= tonumber(ARGV[2]) then return {0, live} end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {-1, live} end
 redis.call('HSET', KEYS[1], 'status', ARGV[6], 'record', ARGV[7], 'user', ARGV[8], 'expires_at', ARGV[3])

@@ -5,5 +5,6 @@
 if redis.call('EXISTS', KEYS[2]) == 1 then return {-1} end
 local record = transition(3)
 if not record then return {0} end
+-- mutant: redis.open_elicitation_single_use swap-up
 redis.call('SET', KEYS[2], ARGV[7], 'PX', ARGV[8])
 return {1, record}

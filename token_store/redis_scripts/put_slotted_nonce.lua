@@ -6,8 +6,10 @@
 local old = redis.call('GET', KEYS[2])
 if ARGV[5] then
   if (old or '') ~= ARGV[5] then return 0 end
+  -- mutant: redis.nonce_slot_cluster
   if KEYS[3] and old ~= ARGV[4] then redis.call('DEL', KEYS[3]) end
 elseif old and old ~= ARGV[4] then
+  -- mutant: redis.nonce_slot
   redis.call('DEL', ARGV[3] .. old)
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])

@@ -8,6 +8,7 @@
 -- Returns the stored record JSON, or false when the record is missing, expired or not in `expected`.
 local function transition(live_key)
   local cur = redis.call('HMGET', KEYS[1], 'status', 'expires_at', 'user', 'record')
+  -- mutant: redis.transition_cas "cur[1] ~= ARGV[1] or " -> ""
   if cur[1] ~= ARGV[1] or not cur[2] or tonumber(cur[2]) <= tonumber(ARGV[3]) then return false end
   local live_set = ARGV[5] .. cur[3]
   if KEYS[live_key] and KEYS[live_key] ~= live_set then return false end

@@ -24,7 +24,7 @@ from connect_routes.browser_session import binding_of, cookie_name
 from connect_routes.pages import timestamp
 from mock_providers.demo import build_demo
 from service.app import create_app
-from service.errors import LinkAlreadyUsed
+from service.errors import ElicitationAlreadyUsed
 from service.runtime import Runtime
 from service.settings import Settings
 from tests.support.tasks import running_in_own_task
@@ -488,7 +488,7 @@ async def test_a_link_opens_once_even_when_two_visits_passed_the_check(server: S
     link = await server.runtime.flow.check_link(elicitation.user, elicitation.id)
     first = await server.runtime.flow.open(link, "browser-one")
     assert "state=" in first
-    with pytest.raises(LinkAlreadyUsed):
+    with pytest.raises(ElicitationAlreadyUsed):
         await server.runtime.flow.open(link, "browser-two")
     assert await server.status(elicitation) is ElicitationStatus.OPENED
 

@@ -19,7 +19,7 @@ import pytest
 
 from mock_providers.demo import build_demo
 from service.connect_flow import CallbackParams, ConnectFlow
-from service.errors import MalformedParameter, SignInUnknown, WrongBrowser
+from service.errors import InvalidRequest, InvalidState, WrongBrowser
 from service.outbound_http import OutboundHttp
 from service.providers import ProviderConfig
 from tests.support.store_contract import T0, FakeClock, make_elicitation
@@ -173,7 +173,7 @@ async def test_finish_refuses_a_malformed_state_before_the_store(world: World, s
     statements: list[str] = []
     world.store.trace(statements.append)
     try:
-        with pytest.raises(MalformedParameter):
+        with pytest.raises(InvalidRequest):
             await world.flow.finish(callback(world, {"state": state, "code": "c"}, "b" * 43))
     finally:
         world.store.trace(None)
@@ -187,7 +187,7 @@ async def test_finish_consumes_the_state_before_any_other_check(world: World) ->
     elicitation_id, state = await opened_state(world, binding)
     with pytest.raises(WrongBrowser):
         await world.flow.finish(callback(world, {"state": state, "code": "c"}, "m" * 43))
-    with pytest.raises(SignInUnknown):
+    with pytest.raises(InvalidState):
         await world.flow.finish(callback(world, {"state": state, "code": "c"}, binding))
     failed = await world.flow.elicitation(elicitation_id)
     assert failed is not None and failed.status is ElicitationStatus.FAILED

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from mock_providers.demo import build_demo
-from service.connect_flow import TRANSITIONS, ConnectFlow, UnknownTransition
+from service.connect_flow import TRANSITIONS, ConnectFlow
+from service.errors import UnknownTransition
 from service.outbound_http import OutboundHttp
 from token_store import ElicitationStatus
 

@@ -11,7 +11,7 @@ import pytest
 
 from mock_providers.demo import build_demo
 from service.connections import Connections
-from service.errors import MalformedParameter
+from service.errors import InvalidRequest
 from tests.support.store_contract import FakeClock
 from token_store import Connection, ConnectionKey, KeyRing, SQLiteStore, TokenSet, UserRef
 
@@ -67,9 +67,9 @@ async def test_only_the_users_own_account_can_be_chosen(store: SQLiteStore) -> N
     mine = await put(store, ALICE, "1", "alice", 10.0)
     await put(store, BOB, "2", "bob", 10.0)
     assert await connections.own_account(ALICE, "mockhub", "1") == mine
-    with pytest.raises(MalformedParameter):
+    with pytest.raises(InvalidRequest):
         await connections.own_account(ALICE, "mockhub", "2")
-    with pytest.raises(MalformedParameter):
+    with pytest.raises(InvalidRequest):
         await connections.own_account(ALICE, "github", "1")
 
 

@@ -7,7 +7,8 @@ from typing import Any
 import httpx
 import pytest
 
-from service.discovery import IssuerMismatch, MetadataError, discover_metadata, fetch_metadata, metadata_urls
+from service.discovery import discover_metadata, fetch_metadata, metadata_urls
+from service.errors import MetadataError, MetadataIssuerMismatch
 
 ISSUER = "https://as.example"
 
@@ -52,7 +53,7 @@ async def test_a_document_naming_another_issuer_is_refused_at_once() -> None:
     first = f"{ISSUER}/.well-known/oauth-authorization-server"
     http, asked = serving({first: (200, {"issuer": "https://evil.example"})})
     async with http:
-        with pytest.raises(IssuerMismatch):
+        with pytest.raises(MetadataIssuerMismatch):
             await discover_metadata(http, ISSUER)
     assert asked == [first]  # RFC 8414 §3.3: never used, and no other candidate tried
 

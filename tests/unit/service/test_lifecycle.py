@@ -13,9 +13,9 @@ import anyio.lowlevel
 import pytest
 
 import service.lifecycle
+from service.errors import ProviderApiError
 from service.lifecycle import TokenLifecycle
 from service.outbound_http import OutboundHttp
-from service.provider_api import ProviderApiError
 from service.providers import ProviderConfig
 from tests.support.lifecycle import CALLERS, provider, stale_connection
 from tests.support.store_contract import T0, FakeClock

@@ -1,6 +1,7 @@
-"""What the server says it serves, and who it is, on both revisions: only tools, with no list-change
-notifications (its tool list never changes), and its name and version. In process, on the app
-`create_app` serves `/mcp` with (`service.app.mcp_http_app`)."""
+"""service/mcp_server.py: what the server says it serves, and who it is, on both revisions (only tools,
+with no list-change notifications, and its name and version), on the app `create_app` serves
+`/mcp` with (`service.app.mcp_http_app`); an unknown tool is a protocol error from the one mapping
+(service/mcp_errors.py), and never a metric label."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import pytest
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from service.app import mcp_http_app
 from service.mcp_server import ObservedMCPServer
@@ -94,3 +98,15 @@ async def test_initialize_declares_only_tools_without_list_changes() -> None:
     initialized = result_of(response)
     assert initialized["capabilities"] == ONLY_TOOLS
     assert initialized["serverInfo"] == {"name": "mcp-url-connect", "version": "1.2.3"}
+
+
+async def test_an_unknown_tool_is_invalid_params() -> None:
+    metrics = Metrics()
+    server = ObservedMCPServer("t", metrics=metrics, tracing=Tracing())
+    with pytest.raises(MCPError) as raised:
+        await server.call_tool("no_such_tool" * 20, {})
+    assert raised.value.error.code == INVALID_PARAMS
+    assert raised.value.error.message.startswith("Unknown tool: 'no_such_tool")
+    assert len(raised.value.error.message) < 100  # the name is cut short, not echoed whole
+    counted = {"tool": "unknown", "result": "error"}
+    assert metrics.registry.get_sample_value("mcpuc_tool_calls_total", counted) == 1

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.metrics import FlowOutcome, Metrics
+from service.flow_events import FlowOutcome
+from service.metrics import Metrics
 
 
 def test_metrics_registries_are_separate_and_expose_the_documented_families() -> None:

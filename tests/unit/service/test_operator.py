@@ -10,7 +10,8 @@ import anyio
 import pytest
 
 from service.connect_flow import ConnectFlow
-from service.operator import Operator, UnknownProvider
+from service.errors import UnknownProvider
+from service.operator import Operator
 from service.outbound_http import OutboundHttp
 from service.providers import ProviderConfig
 from service.settings import Settings

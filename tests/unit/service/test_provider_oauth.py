@@ -10,9 +10,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from service.errors import TokenExchangeError
 from service.provider_oauth import (
     MAX_LIFETIME,
-    TokenExchangeError,
     authorization_url,
     keep_refresh_token,
     token_set,

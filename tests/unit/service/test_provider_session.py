@@ -5,9 +5,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from service.errors import ProviderApiError
 from service.lifecycle import TokenLifecycle
 from service.outbound_http import OutboundHttp
-from service.provider_api import ProviderApiError
 from service.provider_session import ProviderSession
 from service.providers import build_provider
 from token_store import Connection, ConnectionKey, TokenSet, UserRef

@@ -169,3 +169,15 @@ def test_an_error_names_the_field_never_the_value() -> None:
     with pytest.raises(ProviderError) as caught:
         hub(preset="github", token_url="http://evil.example/secret-looking-value")
     assert str(caught.value) == "providers.hub.token_url: must be an https URL (plain http only on loopback)"
+
+
+def test_a_validation_error_never_quotes_the_client_secret() -> None:
+    """A provider built in code without its client id: the error names the field, never the input
+    (pydantic would otherwise quote the whole table, client secret included)."""
+    table = {"client_secret": "CANARY-SECRET"}
+    with pytest.raises(ValidationError) as direct:
+        ProviderConfig(name="hub", **table)
+    with pytest.raises(ValidationError) as nested:
+        Settings(providers={"hub": table})
+    for error in (direct.value, nested.value):
+        assert "client_id" in str(error) and "CANARY-SECRET" not in str(error)

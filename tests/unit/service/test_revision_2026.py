@@ -106,6 +106,20 @@ async def test_another_users_flow_is_no_answer_to_a_retry(world: World) -> None:
     assert still is not None and still.status is ElicitationStatus.PENDING
 
 
+async def test_a_decline_naming_another_users_flow_leaves_it_pending(world: World) -> None:
+    """Declining answers only the caller's own flow: a state naming Bob's (which the SDK's sealing
+    never lets Alice hold) must not end it."""
+    bobs = await world.flow.create(BOB, "client", None, world.config, ("read:user",))
+    asked = await world.answers.ask_connect(retry(None), bobs, "Connect", URL)
+    declined = {CONNECT_INPUT_KEY: ElicitResult(action="decline")}
+    with pytest.raises(ConnectionNeeded):
+        await world.answers.resume(
+            retry(asked.request_state, declined), caller(), world.config, nothing_connected
+        )
+    still = await world.flow.elicitation(bobs.id)
+    assert still is not None and still.status is ElicitationStatus.PENDING
+
+
 async def test_an_account_answer_goes_back_as_it_came(world: World) -> None:
     nonce = "n" * 43
     await world.store.put_nonce(nonce, 600, one_open_account_question(ALICE, "mockhub"))

@@ -9,22 +9,22 @@ from service.errors import (
     AccountIdTooLong,
     AccountNotNamed,
     AccountSwitchUnconfirmed,
+    AuthorizationResponseIssuerMismatch,
     BlankClientName,
+    ConnectCsrfTokenMismatch,
     CrossSiteRequest,
+    CsrfTokenMismatch,
+    ElicitationAlreadyUsed,
+    ElicitationUserMismatch,
+    InvalidRequest,
     InvalidRequestState,
+    InvalidState,
     InvalidToolArgument,
-    IssuerMismatch,
-    LinkAlreadyUsed,
     LoginIssuerMismatch,
-    MalformedLink,
-    MalformedParameter,
+    MalformedElicitationId,
     MixUp,
     NotSignedIn,
-    NotYourLink,
     SessionExpired,
-    SignInUnknown,
-    StaleConnectForm,
-    StaleForm,
     WrongBrowser,
 )
 from service.providers import ProviderConfig
@@ -85,12 +85,12 @@ def test_minted_ids_have_the_checked_shape_and_256_bits() -> None:
 
 def test_require_opaque_id() -> None:
     good = mint_opaque_id()
-    assert require_opaque_id(good, MalformedLink) == good
+    assert require_opaque_id(good, MalformedElicitationId) == good
     for bad in ("", "short", "x" * 129, "a" * 15, "a b" * 8, "é" * 20, "a" * 20 + "\n", None, 42):
-        with pytest.raises(MalformedLink):
-            require_opaque_id(bad, MalformedLink)
-    with pytest.raises(MalformedParameter):
-        require_opaque_id("../" * 10, MalformedParameter)
+        with pytest.raises(MalformedElicitationId):
+            require_opaque_id(bad, MalformedElicitationId)
+    with pytest.raises(InvalidRequest):
+        require_opaque_id("../" * 10, InvalidRequest)
 
 
 def test_require_signed_in() -> None:
@@ -133,10 +133,10 @@ def test_require_csrf_token() -> None:
         ("token-value", "tökén"),  # non-ASCII: a refusal, not a TypeError
         ("token-value", "\udcff"),  # a lone surrogate
     ):
-        with pytest.raises(StaleForm):
+        with pytest.raises(CsrfTokenMismatch):
             require_csrf_token(expected, submitted)
-    with pytest.raises(StaleConnectForm):
-        require_csrf_token("a", "b", StaleConnectForm)
+    with pytest.raises(ConnectCsrfTokenMismatch):
+        require_csrf_token("a", "b", ConnectCsrfTokenMismatch)
 
 
 def test_require_same_origin() -> None:
@@ -188,9 +188,9 @@ def test_require_visible_client_name() -> None:
 
 def test_require_same_user() -> None:
     require_same_user(ALICE, UserRef(ALICE.iss, ALICE.sub))
-    with pytest.raises(NotYourLink):
+    with pytest.raises(ElicitationUserMismatch):
         require_same_user(MALLORY, ALICE)
-    with pytest.raises(NotYourLink):
+    with pytest.raises(ElicitationUserMismatch):
         require_same_user(UserRef("https://other-issuer.example", "alice"), ALICE)
     with pytest.raises(WrongBrowser):
         require_same_user(MALLORY, ALICE, WrongBrowser)
@@ -199,7 +199,7 @@ def test_require_same_user() -> None:
 def test_require_pending() -> None:
     require_pending(elicitation())
     for status in (ElicitationStatus.OPENED, ElicitationStatus.COMPLETE, ElicitationStatus.FAILED):
-        with pytest.raises(LinkAlreadyUsed):
+        with pytest.raises(ElicitationAlreadyUsed):
             require_pending(elicitation(status))
 
 
@@ -236,7 +236,7 @@ def test_elicitation_of_same_user() -> None:
 def test_require_first_open() -> None:
     opened = elicitation(ElicitationStatus.OPENED)
     assert require_first_open(opened) is opened
-    with pytest.raises(LinkAlreadyUsed):
+    with pytest.raises(ElicitationAlreadyUsed):
         require_first_open(None)
 
 
@@ -273,7 +273,7 @@ async def test_require_single_use_state() -> None:
     state = oauth_state()
     store = OneStateStore(state)
     assert await require_single_use_state(store, state.state) == state
-    with pytest.raises(SignInUnknown):
+    with pytest.raises(InvalidState):
         await require_single_use_state(store, state.state)
 
 
@@ -308,7 +308,7 @@ def test_check_rfc9207_issuer() -> None:
     check_rfc9207_issuer(None, None)  # a provider that does not advertise RFC 9207
     check_rfc9207_issuer("anything", None)
     for received in (None, "", "https://evil.example", "https://hub.example/"):
-        with pytest.raises(IssuerMismatch):
+        with pytest.raises(AuthorizationResponseIssuerMismatch):
             check_rfc9207_issuer(received, "https://hub.example")
 
 

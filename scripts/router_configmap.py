@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write deploy/k8s/router-config.yaml: the ConfigMap carrying deploy/nginx/nginx.conf, the
-router's template, byte for byte (tests/unit/test_deploy_kit.py fails when the two differ).
+router's template, byte for byte (tests/project/test_deploy_kit.py fails when the two differ).
 
     .venv/bin/python scripts/router_configmap.py          # after editing deploy/nginx/nginx.conf
 

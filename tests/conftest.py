@@ -1,17 +1,19 @@
-"""Fixtures every suite shares: the scripted browsers, a private PostgreSQL server, a private
-Redis Sentinel group and a private Redis Cluster. (The testing
-kit's `mcpuc` fixture comes from its pytest plugin, registered by the package's `pytest11` entry
-point: `make` installs it.)"""
+"""Fixtures every suite shares: the scripted browsers, a store's key ring, PyYAML, a private
+PostgreSQL server, a private Redis Sentinel group and a private Redis Cluster. (The testing kit's
+`mcpuc` fixture comes from its pytest plugin, registered by the package's `pytest11` entry point:
+`make` installs it.)"""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
+from types import ModuleType
 
 import pytest
 
 from mock_providers.testing.browser import Browser
 from tests.needs import ClusterGroup, SentinelGroup
 from tests.support.postgres import PostgresServer
+from token_store import KeyRing
 
 
 @pytest.fixture
@@ -60,3 +62,18 @@ def cluster_group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterG
     redis-cli, fails in CI)."""
     with ClusterGroup(tmp_path_factory.mktemp("cluster")) as group:
         yield group
+
+
+@pytest.fixture
+def keyring() -> KeyRing:
+    """One fresh key, for a store under test."""
+    return KeyRing([("k1", KeyRing.generate_key())])
+
+
+@pytest.fixture
+def yaml() -> ModuleType:
+    """PyYAML, for the deploy kit's files (skips, saying so, where it is not installed)."""
+    return pytest.importorskip(
+        "yaml",
+        reason="PyYAML is not installed: the YAML files under deploy/ are not checked (pip install pyyaml)",
+    )

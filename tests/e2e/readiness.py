@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import time
 
-import anyio
 import httpx
 
 from mock_providers.testing.servers import DemoServers
+from tests.support.settle import wait_until
 
 
 async def wait_ready(servers: DemoServers, seconds: float = 10) -> float:
     """Poll /readyz (a real process converging, not a timed assertion); seconds it took."""
     started = time.monotonic()
     async with httpx.AsyncClient(timeout=2) as http:
-        with anyio.fail_after(seconds):
-            while True:
-                if (await http.get(f"{servers.public_url}/readyz")).status_code == 200:
-                    break
-                await anyio.sleep(0.1)
+
+        async def ready() -> bool:
+            return (await http.get(f"{servers.public_url}/readyz")).status_code == 200
+
+        await wait_until(ready, "/readyz to answer 200", within=seconds, poll=0.1)
     return time.monotonic() - started

@@ -14,6 +14,7 @@ from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import legacy_elicitation, mcp_client
 from mock_providers.testing.servers import DemoServers
 from tests.support.demo_store import connection_rows
+from tests.support.settle import quiet_for
 
 pytestmark = pytest.mark.e2e
 
@@ -112,7 +113,7 @@ async def test_completion_goes_only_to_the_session_that_asked(servers: DemoServe
         await browser.complete_connect(error.elicitations[0].url, username="alice")
         with anyio.fail_after(10):
             await rec_a.completed.wait()
-        await anyio.sleep(0.5)
+        await quiet_for(0.5, "a second notification to A, or one to B")
         assert rec_a.completed_ids() == [error.elicitations[0].elicitation_id]
         assert rec_b.completed_ids() == []
 

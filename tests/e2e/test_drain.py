@@ -44,6 +44,7 @@ def error_lines(log: Path) -> list[str]:
     return [line for line in log.read_text().splitlines() if "ERROR" in line or "Traceback" in line]
 
 
+@pytest.mark.slow  # a replica drained: up to GRACE_SECONDS
 async def test_sigterm_lets_calls_in_flight_finish(cluster: Cluster) -> None:
     name = "mcp-1"
     replica = Replica(cluster.data_dir, f"{cluster.replica_url(name)}/mcp")
@@ -90,6 +91,7 @@ async def test_sigterm_lets_calls_in_flight_finish(cluster: Cluster) -> None:
         cluster.start_replica(name)
 
 
+@pytest.mark.slow  # a replica drained: up to GRACE_SECONDS
 async def test_a_new_call_after_sigterm_goes_to_the_other_replica(cluster: Cluster) -> None:
     """Through nginx: once a replica stops, stateless calls land on the other one."""
     async with mcp_client(cluster, "carol", "2026-07-28") as (client, _):

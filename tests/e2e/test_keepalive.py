@@ -16,19 +16,14 @@ import pytest
 
 from mock_providers.testing.replicas import LifecycleStack, connect
 from service.runtime import Runtime
-from tests.support.lifecycle import running, wait_until
-from tests.support.webhook_receiver import Receiver, serving
+from tests.support.lifecycle import running
+from tests.support.settle import wait_until
+from tests.support.webhook_receiver import Receiver
 from token_store import Connection, ConnectionStatus, Store, UserRef
 
 pytestmark = pytest.mark.e2e
 
 KEEPALIVE = 1000  # seconds
-
-
-@pytest.fixture(scope="module")
-def receiver() -> Iterator[Receiver]:
-    with serving() as running:
-        yield running
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,9 @@ from mock_providers.testing.replicas import (
 )
 from service.lifecycle import FAILURE_COOLDOWN
 from service.provider_session import ProviderSession, uses
-from tests.support.lifecycle import leaks, running, sign_in, wait_until
+from tests.support.lifecycle import leaks, running
+from tests.support.login import sign_in
+from tests.support.settle import wait_until
 from token_store import ConnectionStatus, Store
 
 pytestmark = pytest.mark.e2e
@@ -423,7 +425,7 @@ async def test_token_endpoint_hanging_fails_within_the_http_timeout(
         [entry] = await connections(client)
         assert entry["status"] == "ok"
         # The failed refresher released the lock: after the short cooldown the next call refreshes.
-        await anyio.sleep(FAILURE_COOLDOWN + 0.2)
+        await anyio.sleep(FAILURE_COOLDOWN + 0.2)  # the server's real clock past the cooldown
         start = time.monotonic()
         assert profile(await client.call_tool("whoami", {}))["login"] == "octocat"
         assert time.monotonic() - start < 3 * HTTP_TIMEOUT

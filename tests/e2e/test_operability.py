@@ -24,6 +24,7 @@ from mock_providers.testing.stack import Mcpuc
 from service.logs import JsonFormatter, LogContextFilter
 from service.redaction import RedactingFilter
 from service.tracing import tracing_with
+from tests.support.settle import wait_until
 
 MODES = ("legacy", "2026-07-28")
 
@@ -227,13 +228,12 @@ async def test_a_refresh_in_flight_shows_as_refreshing_and_is_counted(mcpuc: Mcp
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(call_during_a_hanging_refresh)
             async with mcpuc.client("alice", "legacy") as other:
-                with anyio.fail_after(5):
-                    while True:
-                        listed = await other.call_tool("list_connections", {})
-                        statuses = [c["status"] for c in listed.structured_content["result"]]
-                        if statuses == ["refreshing"]:
-                            break
-                        await anyio.sleep(0.05)
+
+                async def refreshing() -> bool:
+                    listed = await other.call_tool("list_connections", {})
+                    return [c["status"] for c in listed.structured_content["result"]] == ["refreshing"]
+
+                await wait_until(refreshing, "the connection listed as refreshing", within=5, poll=0.05)
         listed = await client.call_tool("list_connections", {})
         assert [c["status"] for c in listed.structured_content["result"]] != ["refreshing"]
         assert outcome and "refresh" in outcome[0]  # the provider failed: a clear error, not a hang

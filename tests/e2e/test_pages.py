@@ -18,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mock_providers.testing.browser import Browser, Form, forms_in
 from mock_providers.testing.client import Recorder, accept
 from mock_providers.testing.stack import Mcpuc
+from tests.support.login import sign_in
 
 pytestmark = pytest.mark.e2e
 
@@ -45,13 +46,6 @@ async def named_client(mcpuc: Mcpuc, user: str, name: str) -> AsyncIterator[tupl
         client_info=mcp_types.Implementation(name=name, version="1.0"),
     ) as client:
         yield client, recorder
-
-
-async def sign_in(browser: Browser, url: str, username: str) -> httpx2.Response | Any:
-    """Open `url`, sign in at the dev AS as `username`; the page that follows."""
-    page = await browser.get(url)
-    [login] = [f for f in forms_in(page.text) if "username" in f.fields]
-    return await browser.submit(page, login, username=username)
 
 
 def form_to(page: Any, action: str) -> Form:

@@ -26,6 +26,7 @@ from mock_providers.testing.client import legacy_elicitation, mcp_client
 from mock_providers.testing.cluster import REPLICAS, Cluster, wait_for
 from tests.needs import ClusterGroup, SentinelGroup, need_binary, need_redis
 from tests.support.postgres import PostgresServer
+from tests.support.settle import quiet_for
 
 pytestmark = pytest.mark.e2e
 
@@ -88,7 +89,7 @@ async def test_callback_on_the_other_replica_still_notifies_the_session(
         assert not result.is_error
         assert result.structured_content is not None
         assert result.structured_content["login"] == "octocat"
-        await anyio.sleep(0.3)
+        await quiet_for(0.3, "a second completion notification")
         assert recorder.completed_ids() == [elicitation.elicitation_id]  # exactly once
 
 
@@ -112,6 +113,7 @@ async def test_stateless_client_is_served_by_both_replicas(cluster: Cluster, bro
     assert all(count > 0 for count in served.values()), served
 
 
+@pytest.mark.slow  # the sentinels' failover
 async def test_a_flow_completes_through_a_sentinel_failover(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, browser: Browser
 ) -> None:

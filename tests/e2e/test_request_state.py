@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import mcp_types
 import pytest
 from mcp.shared.exceptions import MCPError
@@ -13,16 +10,9 @@ from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import mcp_client
 from mock_providers.testing.servers import DemoServers
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.demo_settings(retry_wait_seconds=0.5)]
 MODERN = "2026-07-28"
 ACCEPT = {"connect": mcp_types.ElicitResult(action="accept")}
-
-
-@pytest.fixture
-def servers(tmp_path: Path) -> Iterator[DemoServers]:
-    running = DemoServers(tmp_path / "data", overrides={"retry_wait_seconds": 0.5}).start()
-    yield running
-    running.stop()
 
 
 async def _never(params: object) -> str:

@@ -25,7 +25,7 @@ from mock_providers.testing.client import mcp_client
 from mock_providers.testing.cluster import REPLICAS, Cluster
 from tests.support.slow_cluster import running_slow_cluster
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # replicas drained and restarted, GRACE_SECONDS each
 
 CALL_SECONDS = 0.3  # each call is in flight this long: a restart always catches some
 CLIENTS = 6
@@ -103,9 +103,9 @@ async def test_rolling_restart_under_load_fails_no_call(cluster: Cluster) -> Non
             clients.start_soon(idle_client, index)
         with anyio.fail_after(20):
             await all_idle.wait()  # every idle session exists before the restart
-        await anyio.sleep(1.0)
+        await anyio.sleep(1.0)  # the test: calls under load before the restart...
         stopping = await anyio.to_thread.run_sync(cluster.rolling_restart)
-        await anyio.sleep(1.0)
+        await anyio.sleep(1.0)  # ...and after it
         restarted.set()
 
     assert failures == [], what_went_wrong(cluster)

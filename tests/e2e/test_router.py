@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-import anyio
 import httpx
 import pytest
 
@@ -26,6 +25,7 @@ from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import legacy_elicitation, mcp_client
 from mock_providers.testing.cluster import REPLICAS, Cluster
 from tests.needs import need_binary, need_redis
+from tests.support.settle import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -80,9 +80,13 @@ async def test_no_log_line_of_a_flow_through_the_router_holds_a_code_state_or_li
     # The control: the flow went through the router, with both legs' codes and states and the link.
     assert "/login/callback?" in visited and "/callback/mockhub?" in visited and "/login?next=" in visited
     assert error.elicitations[0].elicitation_id in secrets and len(secrets) >= 5, secrets
-    await anyio.sleep(0.3)  # nginx writes its log lines after answering
+
+    def logged(text: str) -> bool:
+        return '"GET /callback/mockhub"' in text and '"GET /login/callback"' in text
+
+    # nginx writes a request's log line after answering it
+    await wait_until(lambda: logged(cluster.log("nginx").read_text()), "the router's lines of both callbacks")
     router_log = cluster.log("nginx").read_text()
-    assert '"GET /callback/mockhub"' in router_log and '"GET /login/callback"' in router_log
     for name in ("nginx", *REPLICAS):
         text = cluster.log(name).read_text()
         leaked = sorted(secret for secret in secrets if secret in text)
@@ -101,14 +105,16 @@ async def test_no_log_line_of_a_flow_through_the_router_holds_a_code_state_or_li
 async def _session_on(cluster: Cluster, user: str, replica: str, seconds: float = 15.0) -> str:
     """A 2025-11-25 session of `user` held by `replica`: initialize until the router's choice of
     replica falls on it (after a rollout, once its cached DNS answer has expired: `valid=2s`)."""
-    with anyio.fail_after(seconds):
-        while True:
-            async with mcp_client(cluster, user, "legacy") as (client, recorder):
-                await client.list_tools()
-                [session_id] = recorder.session_ids
-            if session_id.startswith(replica + "."):
-                return session_id
-            await anyio.sleep(0.1)
+    opened: list[str] = []
+
+    async def on_replica() -> bool:
+        async with mcp_client(cluster, user, "legacy") as (client, recorder):
+            await client.list_tools()
+            opened.extend(recorder.session_ids)
+        return opened[-1].startswith(replica + ".")
+
+    await wait_until(on_replica, f"a session held by {replica}", within=seconds, poll=0.1)
+    return opened[-1]
 
 
 async def test_a_rollout_with_new_addresses_is_followed(cluster: Cluster) -> None:

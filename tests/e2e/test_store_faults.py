@@ -49,7 +49,8 @@ def store_server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tup
 
 
 @pytest.fixture
-def servers(tmp_path: Path, store_server: tuple[str, StoreServer]) -> Iterator[DemoServers]:
+def servers_on_store_server(tmp_path: Path, store_server: tuple[str, StoreServer]) -> Iterator[DemoServers]:
+    """The demo on the test's own store server (not the e2e suite's `servers`: this store goes down)."""
     running = DemoServers(tmp_path / "data", overrides={"store_url": store_server[0]}).start()
     yield running
     running.stop()
@@ -60,15 +61,15 @@ async def _accept(params: Any) -> str:
 
 
 async def test_store_down_fails_closed_and_recovers(
-    servers: DemoServers, store_server: tuple[str, StoreServer], browser: Browser
+    servers_on_store_server: DemoServers, store_server: tuple[str, StoreServer], browser: Browser
 ) -> None:
     _, server = store_server
-    async with mcp_client(servers, "alice", "legacy", on_url=_accept) as (client, _):
+    async with mcp_client(servers_on_store_server, "alice", "legacy", on_url=_accept) as (client, _):
         with pytest.raises(MCPError) as first:
             await client.call_tool("whoami", {})
         assert first.value.error.code == URL_ELICITATION_REQUIRED
         url = first.value.error.data["elicitations"][0]["url"]
-        await browser.complete_connect(f"{servers.public_url}/connections", username="alice")
+        await browser.complete_connect(f"{servers_on_store_server.public_url}/connections", username="alice")
 
         server.stop()
         with pytest.raises(MCPError) as down:
@@ -80,16 +81,16 @@ async def test_store_down_fails_closed_and_recovers(
         with pytest.raises(MCPError):
             await listed
         async with httpx.AsyncClient() as http:
-            assert (await http.get(f"{servers.public_url}/readyz")).status_code == 503
-            assert (await http.get(f"{servers.public_url}/healthz")).status_code == 200
+            assert (await http.get(f"{servers_on_store_server.public_url}/readyz")).status_code == 503
+            assert (await http.get(f"{servers_on_store_server.public_url}/healthz")).status_code == 200
         assert (await browser.get(url)).status_code == 503
         async with httpx.AsyncClient() as http:
-            scraped = (await http.get(servers.metrics_url)).text
+            scraped = (await http.get(servers_on_store_server.metrics_url)).text
         assert 'mcpuc_store_errors_total{operation="' in scraped  # the operator sees the outage
 
         server.start()  # same port; no connection was stored
         # Ready again once the store answers and the completion bus has resubscribed.
-        await wait_ready(servers)
+        await wait_ready(servers_on_store_server)
         with pytest.raises(MCPError) as again:
             await client.call_tool("whoami", {})
         assert again.value.error.code == URL_ELICITATION_REQUIRED

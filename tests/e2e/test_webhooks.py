@@ -19,17 +19,12 @@ from mock_providers.testing.replicas import (
     legacy_client,
 )
 from service.cli import main
-from tests.support.lifecycle import running, wait_until
-from tests.support.webhook_receiver import Receiver, serving
+from tests.support.lifecycle import running
+from tests.support.settle import quiet_for, wait_until
+from tests.support.webhook_receiver import Receiver
 from token_store import Store
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def receiver() -> Iterator[Receiver]:
-    with serving() as running:
-        yield running
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +68,7 @@ async def test_a_connections_life_is_told_once_per_event_and_never_with_a_token(
     gone = await delivered(receiver, "connection.deleted", user)
     assert gone["data"]["reason"] == "user"
 
-    await anyio.sleep(2.5)  # two more sweeps of each replica's sender: nothing is sent twice
+    await quiet_for(2.5, "two more sweeps of each replica's sender: nothing is sent twice")
     assert len(receiver.ids) == len(set(receiver.ids))
     assert [p["type"] for p in receiver.accepted if p["data"]["sub"] == user] == [
         "connection.created",

@@ -15,7 +15,6 @@ import os
 import re
 import secrets
 import subprocess
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ import httpx
 from mock_providers.testing.servers import HOST, free_port
 from tests.integration.node_servers import NODE_DIR, NODE_MODULES, end_process, need_node
 from tests.support.chromium import headless_chromium
+from tests.support.settle import eventually
 
 PACKAGE = "@modelcontextprotocol/inspector"
 LAUNCHER = NODE_MODULES / PACKAGE / "clients" / "launcher" / "build" / "index.js"
@@ -89,14 +89,21 @@ class Inspector:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        deadline = time.monotonic() + START_TIMEOUT
-        while not self._answers():
-            if self._process.poll() is not None or time.monotonic() > deadline:
-                code = self._process.poll()
-                self.stop()
-                output = self.output()
-                raise RuntimeError(f"the Inspector did not start (exit code {code}); its output:\n{output}")
-            time.sleep(0.1)
+
+        def answers() -> bool:
+            if self._process.poll() is not None:
+                raise AssertionError("the Inspector exited")
+            return self._answers()
+
+        try:
+            eventually(answers, "the Inspector to answer", within=START_TIMEOUT, poll=0.1)
+        except AssertionError as failed:
+            code = self._process.poll()
+            self.stop()
+            output = self.output()
+            raise RuntimeError(
+                f"the Inspector did not start (exit code {code}); its output:\n{output}"
+            ) from failed
         return self
 
     def _answers(self) -> bool:

@@ -38,7 +38,7 @@ RUNS = {
 
 # The suite's client opens a session and a GET stream per scenario on the stable line and closes
 # neither until it exits; all of them are one user's (the proxy's token). Room for that, and the
-# per-user caps themselves are tested in tests/unit/test_session_limits.py.
+# per-user caps themselves are tested in tests/unit/service/test_session_limits.py.
 CAP = 1000
 
 TEST_TOOL = "calls a fixture tool of the suite's reference server; ours answers an unknown tool -32602"

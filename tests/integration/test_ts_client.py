@@ -128,6 +128,7 @@ async def test_ts_v2_client_answers_input_required_by_itself(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(BROWSER_LEG + 300)
 async def test_ts_v2_client_waits_out_a_three_minute_browser_leg(
     node_v2: str, mcpuc: Mcpuc, tmp_path: Path
 ) -> None:

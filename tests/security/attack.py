@@ -45,7 +45,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 from urllib.parse import parse_qs, quote, quote_plus, urlsplit
 
-import anyio
 import httpx
 from mcp.shared.exceptions import MCPError
 
@@ -53,6 +52,7 @@ from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import Recorder
 from mock_providers.testing.servers import HOST, DemoServers
 from service.redaction import RedactingFilter
+from tests.support.settle import quiet_for
 
 MIN_CANARY = 12  # shorter values would match by accident
 # The elicitation id a completion notification names (the SDK writes method, then params).
@@ -641,7 +641,7 @@ async def attack(
     a = Attack(servers)
     with captured_logs() as logs:
         yield a
-        await anyio.sleep(settle)  # let a stray notification or log line arrive
+        await quiet_for(settle, "a stray notification or log line")
     assert a.expectations, "an attack test must state its expected status, error or outcome"
 
     # (2) no token written

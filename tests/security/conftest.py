@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.security.attack import Servers, running
+from tests.support.markers import demo_settings
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -15,5 +16,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Servers]:
-    """One demo per module: tests use distinct users, so they do not see each other's state."""
-    yield from running(tmp_path_factory, request.module.__name__.rsplit(".", 1)[-1])
+    """One recorded demo per module, with the settings its `demo_settings` marker overrides: tests
+    use distinct users, so they do not see each other's state."""
+    name = request.module.__name__.rsplit(".", 1)[-1]
+    yield from running(tmp_path_factory, name, **demo_settings(request.node))

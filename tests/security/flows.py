@@ -25,6 +25,7 @@ from mock_providers import mint_access_token
 from mock_providers.testing.browser import Browser, Form, forms_in
 from mock_providers.testing.client import ACCEPT, Recorder, mcp_client
 from tests.security.attack import Servers, servers_of
+from tests.support.login import sign_in
 from token_store import Connection, ConnectionKey, TokenSet, UserRef
 
 MODERN = "2026-07-28"
@@ -100,9 +101,9 @@ async def retry(e: Elicited) -> Any:
 # ---- the browser leg -------------------------------------------------------------------------
 
 
-async def sign_in(browser: Browser, servers: Servers, username: str) -> httpx.Response:
+async def sign_in_to_connections(browser: Browser, servers: Servers, username: str) -> httpx.Response:
     """Sign `browser` in as `username` (dev AS login) and land on /connections."""
-    page = await browser.complete_connect(f"{servers.public_url}/connections", username=username)
+    page = await sign_in(browser, f"{servers.public_url}/connections", username)
     assert page.status_code == 200 and f"Signed in as {username}" in page.text, page.text[:300]
     return page
 

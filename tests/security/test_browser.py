@@ -36,7 +36,7 @@ from tests.security.flows import (
     session_cookie_name,
     session_value,
     settled,
-    sign_in,
+    sign_in_to_connections,
     sign_session,
     switch_account,
     until_callback,
@@ -328,7 +328,7 @@ EVIL_NEXT = [
 
 async def test_login_next_cannot_leave_the_site(servers: Servers, browser: Browser) -> None:
     """Open redirect via /login?next= (//, \\, https:, encoded...): always /connections (RFC 9700 §4.11)."""
-    await sign_in(browser, servers, unique("alice"))
+    await sign_in_to_connections(browser, servers, unique("alice"))
     async with attack(servers, browsers=[browser]) as a:
         for evil in EVIL_NEXT:
             # Signed in here: the "already signed in" page, whose links stay on the site.
@@ -366,7 +366,7 @@ async def test_session_cookie_attributes_on_loopback_http(servers: Servers, brow
     """Cookie theft by script or cross-site use: HttpOnly, SameSite=Lax, Path=/, host-only (RFC 6265bis)."""
     async with attack(servers, browsers=[browser]) as a:
         mark = servers.wire.mark()
-        await sign_in(browser, servers, unique("alice"))
+        await sign_in_to_connections(browser, servers, unique("alice"))
         set_cookies = [
             value
             for x in servers.exchanges("mcp", since=mark)
@@ -439,7 +439,7 @@ async def test_login_rotates_a_planted_session(servers: Servers, browser: Browse
     pre_login = sign_session(servers, planted)  # what Mallory obtained and planted before the login
     browser.http.cookies.set(session_cookie_name(servers), pre_login, domain="127.0.0.1", path="/")
     async with attack(servers, browsers=[browser]) as a:
-        await sign_in(browser, servers, alice)
+        await sign_in_to_connections(browser, servers, alice)
         first = session_value(browser, servers)
         assert first is not None
         session = read_session(servers, first)
@@ -488,7 +488,7 @@ async def test_login_csrf_with_mallorys_login_callback_is_refused(
 ) -> None:
     """Login CSRF: Mallory's /login/callback opened in Alice's browser: 400 (RFC 6749 §10.12)."""
     alice, mallory = unique("alice"), unique("mallory")
-    await sign_in(browser, servers, alice)
+    await sign_in_to_connections(browser, servers, alice)
     callback = await _login_callback_url(other_browser, servers, mallory)
     async with attack(servers, browsers=[browser, other_browser]) as a:
         a.status(await browser.http.get(callback, follow_redirects=False), 400)
@@ -600,7 +600,7 @@ async def test_login_swap_from_another_site_keeps_alices_session(
     Alice's signed-in browser, then Alice's Continue: her browser stays Alice's, Mallory's link is
     never shown to her, nothing is bound (RFC 6749 §10.12; OIDC Core §3.1.2.1)."""
     alice, mallory = unique("alice"), unique("mallory")
-    await sign_in(browser, servers, alice)
+    await sign_in_to_connections(browser, servers, alice)
     async with (
         elicit(servers, mallory, mode) as mallorys,
         attack(servers, browsers=[browser], recorders=[mallorys.recorder]) as a,
@@ -642,7 +642,7 @@ async def test_login_while_signed_in_never_switches_the_account(servers: Servers
     shows "already signed in as Alice", never reaches the AS; only the user's own sign-out POST
     switches (RFC 6749 §10.12)."""
     alice, mallory, bob = unique("alice"), unique("mallory"), unique("bob")
-    await sign_in(browser, servers, alice)
+    await sign_in_to_connections(browser, servers, alice)
     await sign_in_at_the_authorization_server(browser, servers, mallory)
     async with attack(servers, browsers=[browser]) as a:
         mark = len(browser.visited)
@@ -668,7 +668,7 @@ async def test_sign_in_for_a_connect_link_asks_the_authorization_server_again(
     """A sign-in started from /connect sends prompt=login: the AS asks who signs in instead of
     reusing a session another site may have planted there (OIDC Core §3.1.2.1)."""
     alice = unique("alice")
-    await sign_in(browser, servers, alice)
+    await sign_in_to_connections(browser, servers, alice)
     drop_session(browser, servers)  # signed out here, still signed in at the AS
     async with (
         elicit(servers, alice, "legacy") as e,

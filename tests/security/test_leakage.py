@@ -37,7 +37,7 @@ from tests.security.attack import (
     running,
     unique,
 )
-from tests.security.flows import connect_fully, elicit, retry, sign_in, until_callback
+from tests.security.flows import connect_fully, elicit, retry, sign_in_to_connections, until_callback
 from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.security
@@ -64,7 +64,7 @@ def test_canary_scan_finds_every_encoding() -> None:
 
 async def full_flow(a: Attack, servers: Servers, browser: Browser, mode: str, user: str) -> None:
     """Real dev-AS login, connect, the tool's result, list, a second API call, and a replay refusal."""
-    await sign_in(browser, servers, user)
+    await sign_in_to_connections(browser, servers, user)
     async with elicit(servers, user, mode) as e:
         callback = await until_callback(browser, servers, e.url, user, login=user + "-gh")
         a.status(await browser.get(callback), 200)
@@ -114,7 +114,7 @@ async def test_attack_harness_flags_a_flow_that_connects(servers: Servers, brows
 async def test_logs_are_captured_at_debug_from_every_library(servers: Servers, browser: Browser) -> None:
     """Harness self-test: the log capture sees uvicorn, httpx and authlib DEBUG records."""
     with captured_logs() as logs:
-        await sign_in(browser, servers, unique("alice"))
+        await sign_in_to_connections(browser, servers, unique("alice"))
     names = {name.split(".")[0] for _, name, _ in logs.records}
     assert {"uvicorn", "httpx", "authlib"} <= names, names
     assert any("/login/callback" in line for line in logs.lines)

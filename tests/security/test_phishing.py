@@ -28,7 +28,7 @@ from tests.security.flows import (
     plant_session,
     session_cookie_name,
     session_value,
-    sign_in,
+    sign_in_to_connections,
 )
 from tests.security.rpc import RawMcp, connect_url
 
@@ -60,7 +60,7 @@ async def test_link_opened_by_another_user_is_refused(
     """Phishing: Mallory's link opened by Bob, signed in as Bob: 403 on GET and POST (client-elicitation)."""
     mallory, bob = unique("mallory"), unique("bob")
     async with elicit(servers, mallory, mode) as e:
-        await sign_in(other_browser, servers, bob)
+        await sign_in_to_connections(other_browser, servers, bob)
         async with attack(servers, browsers=[other_browser], recorders=[e.recorder]) as a:
             page = a.status(await other_browser.get(e.url), 403)
             a.check("another account" in page.text, "the page says the link is someone else's")
@@ -147,7 +147,7 @@ async def test_link_opened_with_a_tampered_cookie_is_treated_as_signed_out(
 ) -> None:
     """Phishing with Mallory's own cookie edited to name the owner: every variant ignored (invariant 2)."""
     alice, mallory = unique("alice"), unique("mallory")
-    await sign_in(browser, servers, mallory)
+    await sign_in_to_connections(browser, servers, mallory)
     genuine = session_value(browser, servers)
     assert genuine is not None
     async with (
@@ -168,7 +168,7 @@ async def test_planted_session_cookie_of_mallory_does_not_bind_alices_link(
 ) -> None:
     """Mallory's valid session planted in Alice's browser: Alice's link is refused (RFC 9700 §4.7)."""
     alice, mallory = unique("alice"), unique("mallory")
-    await sign_in(other_browser, servers, mallory)
+    await sign_in_to_connections(other_browser, servers, mallory)
     planted = session_value(other_browser, servers)
     assert planted is not None
     plant_session(browser, servers, planted)
@@ -190,7 +190,7 @@ async def test_provider_consent_link_forwarded_to_another_user_is_refused_at_the
     async with elicit(servers, mallory, mode) as e:
         page = await open_link(browser, e.url, mallory)
         authorize_url = await continue_to_provider(browser, servers, page)
-        await sign_in(other_browser, servers, bob)
+        await sign_in_to_connections(other_browser, servers, bob)
         async with attack(servers, browsers=[browser, other_browser], recorders=[e.recorder]) as a:
             callback = await consent(other_browser, authorize_url, login="bob-at-mockhub")
             a.status(await other_browser.get(callback), 403)

@@ -29,7 +29,7 @@ from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import MODES, mcp_client
 from service.logs import LogContextFilter, TextFormatter
 from service.redaction import RedactingFilter
-from tests.security.attack import Attack, Listener, Servers, attack, elicitation_status, running, unique
+from tests.security.attack import Attack, Listener, Servers, attack, elicitation_status, unique
 from tests.security.flows import (
     ask,
     bearer,
@@ -47,15 +47,9 @@ from tests.security.flows import (
 )
 from tests.security.rpc import RawMcp, connect_url
 
-pytestmark = pytest.mark.security
-
 HTTP_TIMEOUT = 1.0
-
-
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    """The demo with a short outbound timeout, so a hanging token endpoint fails fast."""
-    yield from running(tmp_path_factory, "provider-leg", http_timeout=HTTP_TIMEOUT)
+# The demo with a short outbound timeout, so a hanging token endpoint fails fast.
+pytestmark = [pytest.mark.security, pytest.mark.demo_settings(http_timeout=HTTP_TIMEOUT)]
 
 
 @pytest.fixture(autouse=True)

@@ -24,20 +24,16 @@ from mcp.shared.exceptions import MCPError
 from mock_providers.testing.client import Recorder, mcp_client
 from mock_providers.testing.servers import HOST, ThreadedServers, free_port
 from service.app import create_app
-from tests.security.attack import RecordingApp, Servers, attack, running, unique
+from tests.security.attack import RecordingApp, Servers, attack, unique
 from tests.security.flows import ACCEPT, MODERN, ask, bearer, manual
 from tests.security.rpc import RawMcp
 
-pytestmark = pytest.mark.security
 INVALID = "Invalid or expired requestState"
 ELICITATION_TTL = 120  # not the SDK's 600 s default, so a state sealed with that default shows
-
-
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    yield from running(
-        tmp_path_factory, "request-state", retry_wait_seconds=0.2, elicitation_ttl=ELICITATION_TTL
-    )
+pytestmark = [
+    pytest.mark.security,
+    pytest.mark.demo_settings(retry_wait_seconds=0.2, elicitation_ttl=ELICITATION_TTL),
+]
 
 
 @dataclass

@@ -7,26 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 from mock_providers.testing.client import MODES
-from tests.security.attack import Servers, attack, running, unique
+from tests.security.attack import Servers, attack, unique
 from tests.security.flows import bearer
 from tests.security.rpc import ACCEPT, CAPABILITIES, CLIENT_INFO, LEGACY_VERSION, MODERN_VERSION, RawMcp
 
-pytestmark = pytest.mark.security
-
 PER_USER = 5
+pytestmark = [pytest.mark.security, pytest.mark.demo_settings(max_sessions_per_user=PER_USER)]
 ORDERS = {"legacy first": (LEGACY_VERSION, MODERN_VERSION), "modern first": (MODERN_VERSION, LEGACY_VERSION)}
-
-
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    yield from running(tmp_path_factory, "session-caps", max_sessions_per_user=PER_USER)
 
 
 def sessions_of(servers: Servers, user: str) -> int:

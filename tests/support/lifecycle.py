@@ -4,17 +4,17 @@ mock_providers.testing.replicas)."""
 from __future__ import annotations
 
 import base64
-import math
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
 
-import anyio
-
-from mock_providers.testing.browser import Browser, forms_in
 from mock_providers.testing.replicas import LifecycleStack
+from service.providers import ProviderConfig, build_provider
 from tests.needs import need_redis
-
-POLL, WAIT_SECONDS = 0.02, 10.0  # waiting for what the server thread does
+from token_store import (
+    Connection,
+    ConnectionKey,
+    TokenSet,
+    UserRef,
+)
 
 
 def running(stack: LifecycleStack) -> Iterator[LifecycleStack]:
@@ -24,26 +24,6 @@ def running(stack: LifecycleStack) -> Iterator[LifecycleStack]:
         yield stack.start()
     finally:
         stack.stop()
-
-
-async def wait_until(predicate: Callable[[], bool], what: str) -> None:
-    """Poll `predicate` (state another thread changes) until true; fail after WAIT_SECONDS."""
-    for _ in range(math.ceil(WAIT_SECONDS / POLL)):
-        if predicate():
-            return
-        await anyio.sleep(POLL)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-async def sign_in(browser: Browser, url: str, user: str) -> Any:
-    """Open `url`, passing the dev AS login as `user` if asked; the page after that."""
-    page = await browser.get(url)
-    for _ in range(3):
-        login_form = next((f for f in forms_in(page.text) if "username" in f.fields), None)
-        if login_form is None:
-            return page
-        page = await browser.submit(page, login_form, username=user)
-    return page
 
 
 def encodings(secret: str) -> list[bytes]:
@@ -63,3 +43,22 @@ def leaks(secrets_: Iterable[str], blobs: Iterable[bytes | str]) -> list[str]:
     """The secrets found (in any of `encodings`) in any of `blobs`."""
     data = [b if isinstance(b, bytes) else b.encode() for b in blobs]
     return [s for s in secrets_ if any(form in blob for form in encodings(s) for blob in data)]
+
+
+CALLERS = 20
+
+
+def provider() -> ProviderConfig:
+    return build_provider(
+        "github", {"preset": "github", "client_id": "c"}, {"MCPUC_PROVIDER_GITHUB_CLIENT_SECRET": "s"}
+    )
+
+
+def stale_connection() -> Connection:
+    return Connection(
+        ConnectionKey(UserRef("https://as", "alice"), "github", "1"),
+        TokenSet("old-access", refresh_token="old-refresh", expires_at=1.0),
+        "octocat",
+        1.0,
+        1.0,
+    )

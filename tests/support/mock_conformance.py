@@ -1,4 +1,4 @@
-"""The mock OAuth providers as the RFC conformance tests (tests/unit/mock_conformance/)
+"""The mock OAuth providers as the RFC conformance tests (tests/unit/mock_providers/conformance/)
 drive them: one description per provider and the few flows every test needs, all over HTTP.
 
 Each :class:`OAuthProvider` says where a provider's endpoints are, which client it knows and how a
@@ -10,41 +10,28 @@ never through a provider's storage, so they keep working whatever the mocks keep
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from mock_providers import ClientSpec, MockProvidersConfig
 from tests.support.mock_provider_setup import (
     BASE,
+    GOOGLE_CALLBACK,
+    GOOGLE_CLIENT_ID,
+    GOOGLE_SECRET,
     HUB_CALLBACK,
     HUB_CLIENT_ID,
     HUB_SECRET,
     LOGIN_CALLBACK,
     LOGIN_CLIENT_ID,
     LOGIN_SECRET,
+    SLACK_CALLBACK,
+    SLACK_CLIENT_ID,
+    SLACK_SECRET,
     dev_as_login,
-    make_config,
     pkce_pair,
     query_of,
 )
-
-GOOGLE_CLIENT_ID = "conformance.apps.mockgoogle.test"
-GOOGLE_SECRET = "google-secret-0123456789"
-GOOGLE_CALLBACK = "http://127.0.0.1:8000/callback/mockgoogle"
-SLACK_CLIENT_ID = "1111111111.2222222222"
-SLACK_SECRET = "slack-secret-0123456789"
-SLACK_CALLBACK = "http://127.0.0.1:8000/callback/mockslack"
-
-
-def conformance_config(data_dir: Path) -> MockProvidersConfig:
-    """Every provider served, each with a confidential client."""
-    return make_config(
-        data_dir,
-        mockgoogle_client=ClientSpec(GOOGLE_CLIENT_ID, GOOGLE_SECRET, (GOOGLE_CALLBACK,)),
-        mockslack_client=ClientSpec(SLACK_CLIENT_ID, SLACK_SECRET, (SLACK_CALLBACK,)),
-    )
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The mock providers' configuration for ASGI-level tests (tests/unit/test_mock_providers*.py):
+"""The mock providers' configuration for ASGI-level tests (tests/unit/mock_providers/):
 fixed URLs, clients and secrets, and the small OAuth helpers those tests share."""
 
 from __future__ import annotations
@@ -10,6 +10,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import jwt
 
 from mock_providers import ClientSpec, MockProvidersConfig
 
@@ -94,3 +97,168 @@ async def dev_as_login(http: Any, username: str = "alice", return_to: str = "") 
     page = await http.get("/login")
     csrf = only_form(page.text)["fields"]["csrf"]
     return await http.post("/login", data={"username": username, "return_to": return_to, "csrf": csrf})
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def consent(
+    client: httpx.AsyncClient,
+    path: str,
+    params: dict[str, str],
+    *,
+    login: str,
+    decision: str = "approve",
+    expect_default: str | None = None,
+) -> dict[str, str]:
+    """GET a consent page, submit its form as the user would; returns the callback parameters."""
+    page = await client.get(path, params=params)
+    assert page.status_code == 200, page.text
+    form = only_form(page.text)
+    assert form["action"] == path
+    assert sorted(form["buttons"]) == [("decision", "approve"), ("decision", "deny")]
+    if expect_default is not None:
+        assert form["fields"]["login"] == expect_default
+    response = await client.post(path, data={**form["fields"], "login": login, "decision": decision})
+    assert response.status_code == 302, response.text
+    return query_of(response.headers["location"])
+
+
+async def hub_tokens(client: httpx.AsyncClient, login: str = "octocat") -> dict[str, Any]:
+    verifier, challenge = pkce_pair()
+    params = {
+        "response_type": "code",
+        "client_id": HUB_CLIENT_ID,
+        "redirect_uri": HUB_CALLBACK,
+        "scope": "read:user",
+        "state": "s",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+    }
+    callback = await consent(client, "/mockhub/authorize", params, login=login)
+    token = await client.post(
+        "/mockhub/token",
+        data={
+            "grant_type": "authorization_code",
+            "code": callback["code"],
+            "redirect_uri": HUB_CALLBACK,
+            "code_verifier": verifier,
+        },
+        auth=(HUB_CLIENT_ID, HUB_SECRET),
+    )
+    assert token.status_code == 200, token.text
+    body: dict[str, Any] = token.json()
+    return body
+
+
+async def hub_refresh(client: httpx.AsyncClient, refresh_token: str) -> httpx.Response:
+    return await client.post(
+        "/mockhub/token",
+        data={"grant_type": "refresh_token", "refresh_token": refresh_token},
+        auth=(HUB_CLIENT_ID, HUB_SECRET),
+    )
+
+
+async def hub_user_status(client: httpx.AsyncClient, access_token: str) -> int:
+    return (await client.get("/mockhub/user", headers=bearer(access_token))).status_code
+
+
+def google_params(challenge: str, **extra: str) -> dict[str, str]:
+    return {
+        "response_type": "code",
+        "client_id": GOOGLE_CLIENT_ID,
+        "redirect_uri": GOOGLE_CALLBACK,
+        "scope": "openid email profile",
+        "state": "g-state",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        **extra,
+    }
+
+
+async def google_tokens(
+    client: httpx.AsyncClient, login: str = "alice@example.com", **extra: str
+) -> dict[str, Any]:
+    verifier, challenge = pkce_pair()
+    callback = await consent(client, "/mockgoogle/authorize", google_params(challenge, **extra), login=login)
+    assert callback["state"] == "g-state" and callback["iss"] == GOOGLE
+    token = await client.post(
+        "/mockgoogle/token",
+        data={
+            "grant_type": "authorization_code",
+            "code": callback["code"],
+            "redirect_uri": GOOGLE_CALLBACK,
+            "code_verifier": verifier,
+            "client_id": GOOGLE_CLIENT_ID,
+            "client_secret": GOOGLE_SECRET,
+        },
+    )
+    assert token.status_code == 200, token.text
+    body: dict[str, Any] = token.json()
+    return body
+
+
+async def google_refresh(client: httpx.AsyncClient, refresh_token: str) -> httpx.Response:
+    return await client.post(
+        "/mockgoogle/token",
+        data={"grant_type": "refresh_token", "refresh_token": refresh_token},
+        auth=(GOOGLE_CLIENT_ID, GOOGLE_SECRET),
+    )
+
+
+async def verify_id_token(client: httpx.AsyncClient, id_token: str) -> dict[str, Any]:
+    discovery = (await client.get("/mockgoogle/.well-known/openid-configuration")).json()
+    jwks = (await client.get(discovery["jwks_uri"].removeprefix(BASE))).json()
+    header = jwt.get_unverified_header(id_token)
+    assert header["alg"] == "RS256" and header["typ"] == "JWT"
+    key = jwt.PyJWKSet.from_dict(jwks)[header["kid"]]
+    claims: dict[str, Any] = jwt.decode(
+        id_token,
+        key=key,
+        algorithms=["RS256"],
+        audience=GOOGLE_CLIENT_ID,
+        issuer=discovery["issuer"],
+        options={"require": ["exp", "iat", "iss", "aud", "sub"]},
+    )
+    return claims
+
+
+def slack_params(challenge: str, **extra: str) -> dict[str, str]:
+    # Slack needs no response_type.
+    return {
+        "client_id": SLACK_CLIENT_ID,
+        "redirect_uri": SLACK_CALLBACK,
+        "scope": "commands,chat:write",
+        "user_scope": "search:read,users:read",
+        "state": "sl-state",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        **extra,
+    }
+
+
+async def slack_access(client: httpx.AsyncClient, login: str = "grace", **extra: str) -> dict[str, Any]:
+    verifier, challenge = pkce_pair()
+    callback = await consent(client, "/mockslack/authorize", slack_params(challenge, **extra), login=login)
+    assert callback["state"] == "sl-state" and "iss" not in callback
+    response = await client.post(
+        "/mockslack/oauth.v2.access",
+        data={
+            "code": callback["code"],
+            "redirect_uri": SLACK_CALLBACK,
+            "code_verifier": verifier,
+            "client_id": SLACK_CLIENT_ID,
+            "client_secret": SLACK_SECRET,
+        },
+    )
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def auth_test(client: httpx.AsyncClient, token: str) -> dict[str, Any]:
+    response = await client.post("/mockslack/auth.test", headers=bearer(token))
+    assert response.status_code == 200
+    body: dict[str, Any] = response.json()
+    return body

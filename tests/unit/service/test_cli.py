@@ -1,0 +1,314 @@
+"""The console entry point: dev-token and serve refuse clearly; demo data is generated once and kept."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import jwt
+import pytest
+
+from mock_providers import create_mock_providers_app
+from mock_providers.demo import banner, build_demo
+from mock_providers.testing.servers import free_port
+from service.cli import build_server, main, serve_until_stopped
+from tests.support.settle import eventually, succeeds
+
+
+def test_dev_token_refuses_without_dev_keys(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["dev-token", "alice", "--data-dir", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "dev-as.json" in captured.err
+
+
+def test_dev_token_prints_only_a_token_for_the_demo_audience(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    demo = build_demo("127.0.0.1", 9100, 9101, tmp_path)
+    create_mock_providers_app(demo.providers)  # creates the dev AS key under the data dir
+    assert main(["dev-token", "alice", "--data-dir", str(tmp_path)]) == 0
+    token = capsys.readouterr().out.strip()
+    claims = jwt.decode(token, options={"verify_signature": False})
+    assert claims["sub"] == "alice"
+    assert claims["iss"] == demo.settings.auth_issuer
+    assert claims["aud"] == demo.settings.resource_url
+
+
+def test_demo_secrets_are_generated_once_and_private(tmp_path: Path) -> None:
+    first = build_demo("127.0.0.1", 9100, 9101, tmp_path)
+    second = build_demo("127.0.0.1", 9100, 9101, tmp_path)
+    assert first.settings.encryption_keys == second.settings.encryption_keys
+    mode = stat.S_IMODE((tmp_path / "demo-secrets.json").stat().st_mode)
+    assert mode == 0o600
+
+
+def test_serve_refuses_an_incomplete_configuration(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("MCPUC_AUTH_ISSUER", "MCPUC_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["serve"]) == 2
+    assert "MCPUC_AUTH_ISSUER is required" in capsys.readouterr().err
+
+
+def test_demo_refuses_a_non_loopback_host_with_a_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--host", "192.0.2.10", "--data-dir", str(tmp_path)]) == 2
+    assert "loopback" in capsys.readouterr().err
+
+
+def test_mock_providers_writes_a_private_serve_configuration(tmp_path: Path) -> None:
+    from mock_providers.demo import build_dev_setup, write_serve_env
+    from service.settings import load_settings
+
+    setup = build_dev_setup("http://127.0.0.1:8080", "http://127.0.0.1:8001", tmp_path)
+    env_file = write_serve_env(setup)
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
+    environ = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
+    loaded = load_settings(environ).require_safe_to_serve()
+    assert loaded.providers["mockhub"].client_secret == setup.settings.providers["mockhub"].client_secret
+    assert loaded.providers["mockhub"].issuer == "http://127.0.0.1:8001/mockhub"
+    assert loaded.public_url == "http://127.0.0.1:8080"
+
+
+def test_keys_rotate_reencrypts_under_the_newest_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+    import base64
+    import os
+
+    from token_store import Connection, ConnectionKey, KeyRing, SQLiteStore, TokenSet, UserRef
+
+    def key() -> str:
+        return base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
+
+    old, new = f"old:{key()}", f"new:{key()}"
+    db = tmp_path / "store.sqlite3"
+    conn = Connection(
+        ConnectionKey(UserRef("https://as", "alice"), "mockhub", "1"), TokenSet("tok"), "a", 1.0, 1.0
+    )
+
+    async def put_and_read(keys: str, write: bool) -> tuple[str | None, str | None]:
+        store = await SQLiteStore.open(db, KeyRing.parse(keys))
+        try:
+            if write:
+                await store.put_connection(conn)
+            found = await store.get_connection(conn.key.user, "mockhub")
+            return (found.tokens.access_token if found else None), None
+        finally:
+            await store.close()
+
+    asyncio.run(put_and_read(old, write=True))
+    environ = {
+        "MCPUC_PUBLIC_URL": "https://mcp.example.com",
+        "MCPUC_AUTH_ISSUER": "https://as.example.com",
+        "MCPUC_LOGIN_CLIENT_ID": "login",
+        "MCPUC_SESSION_SECRET": "s" * 40,
+        "MCPUC_ENCRYPTION_KEYS": f"{new},{old}",
+        "MCPUC_REQUEST_STATE_KEYS": key(),
+        "MCPUC_STORE_URL": f"sqlite:///{db}",
+    }
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert main(["keys", "rotate"]) == 0
+    assert "re-encrypted 1 record" in capsys.readouterr().out
+    # The old key is no longer needed: the record reads under the new key alone.
+    assert asyncio.run(put_and_read(new, write=False))[0] == "tok"
+
+
+# -- the demo a newcomer runs: busy ports, bad configuration, Ctrl-C ---------------------------
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def _cli(*argv: str) -> list[str]:
+    return [sys.executable, "-m", "service.cli", *argv]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+
+
+@pytest.fixture
+def held_port() -> Iterator[int]:
+    """A port another process could hold: bound and listening for the test's duration."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+@pytest.mark.parametrize("which", ["--port", "--providers-port"])
+def test_demo_on_a_busy_port_exits_at_once_with_one_line(tmp_path: Path, held_port: int, which: str) -> None:
+    port, providers_port = (held_port, free_port()) if which == "--port" else (free_port(), held_port)
+    argv = ["demo", "--port", str(port), "--providers-port", str(providers_port), "--data-dir", str(tmp_path)]
+    argv += ["--metrics-port", str(free_port())]
+    result = subprocess.run(_cli(*argv), capture_output=True, text=True, timeout=20, env=_env())
+    assert result.returncode == 1
+    assert result.stdout == ""  # no banner for a demo that cannot start
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert f"port {held_port}" in lines[0] and which in lines[0] and "Traceback" not in lines[0]
+
+
+def test_demo_refuses_one_port_for_both_servers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["demo", "--port", "9100", "--providers-port", "9100", "--data-dir", str(tmp_path)]
+    assert main(argv) == 2
+    assert (
+        capsys.readouterr().err
+        == "mcp-url-connect: configuration error: --port and --providers-port are both 9100\n"
+    )
+
+
+def test_demo_stops_its_servers_on_sigterm(tmp_path: Path) -> None:
+    port, providers_port, metrics_port = free_port(), free_port(), free_port()
+    argv = ["demo", "--port", str(port), "--providers-port", str(providers_port), "--data-dir", str(tmp_path)]
+    argv += ["--metrics-port", str(metrics_port)]
+    demo = subprocess.Popen(
+        _cli(*argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env()
+    )
+    try:
+        _wait_for_listener(port)
+        _wait_for_listener(providers_port)
+        _wait_for_listener(metrics_port)
+        # Metrics on their own port, as `serve` does by default; not on the public one.
+        assert httpx.get(f"http://127.0.0.1:{metrics_port}/metrics").status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{port}/metrics").status_code == 404
+        demo.send_signal(signal.SIGTERM)
+        output, _ = demo.communicate(timeout=10)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+    assert demo.returncode == 0
+    assert ".venv/bin/mcp-url-connect dev-token alice" in output
+    # The default runtime (service/server_runtime.py), really in use, signals included.
+    assert "event loop: uvloop" in output
+    assert f"http://127.0.0.1:{metrics_port}/metrics" in output  # the banner names it
+    # Three uvicorn servers in one process: each of their lines says which one it is.
+    assert output.count("[mcp] Started server process") == 1
+    assert output.count("[providers] Started server process") == 1
+    assert output.count("[metrics] Started server process") == 1
+    assert "[mcp] Finished server process" in output and "[providers] Finished server process" in output
+
+
+def test_a_server_failing_to_start_stops_the_others(held_port: int) -> None:
+    from starlette.applications import Starlette
+
+    healthy = build_server(Starlette(), "127.0.0.1", 0)
+    failing = build_server(Starlette(), "127.0.0.1", held_port)
+    code = asyncio.run(asyncio.wait_for(serve_until_stopped({"ok": healthy, "bad": failing}), 10))
+    assert code == 1
+    assert healthy.should_exit
+
+
+def test_banner_commands_run_from_the_repository_root(tmp_path: Path) -> None:
+    text = banner(build_demo("127.0.0.1", 9100, 9101, tmp_path))
+    steps = text.split("Next:", 1)[1].splitlines()
+    commands = [line.strip() for line in steps if line.strip().startswith((".venv/", "mcp-", "python"))]
+    assert len(commands) == 3
+    for command in commands:
+        program, *rest = command.split()
+        assert program in (".venv/bin/mcp-url-connect", ".venv/bin/python")
+        if program.endswith("python"):
+            assert (REPO_ROOT / rest[0]).is_file()
+
+
+def test_serve_with_a_placeholder_encryption_key_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    environ = {
+        "MCPUC_PUBLIC_URL": "https://mcp.example.com",
+        "MCPUC_AUTH_ISSUER": "https://as.example.com",
+        "MCPUC_LOGIN_CLIENT_ID": "login",
+        "MCPUC_SESSION_SECRET": "s" * 40,
+        "MCPUC_ENCRYPTION_KEYS": "REPLACE_ME",
+        "MCPUC_REQUEST_STATE_KEYS": base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("="),
+    }
+    monkeypatch.delenv("MCPUC_CONFIG_FILE", raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mcp-url-connect: configuration error: ") and err.count("\n") == 1
+
+
+def test_mock_providers_for_a_non_loopback_mcp_url_is_a_configuration_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["mock-providers", "--mcp-public-url", "http://non-loopback.example", "--data-dir", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mcp-url-connect: configuration error: ") and err.count("\n") == 1
+    assert "MCPUC_PUBLIC_URL" in err
+
+
+def _wait_for_listener(port: int) -> None:
+    def connect() -> None:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+
+    eventually(lambda: succeeds(connect, OSError), f"a listener on {port}", within=20.0, poll=0.1)
+
+
+def test_production_packages_do_not_import_the_mock_providers() -> None:
+    imports = "import sys, service.cli, service.app, connect_routes, token_store"
+    code = f"{imports}; print('mock_providers' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60, check=True
+    )
+    assert result.stdout.strip() == "False"
+
+
+def test_keys_retire_refuses_while_a_record_is_sealed_under_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from token_store import Connection, ConnectionKey, KeyRing, SQLiteStore, TokenSet, UserRef
+
+    def key() -> str:
+        return base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
+
+    old, new = f"old:{key()}", f"new:{key()}"
+    db = tmp_path / "store.sqlite3"
+    users = [UserRef("https://as", sub) for sub in ("alice", "bob")]
+
+    async def put_under_old() -> None:
+        store = await SQLiteStore.open(db, KeyRing.parse(old))
+        try:
+            for user in users:
+                await store.put_connection(
+                    Connection(ConnectionKey(user, "mockhub", "1"), TokenSet("t"), "a", 1, 1)
+                )
+        finally:
+            await store.close()
+
+    asyncio.run(put_under_old())
+    environ = {
+        "MCPUC_PUBLIC_URL": "https://mcp.example.com",
+        "MCPUC_AUTH_ISSUER": "https://as.example.com",
+        "MCPUC_LOGIN_CLIENT_ID": "login",
+        "MCPUC_SESSION_SECRET": "s" * 40,
+        "MCPUC_ENCRYPTION_KEYS": f"{new},{old}",
+        "MCPUC_REQUEST_STATE_KEYS": key(),
+        "MCPUC_STORE_URL": f"sqlite:///{db}",
+    }
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    assert main(["keys", "retire", "old"]) == 1
+    assert "2 record(s) are sealed only under 'old'" in capsys.readouterr().err
+    assert main(["keys", "retire", "new"]) == 1  # the primary key is never retired
+    assert "primary" in capsys.readouterr().err
+    assert main(["keys", "rotate"]) == 0
+    assert main(["keys", "retire", "old"]) == 0
+    assert "no record is sealed under 'old'" in capsys.readouterr().out

@@ -1,0 +1,62 @@
+"""docs/flow.md, "Elicitation status machine", and `TRANSITIONS` in service/connect_flow.py are
+the same table; and the flow refuses any status change outside it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from mock_providers.demo import build_demo
+from service.connect_flow import TRANSITIONS, ConnectFlow
+from service.errors import UnknownTransition
+from service.outbound_http import OutboundHttp
+from token_store import ElicitationStatus
+
+FLOW_MD = Path(__file__).resolve().parents[3] / "docs" / "flow.md"
+
+
+def section(title: str) -> str:
+    text = FLOW_MD.read_text()
+    start = text.index(f"## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def documented_diagram() -> set[tuple[ElicitationStatus, ElicitationStatus]]:
+    """`a --> b` lines of the mermaid diagram, leaving out creation and expiry (`[*]`)."""
+    pairs = re.findall(r"^\s*(\w+) --> (\w+)\s*:", section("Elicitation status machine"), re.MULTILINE)
+    return {(ElicitationStatus(a), ElicitationStatus(b)) for a, b in pairs}
+
+
+def documented_table() -> set[tuple[ElicitationStatus, ElicitationStatus]]:
+    """The first column of the table: `` `a → b` `` (the `→ pending` creation row has no source)."""
+    pairs = re.findall(r"^\| `(\w+) → (\w+)` \|", section("Elicitation status machine"), re.MULTILINE)
+    return {(ElicitationStatus(a), ElicitationStatus(b)) for a, b in pairs}
+
+
+def test_the_documented_status_machine_is_the_one_in_code() -> None:
+    assert documented_diagram() == set(TRANSITIONS)
+    assert documented_table() == set(TRANSITIONS)
+
+
+def test_the_table_names_the_flow_functions() -> None:
+    text = section("Elicitation status machine")
+    for function in ("create", "open", "open_with_api_key", "decline", "complete", "fail", "finish"):
+        assert f"ConnectFlow.{function}`" in text
+
+
+async def test_a_transition_outside_the_table_is_refused(tmp_path: Path) -> None:
+    settings = build_demo("127.0.0.1", 9400, 9401, tmp_path).settings
+
+    def no_store() -> None:
+        raise AssertionError("the store must not be reached")
+
+    flow = ConnectFlow(settings, no_store, OutboundHttp(1.0), clock=lambda: 0.0)  # type: ignore[arg-type]
+    for old in ElicitationStatus:
+        for new in ElicitationStatus:
+            if (old, new) in TRANSITIONS:
+                continue
+            with pytest.raises(UnknownTransition):
+                await flow._transition("e" * 43, old, new)

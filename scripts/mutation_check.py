@@ -97,11 +97,11 @@ E2E_HARD = "tests/e2e/test_connect_hardening.py"
 E2E_CHROMIUM = "tests/e2e/test_chromium.py"
 E2E_STATE = "tests/e2e/test_request_state.py"
 SEC_BROWSER = "tests/security/test_browser.py"
-BEARER = "tests/unit/test_bearer.py"
-CONTRACT = "tests/unit/test_store_contract.py"
-UNIT_CHECKS = "tests/unit/test_security_checks.py"
-UNIT_ROUTES = "tests/unit/test_connect_routes.py"
-UNIT_ACCOUNTS = "tests/unit/test_account_choice.py"
+BEARER = "tests/unit/service/test_bearer.py"
+CONTRACT = "tests/integration/token_store/test_store_contract.py"
+UNIT_CHECKS = "tests/unit/service/test_security_checks.py"
+UNIT_ROUTES = "tests/unit/connect_routes/test_connect.py"
+UNIT_ACCOUNTS = "tests/unit/service/test_account_choice.py"
 
 
 CHECKS: tuple[Check, ...] = (
@@ -174,7 +174,7 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "login.issuer",
-        ["tests/unit/test_login_and_resume_checks.py::test_login_refuses_an_id_token_from_another_issuer"],
+        ["tests/unit/connect_routes/test_login.py::test_login_refuses_an_id_token_from_another_issuer"],
         "browser login only with an ID token from auth_issuer",
     ),
     check(
@@ -252,7 +252,7 @@ CHECKS: tuple[Check, ...] = (
     check(
         "broker.request_state_for_provider",
         [
-            "tests/unit/test_login_and_resume_checks.py::test_request_state_for_another_provider_is_refused_before_its_nonce_is_used"
+            "tests/unit/service/test_broker.py::test_request_state_for_another_provider_is_refused_before_its_nonce_is_used"
         ],
         "requestState names the provider of this call",
     ),
@@ -311,65 +311,65 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "completion.session_match",
-        ["tests/unit/test_completion.py::test_a_record_naming_another_session_is_not_delivered"],
+        ["tests/unit/service/test_completion.py::test_a_record_naming_another_session_is_not_delivered"],
         "completion only to the MCP session named by the record",
     ),
     check(
         "sse_resumption.store_per_session",
         [
-            "tests/unit/test_sse_resumption.py::test_a_dropped_stream_is_replayed_from_its_last_event_id_within_its_own_session"
+            "tests/unit/service/test_sse_resumption.py::test_a_dropped_stream_is_replayed_from_its_last_event_id_within_its_own_session"
         ],
         "SSE replay only within the session (and user) whose stream it was",
     ),
     check(
         "broker.resume_named_account",
         [
-            "tests/unit/test_resume_decline.py::test_a_retry_naming_an_account_the_flow_did_not_connect_asks_again"
+            "tests/unit/service/test_broker_resume_decline.py::test_a_retry_naming_an_account_the_flow_did_not_connect_asks_again"
         ],
         "a 2026-07-28 retry answers only with the account the tool named",
     ),
     check(
         "provider_session.own_url",
-        ["tests/unit/test_provider_session.py::test_the_token_never_goes_to_another_host"],
+        ["tests/unit/service/test_provider_session.py::test_the_token_never_goes_to_another_host"],
         "a provider token goes only to that provider's own hosts",
     ),
     check(
         "settings.https_outside_loopback",
-        ["tests/unit/test_settings.py::test_plain_http_is_refused_outside_loopback"],
+        ["tests/unit/service/test_settings.py::test_plain_http_is_refused_outside_loopback"],
         "public_url https unless loopback",
     ),
     check(
         "settings.tls_to_redis_unless_loopback",
         [
-            "tests/unit/test_settings.py::test_plain_redis_is_refused_outside_loopback",
+            "tests/unit/service/test_settings.py::test_plain_redis_is_refused_outside_loopback",
             "tests/security/test_leakage.py::test_serve_refuses_plain_redis_to_another_host",
         ],
         "plain redis:// only to loopback unless MCPUC_ALLOW_PLAINTEXT_REDIS",
     ),
     check(
         "settings.no_hs_or_none",
-        ["tests/unit/test_settings.py::test_validate_rejects"],
+        ["tests/unit/service/test_settings.py::test_validate_rejects"],
         "auth_algorithms never none or HS*",
     ),
     check(
         "providers.https_endpoints",
-        ["tests/unit/test_providers.py::test_plain_http_only_on_loopback_unless_explicitly_allowed"],
+        ["tests/unit/service/test_providers.py::test_plain_http_only_on_loopback_unless_explicitly_allowed"],
         "provider endpoints https unless loopback or insecure_http",
     ),
     check(
         "providers.discovery_s256",
-        ["tests/unit/test_providers.py::test_discovery_refuses_a_provider_without_s256"],
+        ["tests/unit/service/test_providers.py::test_discovery_refuses_a_provider_without_s256"],
         "discovery refuses a provider without PKCE S256",
     ),
     check(
         "redaction.secrets_redacted",
-        ["tests/unit/test_redaction.py::test_redact_removes_secrets"],
+        ["tests/unit/service/test_redaction.py::test_redact_removes_secrets"],
         "secrets redacted from every log line",
     ),
     check("provider_oauth.pkce_s256", [f"{E2E_FLOW}::test_legacy_full_flow"], "PKCE S256 toward providers"),
     check(
         "crypto.associated_data",
-        ["tests/unit/test_crypto.py::test_wrong_associated_data_fails"],
+        ["tests/unit/token_store/test_crypto.py::test_wrong_associated_data_fails"],
         "AEAD seals and opens with the record's associated data",
         markers=2,
     ),
@@ -462,19 +462,19 @@ CHECKS: tuple[Check, ...] = (
     check(
         "caps.sessions_per_user",
         [
-            "tests/unit/test_session_limits.py::test_sessions_per_user_are_capped_with_429_and_other_users_are_unaffected"
+            "tests/unit/service/test_session_limits.py::test_sessions_per_user_are_capped_with_429_and_other_users_are_unaffected"
         ],
         "cap on 2025-11-25 sessions per user (429)",
     ),
     check(
         "caps.sessions_per_replica",
-        ["tests/unit/test_session_limits.py::test_sessions_per_replica_are_capped"],
+        ["tests/unit/service/test_session_limits.py::test_sessions_per_replica_are_capped"],
         "cap on sessions per replica (429)",
     ),
     check(
         "caps.admitted_within_caps",
         [
-            "tests/unit/test_session_limits.py::test_concurrent_initializes_of_one_user_are_admitted_up_to_the_cap_only",
+            "tests/unit/service/test_session_limits.py::test_concurrent_initializes_of_one_user_are_admitted_up_to_the_cap_only",
             "tests/security/test_session_caps.py::test_concurrent_initializes_of_one_user_cannot_race_past_the_cap",
         ],
         "session caps counted and admitted in one step (inside the SDK's admission)",
@@ -483,7 +483,7 @@ CHECKS: tuple[Check, ...] = (
     check(
         "headers.single_valued_fields",
         [
-            "tests/unit/test_single_valued_headers.py",
+            "tests/unit/service/test_single_valued_headers.py",
             "tests/security/test_session_caps.py::test_a_repeated_protocol_version_is_refused_before_any_session_opens",
         ],
         "a request repeating a single-valued header field gets 400 before anything reads it",
@@ -491,31 +491,31 @@ CHECKS: tuple[Check, ...] = (
     check(
         "sdk.hooks_present",
         [
-            "tests/unit/test_sdk_hooks.py::test_a_missing_hook_is_named",
-            "tests/unit/test_sdk_hooks.py::test_no_server_is_built_on_an_sdk_without_a_hook",
+            "tests/unit/service/test_sdk_hooks.py::test_a_missing_hook_is_named",
+            "tests/unit/service/test_sdk_hooks.py::test_no_server_is_built_on_an_sdk_without_a_hook",
         ],
         "a server refuses an SDK that lacks a private part the caps or the replay isolation need",
     ),
     check(
         "caps.requests_per_user",
-        ["tests/unit/test_session_limits.py::test_requests_in_flight_per_user_are_capped"],
+        ["tests/unit/service/test_session_limits.py::test_requests_in_flight_per_user_are_capped"],
         "cap on requests in progress per user (429)",
     ),
     check(
         "server.head_timeout",
         [
-            "tests/unit/test_server_runtime.py::test_a_slow_head_is_closed_and_a_prompt_client_is_served_meanwhile"
+            "tests/unit/service/test_server_runtime.py::test_a_slow_head_is_closed_and_a_prompt_client_is_served_meanwhile"
         ],
         "a connection whose request head is not complete in time is closed",
     ),
     check(
         "server.max_waiting_heads",
-        ["tests/unit/test_server_runtime.py::test_at_most_max_connections_wait_for_a_head"],
+        ["tests/unit/service/test_server_runtime.py::test_at_most_max_connections_wait_for_a_head"],
         "at most max_connections_awaiting_head connections wait for a head (oldest closed first)",
     ),
     check(
         "logs.request_id_shape",
-        ["tests/unit/test_observability.py::test_request_id_shape"],
+        ["tests/unit/service/test_request_id.py::test_request_id_shape"],
         "a client's X-Request-ID is used only when it has a plain shape",
     ),
     check(
@@ -530,12 +530,12 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "completion.failure_reported_once",
-        ["tests/unit/test_completion.py::test_a_failed_flow_is_notified_and_its_reason_is_reported_once"],
+        ["tests/unit/service/test_completion.py::test_a_failed_flow_is_notified_and_its_reason_is_reported_once"],
         "a failed flow's reason is reported once; the next call asks again",
     ),
     check(
         "completion.failure_per_user",
-        ["tests/unit/test_completion.py::test_a_failure_is_reported_only_to_the_user_whose_flow_it_was"],
+        ["tests/unit/service/test_completion.py::test_a_failure_is_reported_only_to_the_user_whose_flow_it_was"],
         "a failure notice is keyed by its user too, not by a session id alone",
     ),
     check(
@@ -550,22 +550,22 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "logs.only_redacting_handlers",
-        ["tests/unit/test_redaction.py::test_configure_logging_replaces_a_handler_that_does_not_redact"],
+        ["tests/unit/service/test_redaction.py::test_configure_logging_replaces_a_handler_that_does_not_redact"],
         "no handler installed by a library prints unredacted lines beside ours",
     ),
     check(
         "nginx.error_log_without_queries",
-        ["tests/unit/test_deploy_kit.py::test_nginx_error_log_quotes_no_codes_states_or_links"],
+        ["tests/integration/test_deploy_kit.py::test_nginx_error_log_quotes_no_codes_states_or_links"],
         "nginx's error log never quotes codes, states or connect links",
     ),
     check(
         "nginx.replica_gone_404",
-        ["tests/unit/test_deploy_kit.py::test_nginx_answers_404_for_a_session_whose_replica_is_gone"],
+        ["tests/integration/test_deploy_kit.py::test_nginx_answers_404_for_a_session_whose_replica_is_gone"],
         "a session whose replica is gone gets 404, so the client starts a new one",
     ),
     check(
         "nginx.single_valued_fields",
-        ["tests/unit/test_deploy_kit.py::test_nginx_never_passes_a_repeated_single_valued_field"],
+        ["tests/integration/test_deploy_kit.py::test_nginx_never_passes_a_repeated_single_valued_field"],
         "nginx refuses (1.23+) or passes one line of (1.22) a repeated MCP header field",
         markers=3,
     ),
@@ -581,105 +581,105 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "nginx.metrics_private",
-        ["tests/unit/test_deploy_kit.py::test_nginx_passes_one_request_id_and_keeps_metrics_private"],
+        ["tests/integration/test_deploy_kit.py::test_nginx_passes_one_request_id_and_keeps_metrics_private"],
         "the public proxy does not expose /metrics",
     ),
     check(
         "nginx.request_id_shape",
-        ["tests/unit/test_deploy_kit.py::test_nginx_accepts_a_request_id_only_in_the_replicas_shape"],
+        ["tests/integration/test_deploy_kit.py::test_nginx_accepts_a_request_id_only_in_the_replicas_shape"],
         "a caller's X-Request-ID reaches nginx's log and the replica only in the replicas' shape",
     ),
     check(
         "nginx.callbacks_never_retried",
-        ["tests/unit/test_deploy_kit.py::test_nginx_never_retries_an_oauth_callback_on_another_replica"],
+        ["tests/integration/test_deploy_kit.py::test_nginx_never_retries_an_oauth_callback_on_another_replica"],
         "an OAuth callback (single-use state) is never sent to a second replica",
     ),
     check(
         "nginx.requests_per_client",
-        ["tests/unit/test_deploy_kit.py::test_nginx_limits_each_client_and_serves_the_others"],
+        ["tests/integration/test_deploy_kit.py::test_nginx_limits_each_client_and_serves_the_others"],
         "a client past 100 requests a second (bursts of 200) gets 429",
     ),
     check(
         "nginx.connections_per_client",
-        ["tests/unit/test_deploy_kit.py::test_nginx_limits_each_client_and_serves_the_others"],
+        ["tests/integration/test_deploy_kit.py::test_nginx_limits_each_client_and_serves_the_others"],
         "a client past 100 connections at once gets 429",
     ),
     check(
         "nginx.head_limits_under_the_replicas",
-        ["tests/unit/test_deploy_kit.py::test_nginx_refuses_request_heads_the_replicas_would"],
+        ["tests/integration/test_deploy_kit.py::test_nginx_refuses_request_heads_the_replicas_would"],
         "nginx refuses request heads over its limit, under the replicas' own",
     ),
     check(
         "limits.request_head",
-        ["tests/unit/test_request_limits.py"],
+        ["tests/unit/service/test_request_limits.py"],
         "a replica refuses a head over 16 KiB however it arrived (431)",
     ),
     check(
         "limits.request_body",
-        ["tests/unit/test_request_limits.py"],
+        ["tests/unit/service/test_request_limits.py"],
         "a replica refuses a body over 1 MiB on every route (413)",
     ),
     check(
         "limits.installed",
-        ["tests/unit/test_request_limits.py::test_the_app_bounds_heads_and_bodies_on_every_route"],
+        ["tests/unit/service/test_request_limits.py::test_the_app_bounds_heads_and_bodies_on_every_route"],
         "the app installs the head and body limits",
     ),
     check(
         "settings.secret_in_one_form",
         [
-            "tests/unit/test_settings.py::test_a_secret_set_twice_or_an_unreadable_file_names_the_variable_not_the_value"
+            "tests/unit/service/test_settings.py::test_a_secret_set_twice_or_an_unreadable_file_names_the_variable_not_the_value"
         ],
         "a secret set both in the environment and as a file is refused",
     ),
     check(
         "k8s.secrets_as_files",
-        ["tests/unit/test_deploy_kit.py::test_k8s_configmap_and_secret_make_a_valid_configuration"],
+        ["tests/project/test_deploy_kit.py::test_k8s_configmap_and_secret_make_a_valid_configuration"],
         "no secret in the mcp pods' environment: the Secret is mounted as files",
     ),
     check(
         "k8s.network_policy_mcp_pods",
-        ["tests/unit/test_deploy_kit.py::test_k8s_network_policy_admits_only_the_router_and_the_scraper"],
+        ["tests/project/test_deploy_kit.py::test_k8s_network_policy_admits_only_the_router_and_the_scraper"],
         "the mcp pods' http port from the router only, metrics from the monitoring namespace only",
     ),
     check(
         "redis.maxmemory_noeviction",
-        ["tests/unit/test_deploy_kit.py::test_every_redis_the_kit_runs_answers_oom_before_its_memory_limit"],
+        ["tests/project/test_deploy_kit.py::test_every_redis_the_kit_runs_answers_oom_before_its_memory_limit"],
         "the kit's Redis answers -OOM under its memory limit instead of being killed",
     ),
     check(
         "images.pinned_by_digest",
-        ["tests/unit/test_deploy_kit.py::test_every_image_and_the_buildkit_frontend_is_pinned_by_digest"],
+        ["tests/project/test_deploy_kit.py::test_every_image_and_the_buildkit_frontend_is_pinned_by_digest"],
         "every image the kit runs is named by digest",
     ),
     check(
         "outbound.response_byte_limit",
         [
-            "tests/unit/test_outbound_http.py::test_an_answer_over_the_byte_limit_is_refused_without_being_read_whole",
-            "tests/unit/test_outbound_http.py::test_a_token_answer_over_its_byte_limit_is_refused_at_authlib",
+            "tests/unit/service/test_outbound_http.py::test_an_answer_over_the_byte_limit_is_refused_without_being_read_whole",
+            "tests/unit/service/test_outbound_http.py::test_a_token_answer_over_its_byte_limit_is_refused_at_authlib",
         ],
         "a provider's answer read streamed up to a byte limit",
     ),
     check(
         "outbound.call_deadline",
         [
-            "tests/unit/test_outbound_http.py::test_a_dripping_answer_ends_at_the_whole_call_deadline",
-            "tests/unit/test_outbound_http.py::test_a_dripping_token_answer_ends_at_the_whole_call_deadline",
+            "tests/unit/service/test_outbound_http.py::test_a_dripping_answer_ends_at_the_whole_call_deadline",
+            "tests/unit/service/test_outbound_http.py::test_a_dripping_token_answer_ends_at_the_whole_call_deadline",
         ],
         "one deadline for a whole provider call, not per read",
     ),
     check(
         "provider_oauth.bounded_token_fields",
-        ["tests/unit/test_provider_oauth.py::test_a_token_response_field_over_the_limit_is_refused"],
+        ["tests/unit/service/test_provider_oauth.py::test_a_token_response_field_over_the_limit_is_refused"],
         "each kept token response field at most 8192 characters (a 2 MB scope)",
     ),
     check(
         "provider_oauth.vschar_tokens",
-        ["tests/unit/test_provider_oauth.py::test_a_token_with_characters_outside_vschar_is_refused"],
+        ["tests/unit/service/test_provider_oauth.py::test_a_token_with_characters_outside_vschar_is_refused"],
         "access and refresh tokens of VSCHAR only (RFC 6749 Appendix A)",
     ),
     check(
         "provider_oauth.understood_token_type",
-        ["tests/unit/test_provider_oauth.py::test_a_token_type_the_provider_does_not_list_is_refused"],
+        ["tests/unit/service/test_provider_oauth.py::test_a_token_type_the_provider_does_not_list_is_refused"],
         "token_type one of the provider's token_types (RFC 6749 §7.1)",
     ),
     check(
@@ -690,21 +690,21 @@ CHECKS: tuple[Check, ...] = (
     check(
         "lifecycle.refresh_lock_ttl",
         [
-            "tests/unit/test_lifecycle_single_flight.py::test_the_lock_outlives_the_holders_deadline_so_the_refresh_token_is_sent_once"
+            "tests/unit/service/test_lifecycle.py::test_the_lock_outlives_the_holders_deadline_so_the_refresh_token_is_sent_once"
         ],
         "the refresh lock outlives the holder's deadline",
     ),
     check(
         "lifecycle.refresh_within_deadline",
         [
-            "tests/unit/test_lifecycle_single_flight.py::test_a_refresh_the_provider_never_answers_is_abandoned_at_its_deadline"
+            "tests/unit/service/test_lifecycle.py::test_a_refresh_the_provider_never_answers_is_abandoned_at_its_deadline"
         ],
         "the refresher abandons its provider call at the deadline",
     ),
     check(
         "logs.control_characters_escaped",
         [
-            "tests/unit/test_observability.py::test_text_lines_escape_control_characters_so_a_value_cannot_forge_a_record"
+            "tests/unit/service/test_logs.py::test_text_lines_escape_control_characters_so_a_value_cannot_forge_a_record"
         ],
         "control characters escaped in text log lines (CWE-117)",
     ),
@@ -747,7 +747,7 @@ CHECKS: tuple[Check, ...] = (
     check(
         "login.no_switch_on_callback",
         [
-            "tests/unit/test_login_and_resume_checks.py::test_login_callback_never_replaces_another_signed_in_user"
+            "tests/unit/connect_routes/test_login.py::test_login_callback_never_replaces_another_signed_in_user"
         ],
         "/login/callback keeps the signed-in user when another signs in",
     ),
@@ -775,7 +775,7 @@ CHECKS: tuple[Check, ...] = (
         "dev_as.login_csrf",
         [
             f"{SEC_BROWSER}::test_dev_as_login_without_its_form_token_is_refused",
-            "tests/unit/test_mock_providers.py::test_login_form_needs_its_own_token",
+            "tests/unit/mock_providers/test_dev_as.py::test_login_form_needs_its_own_token",
         ],
         "the dev AS login form needs its CSRF token (login CSRF at the AS)",
     ),
@@ -783,7 +783,7 @@ CHECKS: tuple[Check, ...] = (
         "completion_bus.finished_in_store",
         [
             "tests/security/test_completion_bus.py",
-            "tests/unit/test_completion_bus.py::test_require_finished_in_store",
+            "tests/unit/service/test_completion_bus.py::test_require_finished_in_store",
         ],
         "a NOTIFY on the PostgreSQL bus completes only a flow the store says has ended",
     ),
@@ -842,14 +842,14 @@ CHECKS: tuple[Check, ...] = (
     check(
         "redis.replica_acknowledgement",
         [
-            "tests/unit/test_store_sentinel.py::test_a_write_no_replica_acknowledges_fails_and_other_users_still_work"
+            "tests/integration/token_store/test_redis_store_sentinel.py::test_a_write_no_replica_acknowledges_fails_and_other_users_still_work"
         ],
         "with MCPUC_STORE_WAIT_REPLICAS, a token set no replica acknowledged is reported unstored",
     ),
     check(
         "redis.slot_tag",
         [
-            "tests/unit/test_store_cluster.py::test_an_id_without_its_users_slot_tag_is_refused_and_other_users_still_work"
+            "tests/integration/token_store/test_redis_store_cluster.py::test_an_id_without_its_users_slot_tag_is_refused_and_other_users_still_work"
         ],
         "on Redis Cluster an id or state lies in its user's hash slot, or is refused",
     ),
@@ -870,17 +870,17 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "keys.retire_only_unused",
-        ["tests/unit/test_cli.py::test_keys_retire_refuses_while_a_record_is_sealed_under_the_key"],
+        ["tests/unit/service/test_cli.py::test_keys_retire_refuses_while_a_record_is_sealed_under_the_key"],
         "a key is retired while records are still sealed under it",
     ),
     check(
         "webhooks.signature_covers_body",
-        ["tests/unit/test_webhooks.py::test_a_webhook_is_signed_verifiable_and_names_no_secret"],
+        ["tests/unit/service/test_webhooks.py::test_a_webhook_is_signed_verifiable_and_names_no_secret"],
         "the webhook signature covers the body",
     ),
     check(
         "operator.revoke_by_iss_and_sub",
-        ["tests/unit/test_operator.py::test_revoke_user_is_iss_and_sub_never_the_same_sub_elsewhere"],
+        ["tests/unit/service/test_operator.py::test_revoke_user_is_iss_and_sub_never_the_same_sub_elsewhere"],
         "a user is (iss, sub): the same sub at another issuer is not removed",
     ),
     check(

@@ -530,12 +530,16 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "completion.failure_reported_once",
-        ["tests/unit/service/test_completion.py::test_a_failed_flow_is_notified_and_its_reason_is_reported_once"],
+        [
+            "tests/unit/service/test_completion.py::test_a_failed_flow_is_notified_and_its_reason_is_reported_once"
+        ],
         "a failed flow's reason is reported once; the next call asks again",
     ),
     check(
         "completion.failure_per_user",
-        ["tests/unit/service/test_completion.py::test_a_failure_is_reported_only_to_the_user_whose_flow_it_was"],
+        [
+            "tests/unit/service/test_completion.py::test_a_failure_is_reported_only_to_the_user_whose_flow_it_was"
+        ],
         "a failure notice is keyed by its user too, not by a session id alone",
     ),
     check(
@@ -550,7 +554,9 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "logs.only_redacting_handlers",
-        ["tests/unit/service/test_redaction.py::test_configure_logging_replaces_a_handler_that_does_not_redact"],
+        [
+            "tests/unit/service/test_redaction.py::test_configure_logging_replaces_a_handler_that_does_not_redact"
+        ],
         "no handler installed by a library prints unredacted lines beside ours",
     ),
     check(
@@ -591,7 +597,9 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "nginx.callbacks_never_retried",
-        ["tests/integration/test_deploy_kit.py::test_nginx_never_retries_an_oauth_callback_on_another_replica"],
+        [
+            "tests/integration/test_deploy_kit.py::test_nginx_never_retries_an_oauth_callback_on_another_replica"
+        ],
         "an OAuth callback (single-use state) is never sent to a second replica",
     ),
     check(
@@ -643,7 +651,9 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "redis.maxmemory_noeviction",
-        ["tests/project/test_deploy_kit.py::test_every_redis_the_kit_runs_answers_oom_before_its_memory_limit"],
+        [
+            "tests/project/test_deploy_kit.py::test_every_redis_the_kit_runs_answers_oom_before_its_memory_limit"
+        ],
         "the kit's Redis answers -OOM under its memory limit instead of being killed",
     ),
     check(
@@ -679,7 +689,9 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "provider_oauth.understood_token_type",
-        ["tests/unit/service/test_provider_oauth.py::test_a_token_type_the_provider_does_not_list_is_refused"],
+        [
+            "tests/unit/service/test_provider_oauth.py::test_a_token_type_the_provider_does_not_list_is_refused"
+        ],
         "token_type one of the provider's token_types (RFC 6749 §7.1)",
     ),
     check(

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from service.drain import Drain
 from service.logs import (
     JsonFormatter,
     LogContextFilter,
@@ -28,7 +29,8 @@ from service.logs import (
 )
 from service.metrics import FlowOutcome, Metrics
 from service.redaction import REDACTED, RedactingFilter
-from service.request_id import RequestIdMiddleware, request_id_from
+from service.request_id import request_id_from
+from service.request_pass import RequestPass
 from service.tracing import Tracing, TracingConfigError, tracing_from_environment, tracing_with
 from token_store import UserRef
 
@@ -173,7 +175,7 @@ async def test_request_id_is_echoed_and_visible_inside_the_request() -> None:
     async def handler(request: Request) -> JSONResponse:
         return JSONResponse({"seen": current_request_id()})
 
-    app = RequestIdMiddleware(Starlette(routes=[Route("/", handler)]))
+    app = RequestPass(Starlette(routes=[Route("/", handler)]), Drain(dict))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
         given = await client.get("/", headers={"X-Request-ID": "from-nginx-1"})
         fresh = await client.get("/")

@@ -22,7 +22,7 @@ _FIELDS = tuple((name.lower().encode("latin-1"), value.encode("latin-1")) for na
 def add_security_headers(headers: list[tuple[bytes, bytes]]) -> None:
     """Append each of `HEADERS` that the response does not set itself (a page may widen its CSP)."""
     present = {name.lower() for name, _ in headers}
-    headers.extend(field for field in _FIELDS if field[0] not in present)
+    headers += [field for field in _FIELDS if field[0] not in present]
 
 
 class SecurityHeadersMiddleware:

@@ -159,13 +159,17 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
             }
         )
 
+    mcp_endpoint = SessionAffinityMiddleware(mcp_app, settings.replica_id)
     routes: list[BaseRoute] = [
+        # First, for every method: each MCP request would otherwise be matched against every
+        # other route before the catch-all mount.
+        Route(MCP_PATH, endpoint=mcp_endpoint),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         *([Route("/metrics", serve_metrics, methods=["GET"])] if settings.metrics_port == 0 else []),
         Route("/.well-known/oauth-protected-resource", protected_resource_root, methods=["GET"]),
         *browser_routes(runtime),
-        Mount("/", app=SessionAffinityMiddleware(mcp_app, settings.replica_id)),
+        Mount("/", app=mcp_endpoint),  # the SDK's metadata routes (RFC 9728) and its 404s
     ]
 
     @asynccontextmanager

@@ -45,9 +45,7 @@ def _no_headers(headers: list[Field]) -> None:
 def with_fields(headers: Iterable[Field], fields: list[Field]) -> list[Field]:
     """`headers` with `fields` set: any line of the same name replaced (names in lower case)."""
     names = {name for name, _ in fields}
-    edited = [line for line in headers if line[0].lower() not in names]
-    edited.extend(fields)
-    return edited
+    return [line for line in headers if line[0].lower() not in names] + fields
 
 
 class RequestPass:

@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -76,14 +77,12 @@ async def measure(stack: Stack, calls: int, per_turn: int) -> list[str]:
             )
             clients[name] = (process, client)
         for process, client in clients.values():  # warm-up
-            await turn(stack, process, per_turn, lambda c=client: c.call_tool("bare", {}))
+            await turn(stack, process, per_turn, partial(client.call_tool, "bare", {}))
         rounds = max(1, calls // per_turn)
         cpu: dict[str, list[int]] = {name: [] for name in clients}
         for _ in range(rounds):
             for name, (process, client) in clients.items():
-                cpu[name].append(
-                    await turn(stack, process, per_turn, lambda c=client: c.call_tool("bare", {}))
-                )
+                cpu[name].append(await turn(stack, process, per_turn, partial(client.call_tool, "bare", {})))
     per_call = {name: sum(ns) / (rounds * per_turn) / 1000 for name, ns in cpu.items()}
     lines = [
         f"bare tool call, {rounds * per_turn} calls per server in turns of {per_turn}: server CPU µs per call"

@@ -514,7 +514,7 @@ async def load_rows(plan: Plan, root: Path) -> None:
 async def hop_tables(plan: Plan, root: Path) -> None:
     """One flow at a time on bench/server.py (`serve` plus the benchmark's tools, and
     bench/request_cpu.py measuring the server's CPU per request)."""
-    stack = Stack(root / "hops", server="bench").start()
+    stack = Stack(root / "hops", server="bench", request_cpu=True).start()
     tables: dict[str, tuple[Hops, dict[str, list[float]]]] = {}
     try:
         async with httpx.AsyncClient(base_url=f"http://{HOST}:{stack.port}") as http:

@@ -7,6 +7,7 @@ loopback ports, under a temporary directory, stopped (and their Redis keys delet
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -28,6 +29,16 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time of process `pid`, all its threads (dead ones included)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime: fields 14 and 15
+
+
+def cpu_nanoseconds(pid: int) -> int:
+    """CPU time of process `pid`'s live threads in nanoseconds (/proc/<pid>/task/*/schedstat, the
+    scheduler's own count): a single call's worth, where `cpu_seconds` moves in 10 ms ticks."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
+            total += int((task / "schedstat").read_text().split()[0])
+    return total
 
 
 def redis_available() -> bool:
@@ -56,7 +67,11 @@ class Stack:
     `server`: "demo", "serve" (the CLI commands) or "bench" (bench/server.py: `serve` plus the
     benchmark's tools, and bare SDK servers with the same bearer verifier on `sdk_port` and, with
     our SSE resumption, on `sdk_resumable_port`).
-    `store`: "sqlite" or "redis"."""
+    `store`: "sqlite" or "redis".
+    `request_cpu`: bench/server.py measures its CPU per request (bench/request_cpu.py); that costs
+    the server some CPU of its own, which the SDK servers do not pay.
+    `baseline`: another checkout of this repository; its bench/server.py runs beside ours on
+    `baseline_port` (process "baseline"), for an A/B of two versions of the code."""
 
     root: Path
     server: str = "serve"
@@ -69,6 +84,10 @@ class Stack:
     prefix: str = field(default_factory=lambda: f"bench-{uuid.uuid4().hex[:12]}:")
     profile: Path | None = None  # cProfile output of the MCP server process, written when it stops
     settings: dict[str, str] = field(default_factory=dict)  # more MCPUC_* variables for `serve`
+    request_cpu: bool = False
+    baseline: Path | None = None
+    baseline_port: int = field(default_factory=free_port)
+    start_seconds: float = 60.0  # a loaded machine takes a while to import everything
     pids: dict[str, int] = field(default_factory=dict)
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
@@ -89,17 +108,28 @@ class Stack:
         return f"http://{HOST}:{self.sdk_resumable_port}/mcp"
 
     def _spawn(
-        self, name: str, args: list[str], env: dict[str, str] | None = None
+        self, name: str, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
     ) -> subprocess.Popen[bytes]:
         log = self.root / f"{name}.log"
         with log.open("wb") as out:
             # Our own commands with fixed arguments.
-            process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)  # noqa: S603
+            process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)  # noqa: S603
         self._processes.append(process)
         self.pids[name] = process.pid
         return process
 
     def start(self) -> Stack:
+        """Every process running and answering; on failure, none left running."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_for(self, url: str, process: subprocess.Popen[bytes], name: str) -> None:
+        wait_for(url, process, self.root / f"{name}.log", self.start_seconds)
+
+    def _start(self) -> Stack:
         self.root.mkdir(parents=True, exist_ok=True)
         if self.server == "demo":
             demo = self._spawn(
@@ -114,11 +144,9 @@ class Stack:
                 ],
             )
             self.pids["server"] = demo.pid
-            wait_for(f"http://{HOST}:{self.port}/readyz", demo, self.root / "demo.log")
-            wait_for(
-                f"http://{HOST}:{self.providers_port}/.well-known/openid-configuration",
-                demo,
-                self.root / "demo.log",
+            self._wait_for(f"http://{HOST}:{self.port}/readyz", demo, "demo")
+            self._wait_for(
+                f"http://{HOST}:{self.providers_port}/.well-known/openid-configuration", demo, "demo"
             )
             return self
         providers = self._spawn(
@@ -131,10 +159,8 @@ class Stack:
                 *("--log-level", self.log_level),
             ],
         )
-        wait_for(
-            f"http://{HOST}:{self.providers_port}/.well-known/openid-configuration",
-            providers,
-            self.root / "providers.log",
+        self._wait_for(
+            f"http://{HOST}:{self.providers_port}/.well-known/openid-configuration", providers, "providers"
         )
         env = dict(line.split("=", 1) for line in (self.data_dir / "serve.env").read_text().splitlines())
         env = {
@@ -149,20 +175,30 @@ class Stack:
         }
         if self.store == "redis":
             env |= {"MCPUC_STORE_URL": REDIS_URL, "MCPUC_REDIS_PREFIX": self.prefix}
-        command = ["-m", "bench.server", "ours"] if self.server == "bench" else ["-m", "service.cli", "serve"]
+        ours = ["-m", "bench.server", "ours", *(["--request-cpu"] if self.request_cpu else [])]
+        command = ours if self.server == "bench" else ["-m", "service.cli", "serve"]
         profiler = ["-m", "bench.cpu_profile", str(self.profile)] if self.profile else []
-        command = [sys.executable, *profiler, *command]
-        server = self._spawn("server", command, env)
+        server = self._spawn("server", [sys.executable, *profiler, *command], env)
         if self.server == "bench":  # started side by side: they import the same modules
             for kind, port in (("sdk", self.sdk_port), ("sdk-resumable", self.sdk_resumable_port)):
                 sdk_env = env | {"MCPUC_PORT": str(port)}
                 sdk = self._spawn(kind, [sys.executable, "-m", "bench.server", kind], sdk_env)
-                wait_for(f"http://{HOST}:{port}/healthz", sdk, self.root / f"{kind}.log")
-        wait_for(f"http://{HOST}:{self.port}/readyz", server, self.root / "server.log")
+                self._wait_for(f"http://{HOST}:{port}/healthz", sdk, kind)
+        if self.baseline is not None:
+            base_env = env | {
+                "MCPUC_PORT": str(self.baseline_port),
+                "MCPUC_DATA_DIR": str(self.root / "baseline-data"),
+            }
+            base = self._spawn("baseline", [sys.executable, *ours], base_env, cwd=self.baseline)
+            self._wait_for(f"http://{HOST}:{self.baseline_port}/readyz", base, "baseline")
+        self._wait_for(f"http://{HOST}:{self.port}/readyz", server, "server")
         return self
 
     def cpu(self, name: str = "server") -> float:
         return cpu_seconds(self.pids[name])
+
+    def cpu_ns(self, name: str = "server") -> int:
+        return cpu_nanoseconds(self.pids[name])
 
     def stop(self) -> None:
         for process in reversed(self._processes):

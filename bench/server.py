@@ -1,12 +1,13 @@
 """Server processes for the `whoami` table of bench/flow.py, configured like `serve` (MCPUC_*).
 
-    python -m bench.server ours   # `serve` plus two tools: whoami_cached and bare
+    python -m bench.server ours [--request-cpu]   # `serve` plus two tools: whoami_cached and bare
     python -m bench.server sdk    # the SDK's MCPServer with our JwtTokenVerifier and one bare tool
     python -m bench.server sdk-resumable   # the same, its SSE streams primed and resumable as ours
 
 - `whoami_cached`: `whoami` with the connection read from the store once per user, then kept in
   memory: the difference to `whoami` is what the stored token costs (store read, decrypt, lifecycle).
-- bench/request_cpu.py around the app: the server's CPU per request, at `GET /_bench/cpu`.
+- `--request-cpu`: bench/request_cpu.py around the app, the server's CPU per request at
+  `GET /_bench/cpu` (it costs some CPU itself, so the comparisons with the SDK leave it out).
 - `bare`: a tool that returns a constant: what our server costs around a tool body (bearer check,
   session limits, metrics, tracing, logging) compared with the bare SDK server's `bare`.
 - `sdk-resumable`: the bare SDK server with our transport settings (service/app.py `mcp_http_app`:
@@ -38,9 +39,10 @@ from service.outbound_http import OutboundHttp
 from service.settings import Settings, load_settings
 
 
-def ours(settings: Settings) -> Starlette:
+def ours(settings: Settings, request_cpu: bool = False) -> Starlette:
     app = create_app(settings)
-    app.add_middleware(RequestCpu)  # outermost: the whole request, our middleware included
+    if request_cpu:
+        app.add_middleware(RequestCpu)  # outermost: the whole request, our middleware included
     add_in_memory_tool(app)
     server = app.state.mcp_server
 
@@ -91,10 +93,13 @@ def sdk(settings: Settings, resumable: bool = False) -> Starlette:
 
 
 def main() -> int:
-    kind = sys.argv[1]
+    kind, options = sys.argv[1], sys.argv[2:]
     settings = asyncio.run(resolve_providers(load_settings().require_safe_to_serve()))
     configure_logging(settings.log_level, settings.log_format, settings.replica_id)
-    app = ours(settings) if kind == "ours" else sdk(settings, resumable=kind == "sdk-resumable")
+    if kind == "ours":
+        app = ours(settings, request_cpu="--request-cpu" in options)
+    else:
+        app = sdk(settings, resumable=kind == "sdk-resumable")
     # All three on the runtime `serve` uses (service/server_runtime.py): the comparison is of the
     # code around a tool, not of event loops.
     server = build_server(app, settings.host, settings.port)

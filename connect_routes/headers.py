@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 HEADERS = {
@@ -16,9 +15,21 @@ HEADERS = {
     ),
     "X-Frame-Options": "DENY",
 }
+# As an ASGI response start message carries them.
+_FIELDS = tuple((name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in HEADERS.items())
+
+
+def add_security_headers(headers: list[tuple[bytes, bytes]]) -> None:
+    """Append each of `HEADERS` that the response does not set itself (a page may widen its CSP)."""
+    present = {name.lower() for name, _ in headers}
+    # mutant: headers.security_headers pass
+    headers += [field for field in _FIELDS if field[0] not in present]
 
 
 class SecurityHeadersMiddleware:
+    """`add_security_headers` on every response of an app of its own (service/embedding.py's
+    browser app; service/app.py does it in its one pass, service/request_pass.py)."""
+
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
@@ -29,10 +40,8 @@ class SecurityHeadersMiddleware:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                # mutant: headers.security_headers
-                for name, value in HEADERS.items():
-                    headers.setdefault(name, value)
+                headers = message["headers"] = list(message.get("headers", ()))
+                add_security_headers(headers)
             await send(message)
 
         await self.app(scope, receive, send_with_headers)

@@ -215,7 +215,10 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "headers.security_headers",
-        [f"{E2E_CHROMIUM}::test_pages_send_security_headers"],
+        [
+            "tests/unit/service/test_request_pass.py::test_every_response_carries_one_request_id_and_the_security_headers",
+            f"{E2E_CHROMIUM}::test_pages_send_security_headers",
+        ],
         "CSP, frame-ancestors, no-referrer, no-store, nosniff on every response",
     ),
     check(
@@ -630,7 +633,8 @@ CHECKS: tuple[Check, ...] = (
     check(
         "limits.installed",
         ["tests/unit/service/test_request_limits.py::test_the_app_bounds_heads_and_bodies_on_every_route"],
-        "the app installs the head and body limits",
+        "the app installs the head and body limits (on the MCP endpoint and the browser routes)",
+        markers=2,
     ),
     check(
         "settings.secret_in_one_form",

@@ -21,20 +21,18 @@ from starlette.routing import BaseRoute, Mount, Route
 from connect_routes import browser_routes
 from connect_routes.browser_session import session_middleware
 from connect_routes.error_pages import ERROR_PAGES
-from connect_routes.headers import SecurityHeadersMiddleware
+from connect_routes.headers import add_security_headers
 from service.affinity import SessionAffinityMiddleware
 from service.bearer import JwksCache, JwtTokenVerifier
 from service.broker import ConnectionBroker
 from service.drain import Drain
 from service.mcp_server import ObservedMCPServer
 from service.metrics import serve_metrics
-from service.request_id import RequestIdMiddleware
-from service.request_limits import require_bounded_request
+from service.request_pass import RequestPass
 from service.runtime import Runtime
 from service.sdk_hooks import SessionManager, adopt_session_manager, check_sdk_hooks
 from service.session_limits import SessionLimits
 from service.settings import Settings
-from service.single_valued_headers import require_single_valued_headers
 from service.sse_resumption import RETRY_INTERVAL_MS
 from service.sse_resumption import install as install_sse_resumption
 from service.tool_packages import load_tool_packages, register_tool_packages
@@ -162,14 +160,18 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
             }
         )
 
+    mcp_endpoint = SessionAffinityMiddleware(mcp_app, settings.replica_id)
     routes: list[BaseRoute] = [
+        # First, for every method: each MCP request would otherwise be matched against every
+        # other route before the catch-all mount.
+        Route(MCP_PATH, endpoint=mcp_endpoint),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         # mutant: metrics.off_the_public_port true
         *([Route("/metrics", serve_metrics, methods=["GET"])] if settings.metrics_port == 0 else []),
         Route("/.well-known/oauth-protected-resource", protected_resource_root, methods=["GET"]),
         *browser_routes(runtime),
-        Mount("/", app=SessionAffinityMiddleware(mcp_app, settings.replica_id)),
+        Mount("/", app=mcp_endpoint),  # the SDK's metadata routes (RFC 9728) and its 404s
     ]
 
     @asynccontextmanager
@@ -181,13 +183,12 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
     app = Starlette(
         routes=routes,
         middleware=[
-            Middleware(require_single_valued_headers),  # outermost: before anything reads a header
-            # mutant: limits.installed
-            Middleware(require_bounded_request),  # a head or body over the limits, before it is read
-            Middleware(drain.middleware),
-            Middleware(RequestIdMiddleware),
-            Middleware(SecurityHeadersMiddleware),
-            session_middleware(settings),
+            Middleware(
+                RequestPass,
+                drain=drain,
+                browser_session=session_middleware(settings),
+                security_headers=add_security_headers,
+            )
         ],
         lifespan=lifespan,
         exception_handlers=dict(ERROR_PAGES),

@@ -29,9 +29,8 @@ from collections.abc import Callable, Mapping
 import anyio
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp_types import INVALID_REQUEST
-from starlette.datastructures import MutableHeaders
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.mcp_errors import http_error_body
 from service.urls import MCP_PATH
@@ -41,6 +40,8 @@ logger = logging.getLogger(__name__)
 _SESSION_HEADER = MCP_SESSION_ID_HEADER.lower().encode()  # as ASGI names headers
 # What the SDK answers for a session it does not hold (and nginx for a replica that is gone).
 SESSION_GONE = http_error_body(INVALID_REQUEST, "Session not found")
+# On every response while draining: uvicorn then closes the connection after it.
+CONNECTION_CLOSE = (b"connection", b"close")
 
 
 def is_event_stream(scope: Scope) -> bool:
@@ -56,7 +57,9 @@ def names_a_session(scope: Scope) -> bool:
 
 
 class Drain:
-    """Counts requests in flight (an ASGI middleware around the whole app) and stops in order.
+    """Counts requests in flight and stops in order; the app's one pass over each request
+    (service/request_pass.py) asks it for `refusal`, runs the request through `serve`, and adds
+    `CONNECTION_CLOSE` to every response while `draining`.
 
     ``sessions`` returns the SDK session manager's live transports, by session id.
     """
@@ -65,8 +68,9 @@ class Drain:
         self._sessions = sessions
         self._in_flight = 0
         self._streams = 0
-        self._idle = anyio.Event()
-        self._idle.set()
+        # Made only while something waits for the requests in flight to end: most requests start
+        # and end with nobody waiting, and an event per request costs more than the count.
+        self._idle: anyio.Event | None = None
         self.draining = False
         self.closing_sessions = False
 
@@ -79,46 +83,42 @@ class Drain:
         """GET streams open now (each holds one connection)."""
         return self._streams
 
-    def middleware(self, app: ASGIApp) -> ASGIApp:
-        async def count_requests(scope: Scope, receive: Receive, send: Send) -> None:
-            if scope["type"] != "http":
-                await app(scope, receive, send)
-                return
+    def refusal(self, scope: Scope) -> Response | None:
+        """The 404 for a request naming a session once the sessions are closing, or None."""
+        if self.closing_sessions and names_a_session(scope):
+            return Response(SESSION_GONE, status_code=404, media_type="application/json")
+        return None
 
-            async def close_when_draining(message: Message) -> None:
-                if message["type"] == "http.response.start" and self.draining:
-                    MutableHeaders(scope=message)["connection"] = "close"  # uvicorn then closes
-                await send(message)
-
-            if self.closing_sessions and names_a_session(scope):
-                await Response(SESSION_GONE, status_code=404, media_type="application/json")(
-                    scope, receive, close_when_draining
-                )
-                return
-            if is_event_stream(scope):
-                self._streams += 1
-                try:
-                    await app(scope, receive, close_when_draining)
-                finally:
-                    self._streams -= 1
-                return
-            self._enter()
+    async def serve(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        """`app` on this HTTP request, counted: a GET stream among `streams`, anything else among
+        the requests in flight that `wait_idle` waits for."""
+        if is_event_stream(scope):
+            self._streams += 1
             try:
-                await app(scope, receive, close_when_draining)
+                await app(scope, receive, send)
             finally:
-                self._leave()
-
-        return count_requests
+                self._streams -= 1
+            return
+        self._enter()
+        try:
+            await app(scope, receive, send)
+        finally:
+            self._leave()
 
     def _enter(self) -> None:
-        if self._in_flight == 0:
-            self._idle = anyio.Event()
         self._in_flight += 1
 
     def _leave(self) -> None:
         self._in_flight -= 1
-        if self._in_flight == 0:
+        if self._in_flight == 0 and self._idle is not None:
             self._idle.set()
+            self._idle = None
+
+    async def _until_idle(self) -> None:
+        while self._in_flight:
+            if self._idle is None:
+                self._idle = anyio.Event()
+            await self._idle.wait()
 
     def begin(self) -> None:
         """Readiness goes 503 from here on."""
@@ -130,7 +130,7 @@ class Drain:
         """Until no request (other than the GET streams) is in flight, for at most `seconds`;
         True if that happened in time."""
         with anyio.move_on_after(seconds):
-            await self._idle.wait()
+            await self._until_idle()
             return True
         logger.warning("draining: %d request(s) still in flight after %.0f s", self._in_flight, seconds)
         return False
@@ -140,7 +140,7 @@ class Drain:
         naming a session get 404 from now on; those already in flight get `settle_seconds` to end."""
         self.closing_sessions = True
         with anyio.move_on_after(settle_seconds):
-            await self._idle.wait()
+            await self._until_idle()
         transports = list(self._sessions().values())
         for transport in transports:
             await transport.terminate()

@@ -1,8 +1,9 @@
 """`X-Request-ID`: taken from the proxy (or generated), echoed in the response, on every log line.
 
-A pure ASGI middleware (not Starlette's BaseHTTPMiddleware, which would buffer the MCP SSE
-streams). An incoming id is used only when it has a plain shape: a client must not be able to
-write arbitrary text into our logs through it.
+Assigned in the app's one pass over each request (service/request_pass.py), which sets it in the
+log context (service/logs.py `request_context`) and adds it to the response. An incoming id is
+used only when it has a plain shape: a client must not be able to write arbitrary text into our
+logs through it.
 """
 
 from __future__ import annotations
@@ -10,12 +11,10 @@ from __future__ import annotations
 import re
 import secrets
 
-from starlette.datastructures import MutableHeaders
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from service.logs import request_context
+from starlette.types import Scope
 
 HEADER = "x-request-id"
+_FIELD = HEADER.encode()  # as ASGI names headers
 # nginx's $request_id is 32 hex digits; deploy/nginx/nginx.conf accepts a caller's id in this shape.
 REQUEST_ID_SHAPE = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
@@ -28,25 +27,9 @@ def request_id_from(value: str | None) -> str:
     return secrets.token_hex(16)
 
 
-class RequestIdMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        incoming = None
-        for name, value in scope["headers"]:
-            if name == HEADER.encode():
-                incoming = value.decode("latin-1")
-                break
-        request_id = request_id_from(incoming)
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                MutableHeaders(scope=message)[HEADER] = request_id
-            await send(message)
-
-        with request_context(request_id):
-            await self.app(scope, receive, send_with_id)
+def request_id_of(scope: Scope) -> str:
+    """The id of this HTTP request: its first `X-Request-ID` line when it has our shape."""
+    for name, value in scope["headers"]:
+        if name == _FIELD:
+            return request_id_from(value.decode("latin-1"))
+    return request_id_from(None)

@@ -4,9 +4,10 @@ Two readers of one request must not see two different values. The SDK routes on 
 `MCP-Protocol-Version` line while a `dict(scope["headers"])` keeps the last: with `2025-11-25` and
 then `2026-07-28`, a check that reads the last would take a request that opens a 2025-11-25
 session for a stateless one. Every field listed here has a single value (none is a
-comma-separated list), so a request repeating one is malformed, and it gets 400 outermost,
-before the drain, the request id, the bearer check or the SDK look at it. The shipped nginx
-refuses the same requests (deploy/nginx/nginx.conf).
+comma-separated list), so a request repeating one is malformed, and it gets 400 first, in the
+app's one pass over each request (service/request_pass.py), before the drain, the request id, the
+bearer check or the SDK look at it. The shipped nginx refuses the same requests
+(deploy/nginx/nginx.conf).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import INVALID_REQUEST
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.responses import Response
+from starlette.types import Scope
 
 from service.mcp_errors import http_error_body
 from service.urls import is_mcp_path
@@ -44,8 +46,8 @@ def repeated_field(headers: list[tuple[bytes, bytes]]) -> str | None:
     return None
 
 
-def require_single_valued_headers(app: ASGIApp) -> ASGIApp:
-    """Refuse, with 400, a request that repeats a single-valued header field.
+def require_single_valued_headers(scope: Scope) -> Response | None:
+    """The 400 refusal of a request that repeats a single-valued header field, or None.
 
     RFC 9110 §5.3: "A sender MUST NOT generate multiple field lines with the same name in a
     message ... unless that field's definition allows multiple field line values to be
@@ -53,30 +55,14 @@ def require_single_valued_headers(app: ASGIApp) -> ASGIApp:
     answer is a JSON-RPC error (no id: the body is not read), elsewhere plain text. The message
     names the field, never a value (an Authorization value is a bearer).
     """
-
-    async def single_valued_headers_only(scope: Scope, receive: Receive, send: Send) -> None:
-        repeated = repeated_field(scope["headers"]) if scope["type"] == "http" else None
-        # mutant: headers.single_valued_fields true
-        if repeated is None:
-            await app(scope, receive, send)
-            return
-        message = f"Bad request: the {repeated} header field appears more than once."
-        if is_mcp_path(scope["path"]):
-            body, content_type = http_error_body(INVALID_REQUEST, message), b"application/json"
-        else:
-            body, content_type = message.encode(), b"text/plain; charset=utf-8"
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 400,
-                "headers": [
-                    (b"content-type", content_type),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"cache-control", b"no-store"),
-                    (b"x-content-type-options", b"nosniff"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
-
-    return single_valued_headers_only
+    repeated = repeated_field(scope["headers"])
+    # mutant: headers.single_valued_fields true
+    if repeated is None:
+        return None
+    message = f"Bad request: the {repeated} header field appears more than once."
+    if is_mcp_path(scope["path"]):
+        body, media_type = http_error_body(INVALID_REQUEST, message), "application/json"
+    else:
+        body, media_type = message.encode(), "text/plain"
+    no_store = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
+    return Response(body, status_code=400, headers=no_store, media_type=media_type)

@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from service.drain import Drain
+from service.request_pass import RequestPass
 
 
 class Terminated:
@@ -31,7 +32,7 @@ def app_with(drain: Drain) -> Starlette:
         return JSONResponse({"served": True})
 
     app = Starlette(routes=[Route("/mcp", mcp, methods=["POST", "GET", "DELETE"])])
-    app.add_middleware(drain.middleware)  # type: ignore[arg-type]
+    app.add_middleware(RequestPass, drain=drain)
     return app
 
 

@@ -11,7 +11,9 @@ from starlette.routing import Route
 from service.logs import (
     current_request_id,
 )
-from service.request_id import RequestIdMiddleware, request_id_from
+from service.drain import Drain
+from service.request_id import request_id_from
+from service.request_pass import RequestPass
 
 
 def test_request_id_shape() -> None:
@@ -25,7 +27,7 @@ async def test_request_id_is_echoed_and_visible_inside_the_request() -> None:
     async def handler(request: Request) -> JSONResponse:
         return JSONResponse({"seen": current_request_id()})
 
-    app = RequestIdMiddleware(Starlette(routes=[Route("/", handler)]))
+    app = RequestPass(Starlette(routes=[Route("/", handler)]), Drain(dict))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
         given = await client.get("/", headers={"X-Request-ID": "from-nginx-1"})
         fresh = await client.get("/")

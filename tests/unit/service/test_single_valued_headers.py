@@ -1,5 +1,6 @@
 """service/single_valued_headers.py: a repeated single-valued header field gets 400 before the
-wrapped app runs (RFC 9110 §5.3), in process."""
+app runs (RFC 9110 §5.3), in the app's one pass over each request (service/request_pass.py), in
+process."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from starlette.types import Receive, Scope, Send
 
 from mock_providers.demo import build_demo
 from service.app import create_app
-from service.single_valued_headers import SINGLE_VALUED, require_single_valued_headers
+from service.drain import Drain
+from service.request_pass import RequestPass
+from service.single_valued_headers import SINGLE_VALUED
 
 
 class Reached:
@@ -27,7 +30,7 @@ class Reached:
 
 
 def client(app: Reached) -> httpx.AsyncClient:
-    transport = httpx.ASGITransport(app=require_single_valued_headers(app))
+    transport = httpx.ASGITransport(app=RequestPass(app, Drain(dict)))
     return httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000")
 
 

@@ -65,13 +65,13 @@ class RequestPass:
         security_headers: Callable[[list[Field]], None] = _no_headers,
     ) -> None:
         self._app = app  # lifespan and anything else that is not HTTP
-        # mutant: limits.installed "require_bounded_request(app)" -> "app"
+        # mutant: limits.installed unwrap
         self._mcp = require_bounded_request(app)
         if browser_session is None:
             self._browser = self._mcp
         else:
             cls, args, kwargs = browser_session
-            # mutant: limits.installed "require_bounded_request(cls(app, *args, **kwargs))" -> "cls(app, *args, **kwargs)"
+            # mutant: limits.installed unwrap
             self._browser = require_bounded_request(cls(app, *args, **kwargs))
         self.drain = drain
         self._security_headers = security_headers

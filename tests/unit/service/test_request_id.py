@@ -8,10 +8,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from service.drain import Drain
 from service.logs import (
     current_request_id,
 )
-from service.drain import Drain
 from service.request_id import request_id_from
 from service.request_pass import RequestPass
 

@@ -97,5 +97,4 @@ class ObservedMCPServer(MCPServer[Any]):
             result = "elicitation" if exc.error.code == URL_ELICITATION_REQUIRED else "error"
             raise
         finally:
-            self._metrics.tool_calls.labels(tool=tool, result=result).inc()
-            self._metrics.tool_call_seconds.labels(tool=tool).observe(time.perf_counter() - started)
+            self._metrics.tool_call(tool, result, time.perf_counter() - started)

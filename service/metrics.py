@@ -99,6 +99,23 @@ class Metrics:
             registry=r,
         )
 
+        # The label children of tool calls, by (tool, result): a closed set (registered tool names
+        # and the results above), so it stays small, and a call costs a dict lookup instead of
+        # `labels()`'s validation and lock.
+        self._tool_call_children: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
+
+    def tool_call(self, tool: str, result: str, seconds: float) -> None:
+        """Count one finished tool call and observe its latency."""
+        children = self._tool_call_children.get((tool, result))
+        if children is None:
+            children = self._tool_call_children[tool, result] = (
+                self.tool_calls.labels(tool=tool, result=result),
+                self.tool_call_seconds.labels(tool=tool),
+            )
+        calls, latency = children
+        calls.inc()
+        latency.observe(seconds)
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 

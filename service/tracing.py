@@ -2,9 +2,10 @@
 
 Off unless the standard variables ask for traces: `OTEL_TRACES_EXPORTER` (`otlp`, `console`,
 `none`) or an OTLP endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`);
-`OTEL_SDK_DISABLED=true` wins. Off, spans come from the API's no-op tracer: no export, no
-allocation beyond the call. The provider belongs to the Runtime, not to the process-wide global
-of the OpenTelemetry API, so two apps in one process (tests, the demo) keep their spans apart.
+`OTEL_SDK_DISABLED=true` wins. Off, `span` is one shared null context holding the API's invalid
+span: no export, no allocation, no change of the current context. The provider belongs to the
+Runtime, not to the process-wide global of the OpenTelemetry API, so two apps in one process
+(tests, the demo) keep their spans apart.
 
 Span attributes are non-secret by construction: the flow id (a keyed hash, service/logs.py), the
 provider name, the tool name, the outcome. Never a user id, token, URL or elicitation id.
@@ -14,14 +15,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, nullcontext
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode
 
 INSTRUMENTATION = "mcp-url-connect"
+# Reusable and stateless: the span of every block while tracing is off. The API's no-op tracer
+# would still build a context manager per call and attach a context around the block.
+_NO_SPAN: AbstractContextManager[Span] = nullcontext(INVALID_SPAN)
 
 
 class TracingConfigError(ValueError):
@@ -39,10 +44,17 @@ class Tracing:
     def enabled(self) -> bool:
         return self.provider is not None
 
-    @contextlib.contextmanager
-    def span(self, name: str, **attributes: str | int | float | bool | None) -> Iterator[Span]:
+    def span(self, name: str, **attributes: str | int | float | bool | None) -> AbstractContextManager[Span]:
         """A span around the block; an exception marks it as an error (type only: messages may
         carry provider text) and propagates."""
+        if self.provider is None:
+            return _NO_SPAN
+        return self._recorded_span(name, attributes)
+
+    @contextlib.contextmanager
+    def _recorded_span(
+        self, name: str, attributes: Mapping[str, str | int | float | bool | None]
+    ) -> Iterator[Span]:
         with self._tracer.start_as_current_span(
             name, record_exception=False, set_status_on_exception=False
         ) as span:

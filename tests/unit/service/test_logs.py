@@ -59,6 +59,24 @@ def test_json_lines_carry_context_and_stay_redacted(
     assert "flow_id" not in second and "request_id" not in second and second["replica"] == "mcp-1"
 
 
+def test_context_blocks_nest_and_restore_the_outer_fields_even_on_an_error(
+    captured: tuple[logging.Logger, io.StringIO, logging.Handler],
+) -> None:
+    logger, stream, handler = captured
+    handler.setFormatter(JsonFormatter())
+    with request_context("req-outer"):
+        try:
+            with request_context("req-inner"), flow_context("f-inner"):
+                logger.info("inner")
+                raise RuntimeError("leave the block")
+        except RuntimeError:
+            pass
+        logger.info("outer")
+    inner, outer = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert inner["request_id"] == "req-inner" and inner["flow_id"] == "f-inner"
+    assert outer["request_id"] == "req-outer" and "flow_id" not in outer
+
+
 def test_exceptions_are_rendered_redacted_in_json(
     captured: tuple[logging.Logger, io.StringIO, logging.Handler],
 ) -> None:

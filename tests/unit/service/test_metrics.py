@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.flow_events import FlowOutcome
@@ -26,3 +27,16 @@ def test_metrics_registries_are_separate_and_expose_the_documented_families() ->
     [sample] = [s for s in families["mcpuc_elicitations_finished"].samples if s.name.endswith("_total")]
     assert sample.labels == {"provider": "mockhub", "outcome": "denied"} and sample.value == 1
     assert b"denied" not in two.exposition()  # no shared global registry
+
+
+def test_each_tool_call_is_counted_and_timed_under_its_own_labels() -> None:
+    metrics = Metrics()
+    metrics.tool_call("whoami", "ok", 0.002)
+    metrics.tool_call("whoami", "ok", 0.2)
+    metrics.tool_call("whoami", "elicitation", 0.004)
+    value = metrics.registry.get_sample_value
+    assert value("mcpuc_tool_calls_total", {"tool": "whoami", "result": "ok"}) == 2
+    assert value("mcpuc_tool_calls_total", {"tool": "whoami", "result": "elicitation"}) == 1
+    assert value("mcpuc_tool_call_duration_seconds_count", {"tool": "whoami"}) == 3
+    assert value("mcpuc_tool_call_duration_seconds_bucket", {"tool": "whoami", "le": "0.005"}) == 2
+    assert value("mcpuc_tool_call_duration_seconds_sum", {"tool": "whoami"}) == pytest.approx(0.206)

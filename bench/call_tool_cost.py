@@ -18,13 +18,13 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+
+from bench.side_by_side import figures_in
 
 BATCHES = 5
 
@@ -62,15 +62,7 @@ async def child(calls: int) -> dict[str, float]:
 
 
 def run_in(tree: Path, calls: int) -> dict[str, float]:
-    out = subprocess.run(  # noqa: S603
-        [sys.executable, "-m", "bench.call_tool_cost", "--child", "--calls", str(calls)],
-        cwd=tree,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    result: dict[str, float] = json.loads(out)
-    return result
+    return figures_in(tree, "bench.call_tool_cost", "--calls", str(calls))
 
 
 def main() -> None:

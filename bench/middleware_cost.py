@@ -17,14 +17,14 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from starlette.types import Message
+
+from bench.side_by_side import figures_in
 
 PATHS = (("GET", "/healthz"), ("POST", "/mcp"))
 BATCHES = 5
@@ -87,16 +87,7 @@ async def child(requests: int) -> dict[str, float]:
 
 
 def run_in(tree: Path, requests: int) -> dict[str, float]:
-    # Our own interpreter on our own module, in a tree of this repository.
-    out = subprocess.run(  # noqa: S603
-        [sys.executable, "-m", "bench.middleware_cost", "--child", "--requests", str(requests)],
-        cwd=tree,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    figures: dict[str, float] = json.loads(out.splitlines()[-1])
-    return figures
+    return figures_in(tree, "bench.middleware_cost", "--requests", str(requests))
 
 
 def main() -> None:

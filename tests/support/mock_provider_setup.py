@@ -125,9 +125,9 @@ async def consent(
     return query_of(response.headers["location"])
 
 
-async def hub_tokens(client: httpx.AsyncClient, login: str = "octocat") -> dict[str, Any]:
-    verifier, challenge = pkce_pair()
-    params = {
+def hub_params(challenge: str) -> dict[str, str]:
+    """MockHub's authorization request for the test client, with PKCE S256."""
+    return {
         "response_type": "code",
         "client_id": HUB_CLIENT_ID,
         "redirect_uri": HUB_CALLBACK,
@@ -136,7 +136,11 @@ async def hub_tokens(client: httpx.AsyncClient, login: str = "octocat") -> dict[
         "code_challenge": challenge,
         "code_challenge_method": "S256",
     }
-    callback = await consent(client, "/mockhub/authorize", params, login=login)
+
+
+async def hub_tokens(client: httpx.AsyncClient, login: str = "octocat") -> dict[str, Any]:
+    verifier, challenge = pkce_pair()
+    callback = await consent(client, "/mockhub/authorize", hub_params(challenge), login=login)
     token = await client.post(
         "/mockhub/token",
         data={

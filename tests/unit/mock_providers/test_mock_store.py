@@ -40,6 +40,7 @@ from tests.support.mock_provider_setup import (
     SLACK_SECRET,
     dev_as_login,
     full_config,
+    hub_params,
     pkce_pair,
     query_of,
 )
@@ -62,16 +63,7 @@ async def approve(http: httpx.AsyncClient, path: str, params: dict[str, str], lo
 
 async def hub_code(http: httpx.AsyncClient, login: str = "octocat") -> tuple[str, str]:
     verifier, challenge = pkce_pair()
-    params = {
-        "response_type": "code",
-        "client_id": HUB_CLIENT_ID,
-        "redirect_uri": HUB_CALLBACK,
-        "scope": "read:user",
-        "state": "s",
-        "code_challenge": challenge,
-        "code_challenge_method": "S256",
-    }
-    return await approve(http, "/mockhub/authorize", params, login), verifier
+    return await approve(http, "/mockhub/authorize", hub_params(challenge), login), verifier
 
 
 async def hub_exchange(http: httpx.AsyncClient, code: str, verifier: str) -> httpx.Response:

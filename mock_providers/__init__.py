@@ -18,15 +18,15 @@ server persisted in ``<data_dir>/dev-as.json``.
 packages never import this package; the CLI loads it inside those commands).
 """
 
-from .app import create_mock_providers_app
-from .config import ClientSpec, MockProvidersConfig
-from .dev_keys import NoDevKeys
-from .dev_tokens import mint_access_token
-from .faults import EndpointMode
-from .mockgoogle import MockGoogle
-from .mockhub import MockHub, TokenRequestRecord
-from .mockkeys import MockKeys
-from .mockslack import MockSlack
+from mock_providers.app import create_mock_providers_app
+from mock_providers.config import ClientSpec, MockProvidersConfig
+from mock_providers.dev_keys import NoDevKeys
+from mock_providers.dev_tokens import mint_access_token
+from mock_providers.faults import EndpointMode
+from mock_providers.mockgoogle import MockGoogle
+from mock_providers.mockhub import MockHub, TokenRequestRecord
+from mock_providers.mockkeys import MockKeys
+from mock_providers.mockslack import MockSlack
 
 __all__ = [
     "ClientSpec",

@@ -25,11 +25,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .faults import check_mode
-from .mockgoogle import MockGoogle
-from .mockhub import MockHub
-from .mockkeys import MockKeys
-from .mockslack import MockSlack
+from mock_providers.faults import check_mode
+from mock_providers.mockgoogle import MockGoogle
+from mock_providers.mockhub import MockHub
+from mock_providers.mockkeys import MockKeys
+from mock_providers.mockslack import MockSlack
 
 ADMIN_PREFIX = "/_admin"
 LOOPBACK_NAMES = frozenset({"localhost"})

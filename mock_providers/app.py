@@ -9,22 +9,21 @@ from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 
 from connect_routes.static import static_routes
-
-from .admin import AdminRoutes, admin_path
-from .config import MockProvidersConfig
-from .dev_as import DevAuthorizationServer
-from .dev_as_routes import SESSION_COOKIE, DevAuthorizationRoutes
-from .dev_keys import ensure_dev_keys
-from .mock_store import MockStore
-from .mockgoogle import MockGoogle
-from .mockgoogle_routes import MockGoogleRoutes
-from .mockhub import MockHub
-from .mockhub_routes import MockHubRoutes
-from .mockkeys import MockKeys
-from .mockkeys_routes import MockKeysRoutes
-from .mockslack import MockSlack
-from .mockslack_routes import MockSlackRoutes
-from .pages import Pages
+from mock_providers.admin import AdminRoutes, admin_path
+from mock_providers.config import MockProvidersConfig
+from mock_providers.dev_as import DevAuthorizationServer
+from mock_providers.dev_as_routes import SESSION_COOKIE, DevAuthorizationRoutes
+from mock_providers.dev_keys import ensure_dev_keys
+from mock_providers.mock_store import MockStore
+from mock_providers.mockgoogle import MockGoogle
+from mock_providers.mockgoogle_routes import MockGoogleRoutes
+from mock_providers.mockhub import MockHub
+from mock_providers.mockhub_routes import MockHubRoutes
+from mock_providers.mockkeys import MockKeys
+from mock_providers.mockkeys_routes import MockKeysRoutes
+from mock_providers.mockslack import MockSlack
+from mock_providers.mockslack_routes import MockSlackRoutes
+from mock_providers.pages import Pages
 
 #: MockHub's admin endpoint (scripts/drill.py); every provider has one: ``admin_path(name)``.
 ADMIN_PATH = admin_path("mockhub")

@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from mock_providers.config import ClientSpec, MockProvidersConfig
 from service.providers import ProviderConfig
 from service.settings import Settings
 from token_store import KeyRing
-
-from .config import ClientSpec, MockProvidersConfig
 
 LOGIN_CLIENT_ID = "mcp-url-connect-login"
 MOCKHUB_CLIENT_ID = "mcp-url-connect"

@@ -30,19 +30,18 @@ from authlib.oauth2.rfc9068 import JWTBearerTokenValidator
 from authlib.oidc.core import UserInfoEndpoint
 from joserfc.jwk import KeySet
 
+from mock_providers.clients import TOKEN_AUTH_METHODS, PreRegisteredClient
+from mock_providers.config import ClientSpec, MockProvidersConfig
+from mock_providers.dev_as_models import PUBLIC, DevAuthorizationCode, DevClient, DevRefreshToken
+from mock_providers.dev_keys import DevKeys
+from mock_providers.dev_tokens import DevAccessTokenGenerator, DevUser
+from mock_providers.issuer_parameter import StarletteIssuerParameter
+from mock_providers.mock_store import DurableMap, MockStore, RecordCodec
+from mock_providers.oauth_provider import ProviderCodeGrant, SignedIDTokens
+from mock_providers.pkce import RequiredS256CodeChallenge
+from mock_providers.starlette_adapter import StarletteAuthorizationServer
 from service.errors import BlankClientName
 from service.security_checks import require_visible_client_name
-
-from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
-from .config import ClientSpec, MockProvidersConfig
-from .dev_as_models import PUBLIC, DevAuthorizationCode, DevClient, DevRefreshToken
-from .dev_keys import DevKeys
-from .dev_tokens import DevAccessTokenGenerator, DevUser
-from .issuer_parameter import StarletteIssuerParameter
-from .mock_store import DurableMap, MockStore, RecordCodec
-from .oauth_provider import ProviderCodeGrant, SignedIDTokens
-from .pkce import RequiredS256CodeChallenge
-from .starlette_adapter import StarletteAuthorizationServer
 
 
 class InvalidTargetError(OAuth2Error):  # type: ignore[misc]  # authlib is untyped

@@ -10,8 +10,8 @@ from urllib.parse import urlsplit
 from authlib.oauth2.rfc6749 import TokenMixin
 from authlib.oidc.core import AuthorizationCodeMixin
 
-from .clients import PreRegisteredClient
-from .oauth_provider import ProviderCode
+from mock_providers.clients import PreRegisteredClient
+from mock_providers.oauth_provider import ProviderCode
 
 PUBLIC = "none"
 

@@ -35,10 +35,10 @@ from authlib.oauth2.rfc6749.util import scope_to_list
 from authlib.oidc.core import AuthorizationCodeMixin
 from joserfc.jwk import KeySet, RSAKey
 
-from .clients import PreRegisteredClient
-from .config import ClientSpec
-from .mock_store import DurableMap, DurableSet, MockStore, RecordCodec
-from .oauth_provider import (
+from mock_providers.clients import PreRegisteredClient
+from mock_providers.config import ClientSpec
+from mock_providers.mock_store import DurableMap, DurableSet, MockStore, RecordCodec
+from mock_providers.oauth_provider import (
     GrantedToClient,
     IssuingProvider,
     ProviderAccessToken,
@@ -49,7 +49,7 @@ from .oauth_provider import (
     ProviderRevocationEndpoint,
     SignedIDTokens,
 )
-from .pkce import RequiredS256CodeChallenge
+from mock_providers.pkce import RequiredS256CodeChallenge
 
 ACCESS_TOKEN_PREFIX = "ya29.mockgoogle-"
 REFRESH_TOKEN_PREFIX = "1//mockgoogle-"

@@ -25,10 +25,10 @@ from typing import Any
 
 from authlib.oauth2.rfc6749 import OAuth2Request
 
-from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
-from .config import ClientSpec
-from .mock_store import DurableIndex, DurableMap, MockStore, RecordCodec
-from .oauth_provider import (
+from mock_providers.clients import TOKEN_AUTH_METHODS, PreRegisteredClient
+from mock_providers.config import ClientSpec
+from mock_providers.mock_store import DurableIndex, DurableMap, MockStore, RecordCodec
+from mock_providers.oauth_provider import (
     IssuingProvider,
     ProviderAccessToken,
     ProviderAuthorizationServer,
@@ -37,8 +37,8 @@ from .oauth_provider import (
     ProviderRefreshGrant,
     ProviderRevocationEndpoint,
 )
-from .pkce import RequiredS256CodeChallenge
-from .records import TokenRequestRecord
+from mock_providers.pkce import RequiredS256CodeChallenge
+from mock_providers.records import TokenRequestRecord
 
 __all__ = ["MockHub", "MockHubAccount", "MockHubClient", "MockHubToken", "TokenRequestRecord"]
 

@@ -15,12 +15,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .consent import ConsentFlow, ConsentSettings
-from .dev_as_routes import session_user
-from .faults import mangle
-from .mockhub import LOGIN_RULE, MockHub, MockHubAccount
-from .pages import Pages
-from .provider_routes import ProviderRoutes, machine_route
+from mock_providers.consent import ConsentFlow, ConsentSettings
+from mock_providers.dev_as_routes import session_user
+from mock_providers.faults import mangle
+from mock_providers.mockhub import LOGIN_RULE, MockHub, MockHubAccount
+from mock_providers.pages import Pages
+from mock_providers.provider_routes import ProviderRoutes, machine_route
 
 PREFIX = "/mockhub"
 METADATA_PATH = "/.well-known/oauth-authorization-server" + PREFIX

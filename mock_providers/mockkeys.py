@@ -16,8 +16,8 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
-from .faults import DEFAULT_HANG_SECONDS, EndpointMode
-from .mock_store import DurableMap, MockStore, RecordCodec
+from mock_providers.faults import DEFAULT_HANG_SECONDS, EndpointMode
+from mock_providers.mock_store import DurableMap, MockStore, RecordCodec
 
 KEY_PREFIX = "mk_"
 

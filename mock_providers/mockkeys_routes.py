@@ -11,8 +11,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .faults import fault_response
-from .mockkeys import MockKeys
+from mock_providers.faults import fault_response
+from mock_providers.mockkeys import MockKeys
 
 PREFIX = "/mockkeys"
 HEADER = "X-API-Key"

@@ -30,11 +30,16 @@ from typing import Any, Literal
 from authlib.common.security import generate_token
 from authlib.oauth2.rfc6749 import InvalidScopeError, OAuth2Request
 
-from .clients import PreRegisteredClient
-from .config import ClientSpec
-from .mock_store import DurableMap, MockStore, RecordCodec
-from .oauth_provider import MockProvider, ProviderAuthorizationServer, ProviderCode, ProviderCodeGrant
-from .pkce import RequiredS256CodeChallenge
+from mock_providers.clients import PreRegisteredClient
+from mock_providers.config import ClientSpec
+from mock_providers.mock_store import DurableMap, MockStore, RecordCodec
+from mock_providers.oauth_provider import (
+    MockProvider,
+    ProviderAuthorizationServer,
+    ProviderCode,
+    ProviderCodeGrant,
+)
+from mock_providers.pkce import RequiredS256CodeChallenge
 
 BOT_TOKEN_PREFIX = "xoxb-"
 USER_TOKEN_PREFIX = "xoxp-"

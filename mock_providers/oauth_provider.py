@@ -25,12 +25,17 @@ from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oidc.core import OpenIDCode
 from joserfc.jwk import KeySet
 
-from .clients import TOKEN_AUTH_METHODS, PreRegisteredClient
-from .faults import DEFAULT_DRIP_SECONDS, DEFAULT_HANG_SECONDS, DEFAULT_HUGE_BODY_BYTES, EndpointMode
-from .issuer_parameter import StarletteIssuerParameter
-from .mock_store import MockStore
-from .records import TokenRequestRecord
-from .starlette_adapter import StarletteAuthorizationServer
+from mock_providers.clients import TOKEN_AUTH_METHODS, PreRegisteredClient
+from mock_providers.faults import (
+    DEFAULT_DRIP_SECONDS,
+    DEFAULT_HANG_SECONDS,
+    DEFAULT_HUGE_BODY_BYTES,
+    EndpointMode,
+)
+from mock_providers.issuer_parameter import StarletteIssuerParameter
+from mock_providers.mock_store import MockStore
+from mock_providers.records import TokenRequestRecord
+from mock_providers.starlette_adapter import StarletteAuthorizationServer
 
 AUTHORIZATION_CODE_LIFETIME = 600
 IssMode = Literal["correct", "omit", "wrong"]

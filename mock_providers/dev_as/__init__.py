@@ -1,0 +1,1 @@
+"""The development MCP authorization server."""

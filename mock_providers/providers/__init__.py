@@ -1,0 +1,1 @@
+"""The stand-ins for third-party providers: MockHub (GitHub-like), MockGoogle, MockSlack, MockKeys."""

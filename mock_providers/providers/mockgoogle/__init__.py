@@ -1,0 +1,1 @@
+"""MockGoogle: a Google-like OpenID provider."""

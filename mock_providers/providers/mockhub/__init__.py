@@ -1,0 +1,1 @@
+"""MockHub: a GitHub-like OAuth 2 provider."""

@@ -1,0 +1,1 @@
+"""MockKeys: an API-key service."""

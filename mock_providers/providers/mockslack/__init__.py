@@ -1,0 +1,1 @@
+"""MockSlack: a Slack-like OAuth v2 provider."""

@@ -1,0 +1,1 @@
+"""What an operator sees: logs, metrics, tracing, audit events, flow events, redaction, health webhooks, the observed store."""

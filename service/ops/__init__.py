@@ -1,0 +1,1 @@
+"""Operators' surfaces: the admin API and the command line."""

@@ -1,0 +1,1 @@
+"""The PostgreSQL backend and its numbered schema versions."""

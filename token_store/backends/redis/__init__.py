@@ -1,0 +1,1 @@
+"""The Redis backend and the Lua scripts it runs for each atomic step."""

@@ -33,12 +33,12 @@ from mcp_types import (
 
 from mock_providers.demo import build_demo
 from mock_providers.testing.replicas import REDIS_URL
-from service.broker import ConnectionBroker
-from service.completion import CompletionHub
-from service.connect_flow import ConnectFlow
 from service.errors import ConnectionNeeded
-from service.lifecycle import TokenLifecycle
-from service.outbound_http import OutboundHttp
+from service.flow.connect import ConnectFlow
+from service.flow.lifecycle import TokenLifecycle
+from service.mcp.broker import ConnectionBroker
+from service.mcp.completion.hub import CompletionHub
+from service.providers.outbound_http import OutboundHttp
 from token_store import (
     Connection,
     ConnectionKey,

@@ -41,11 +41,11 @@ async def batch(server: MCPServer[Any], calls: int) -> float:
 
 
 async def child(calls: int) -> dict[str, float]:
-    from service.metrics import Metrics
-    from service.tracing import Tracing
+    from service.observability.metrics import Metrics
+    from service.observability.tracing import Tracing
 
     try:
-        from service.mcp_server import ObservedMCPServer
+        from service.mcp.server import ObservedMCPServer
     except ImportError:  # pragma: no cover - a checkout from before the module's name
         from service.server import ObservedMCPServer  # type: ignore[no-redef,import-not-found,unused-ignore]
 

@@ -99,9 +99,9 @@ def peak_rss_mb() -> float:
 
 
 async def measure(base: str, http_timeout: float) -> dict[str, Any]:
-    from service.outbound_http import OutboundHttp
-    from service.provider_oauth import exchange_code
-    from service.providers import build_provider
+    from service.providers.catalogue import build_provider
+    from service.providers.oauth import exchange_code
+    from service.providers.outbound_http import OutboundHttp
     from token_store import Connection, ConnectionKey, KeyRing, UserRef, open_store
 
     def hub(token_url: str) -> Any:
@@ -169,7 +169,7 @@ async def measure(base: str, http_timeout: float) -> dict[str, Any]:
 
 async def slow_refresh(base: str, hub: Any, store: Any, outbound: Any, http_timeout: float) -> int:
     """Two callers refresh one stale connection while the provider takes longer than the lock."""
-    from service.lifecycle import TokenLifecycle
+    from service.flow.lifecycle import TokenLifecycle
     from token_store import Connection, ConnectionKey, TokenSet, UserRef
 
     stale = Connection(

@@ -21,7 +21,7 @@ from mock_providers.testing.cluster import wait_for
 from mock_providers.testing.replicas import REDIS_URL
 from mock_providers.testing.servers import HOST, free_port
 
-CLI = [sys.executable, "-m", "service.cli"]
+CLI = [sys.executable, "-m", "service.ops.cli"]
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -176,7 +176,7 @@ class Stack:
         if self.store == "redis":
             env |= {"MCPUC_STORE_URL": REDIS_URL, "MCPUC_REDIS_PREFIX": self.prefix}
         ours = ["-m", "bench.server", "ours", *(["--request-cpu"] if self.request_cpu else [])]
-        command = ours if self.server == "bench" else ["-m", "service.cli", "serve"]
+        command = ours if self.server == "bench" else ["-m", "service.ops.cli", "serve"]
         profiler = ["-m", "bench.cpu_profile", str(self.profile)] if self.profile else []
         server = self._spawn("server", [sys.executable, *profiler, *command], env)
         if self.server == "bench":  # started side by side: they import the same modules

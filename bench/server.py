@@ -32,10 +32,10 @@ from starlette.routing import Mount, Route
 from bench.request_cpu import RequestCpu
 from bench.tool_call import add_in_memory_tool
 from service.app import create_app, mcp_http_app, transport_security
-from service.bearer import JwksCache, JwtTokenVerifier
-from service.cli import build_server, resolve_providers, run_until_stopped
-from service.logs import configure_logging
-from service.outbound_http import OutboundHttp
+from service.mcp.bearer import JwksCache, JwtTokenVerifier
+from service.observability.logs import configure_logging
+from service.ops.cli import build_server, resolve_providers, run_until_stopped
+from service.providers.outbound_http import OutboundHttp
 from service.settings import Settings, load_settings
 
 
@@ -100,7 +100,7 @@ def main() -> int:
         app = ours(settings, request_cpu="--request-cpu" in options)
     else:
         app = sdk(settings, resumable=kind == "sdk-resumable")
-    # All three on the runtime `serve` uses (service/server_runtime.py): the comparison is of the
+    # All three on the runtime `serve` uses (service/http/server.py): the comparison is of the
     # code around a tool, not of event loops.
     server = build_server(app, settings.host, settings.port)
     return run_until_stopped({"mcp": server}, settings.event_loop)

@@ -1,6 +1,6 @@
 """What 2025-11-25 sessions cost a `serve` process in memory, measured from /proc: sessions opened
 up to the caps, each with its SSE replay buffer filled to its byte budget, the worst a client can
-make a session hold (service/sse_resumption.py: MAX_BYTES).
+make a session hold (service/mcp/sdk/sse_resumption.py: MAX_BYTES).
 
     .venv/bin/python -m bench.session_memory [--per-user N] [--per-replica N] [--users N]
 
@@ -20,8 +20,8 @@ from pathlib import Path
 import httpx
 
 from bench.processes import Stack
-from mock_providers.dev_tokens import mint_access_token
-from service.sse_resumption import MAX_BYTES, MAX_EVENTS
+from mock_providers.dev_as.tokens import mint_access_token
+from service.mcp.sdk.sse_resumption import MAX_BYTES, MAX_EVENTS
 
 VERSION = "2025-11-25"
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

@@ -29,9 +29,9 @@ from bench.processes import delete_prefix
 from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import mcp_client
 from mock_providers.testing.servers import DemoServers
-from service.identity import current_caller
-from service.mcp_errors import connected
-from service.provider_api import fetch_userinfo
+from service.mcp.errors import connected
+from service.mcp.identity import current_caller
+from service.providers.api import fetch_userinfo
 from token_store import Connection, KeyRing, UserRef, open_store
 
 

@@ -4,7 +4,7 @@ Starlette's SessionMiddleware (an itsdangerous-signed cookie) carries it. We add
 lifetime (the cookie's own max-age slides on every response), rotation at login, the browser
 binding used by OAuth states, and a per-session CSRF token. The checks themselves are
 `require_session_within_lifetime`, `rotate_session_on_login` and `require_csrf_token` in
-service/security_checks.py; this module only reads and writes the session.
+service/flow/security_checks.py; this module only reads and writes the session.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 
 from service.errors import CsrfTokenMismatch, SessionExpired
-from service.security_checks import (
+from service.flow.security_checks import (
     mint_opaque_id,
     require_csrf_token,
     require_session_within_lifetime,

@@ -1,7 +1,7 @@
 """`/connect` and `/callback`: the browser half of a URL-mode elicitation.
 
-The routes parse the request, call the connect flow (service/connect_flow.py, which owns the
-elicitation's status and runs the checks of service/security_checks.py) and render its result.
+The routes parse the request, call the connect flow (service/flow/connect.py, which owns the
+elicitation's status and runs the checks of service/flow/security_checks.py) and render its result.
 Refusals are raised as `service.errors` and rendered by connect_routes/error_pages.py.
 
 /connect   GET: the browser's session user must be the user who asked (client-elicitation.mdx,
@@ -31,7 +31,6 @@ from connect_routes.browser_session import BrowserUser, browser_user, check_csrf
 from connect_routes.headers import HEADERS
 from connect_routes.login import Login
 from connect_routes.pages import message, page, timestamp
-from service.connect_flow import API_KEY_MAX_LENGTH, CallbackParams
 from service.errors import (
     BlankClientName,
     ConnectCsrfTokenMismatch,
@@ -40,14 +39,15 @@ from service.errors import (
     MalformedElicitationId,
     NotSignedIn,
 )
-from service.providers import ProviderConfig
-from service.runtime import Runtime
-from service.security_checks import (
+from service.flow.connect import API_KEY_MAX_LENGTH, CallbackParams
+from service.flow.security_checks import (
     require_opaque_id,
     require_same_origin,
     require_signed_in,
     require_visible_client_name,
 )
+from service.providers.catalogue import ProviderConfig
+from service.runtime import Runtime
 from service.urls import (
     CALLBACK_PATH,
     CONNECT_API_KEY_PATH,

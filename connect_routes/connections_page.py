@@ -13,11 +13,11 @@ from starlette.routing import Route
 from connect_routes.browser_session import BrowserUser, browser_user, check_csrf, csrf_token
 from connect_routes.login import Login
 from connect_routes.pages import page
-from service.connections import Connections
-from service.disconnect import disconnect_one
 from service.errors import ConnectionsPageNotSignedIn, InvalidRequest
+from service.flow.connections import Connections
+from service.flow.disconnect import disconnect_one
+from service.flow.security_checks import require_same_origin, require_signed_in
 from service.runtime import Runtime
-from service.security_checks import require_same_origin, require_signed_in
 from service.urls import CONNECTIONS_DEFAULT_PATH, CONNECTIONS_DISCONNECT_PATH, CONNECTIONS_PATH
 from token_store import ConnectionKey
 

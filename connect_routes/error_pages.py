@@ -17,7 +17,7 @@ from connect_routes.browser_session import browser_user, csrf_token
 from connect_routes.headers import HEADERS
 from connect_routes.pages import message, page
 from service.errors import BrowserRefusal, ElicitationUserMismatch, ProviderDenied, ProviderFailure
-from service.security_checks import require_safe_next
+from service.flow.security_checks import require_safe_next
 from service.settings import Settings
 from service.urls import origin
 from token_store import StoreUnavailable

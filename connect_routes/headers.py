@@ -27,8 +27,8 @@ def add_security_headers(headers: list[tuple[bytes, bytes]]) -> None:
 
 
 class SecurityHeadersMiddleware:
-    """`add_security_headers` on every response of an app of its own (service/embedding.py's
-    browser app; service/app.py does it in its one pass, service/request_pass.py)."""
+    """`add_security_headers` on every response of an app of its own (service/embedding/sdk.py's
+    browser app; service/app.py does it in its one pass, service/http/request_pass.py)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app

@@ -35,15 +35,15 @@ from starlette.routing import Route
 from connect_routes.browser_session import browser_user, check_csrf, start_session
 from connect_routes.error_pages import offer_sign_out
 from connect_routes.pages import message
-from service.discovery import discover_metadata
 from service.errors import AccountSwitchUnconfirmed, LoginFailed, LoginUnavailable
-from service.outbound_http import OutboundHttp
-from service.security_checks import (
+from service.flow.security_checks import (
     require_login_issuer,
     require_no_silent_account_switch,
     require_safe_next,
     require_same_origin,
 )
+from service.providers.discovery import discover_metadata
+from service.providers.outbound_http import OutboundHttp
 from service.settings import Settings
 from service.urls import CONNECTIONS_PATH, LOGIN_CALLBACK_PATH, LOGIN_PATH, LOGOUT_PATH, is_connect_link
 
@@ -58,7 +58,7 @@ HttpClient = Callable[[], AbstractAsyncContextManager[httpx.AsyncClient]]
 
 
 class DiscoveredMetadataClient(StarletteOAuth2App):  # type: ignore[misc]  # authlib is untyped
-    """authlib's Starlette client, given the issuer's metadata by service/discovery.py (RFC 8414
+    """authlib's Starlette client, given the issuer's metadata by service/providers/discovery.py (RFC 8414
     §3 and OpenID Connect Discovery URLs, the document's `issuer` compared) instead of fetching
     one fixed `server_metadata_url` itself: the bearer check and the login find the issuer's
     metadata by one rule. authlib asks `load_server_metadata` before each step; the first answer

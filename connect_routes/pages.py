@@ -10,8 +10,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.templating import Jinja2Templates
 
-from service.connect_flow import API_KEY_MAX_LENGTH, API_KEY_MIN_LENGTH
-from service.names import lookalike_note
+from service.flow.connect import API_KEY_MAX_LENGTH, API_KEY_MIN_LENGTH
+from service.flow.names import lookalike_note
 from service.urls import (
     CONNECT_API_KEY_PATH,
     CONNECT_CANCEL_PATH,

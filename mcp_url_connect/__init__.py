@@ -9,12 +9,12 @@ about it.
 from importlib.metadata import PackageNotFoundError, version
 
 from service.app import create_app
-from service.broker import ConnectionBroker
-from service.embedding import UrlConnect
+from service.embedding.sdk import UrlConnect
 from service.errors import ProviderFailure
-from service.provider_session import ProviderSession, uses
+from service.mcp.broker import ConnectionBroker
+from service.mcp.provider_session import ProviderSession, uses
+from service.mcp.tool_packages import RegisterTools, ToolPackageError
 from service.settings import Settings, SettingsError, load_settings
-from service.tool_packages import RegisterTools, ToolPackageError
 
 try:
     __version__ = version("mcp-url-connect")

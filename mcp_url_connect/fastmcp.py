@@ -2,6 +2,6 @@
 `ProviderConnection` as the default of a tool's `api: ProviderSession` parameter. Needs
 `mcp-url-connect[fastmcp]`."""
 
-from service.fastmcp_adapter import ProviderConnection, UrlConnectMiddleware
+from service.embedding.fastmcp import ProviderConnection, UrlConnectMiddleware
 
 __all__ = ["ProviderConnection", "UrlConnectMiddleware"]

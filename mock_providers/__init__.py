@@ -20,13 +20,13 @@ packages never import this package; the CLI loads it inside those commands).
 
 from mock_providers.app import create_mock_providers_app
 from mock_providers.config import ClientSpec, MockProvidersConfig
-from mock_providers.dev_keys import NoDevKeys
-from mock_providers.dev_tokens import mint_access_token
+from mock_providers.dev_as.keys import NoDevKeys
+from mock_providers.dev_as.tokens import mint_access_token
 from mock_providers.faults import EndpointMode
-from mock_providers.mockgoogle import MockGoogle
-from mock_providers.mockhub import MockHub, TokenRequestRecord
-from mock_providers.mockkeys import MockKeys
-from mock_providers.mockslack import MockSlack
+from mock_providers.providers.mockgoogle.server import MockGoogle
+from mock_providers.providers.mockhub.server import MockHub, TokenRequestRecord
+from mock_providers.providers.mockkeys.server import MockKeys
+from mock_providers.providers.mockslack.server import MockSlack
 
 __all__ = [
     "ClientSpec",

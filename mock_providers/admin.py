@@ -26,10 +26,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from mock_providers.faults import check_mode
-from mock_providers.mockgoogle import MockGoogle
-from mock_providers.mockhub import MockHub
-from mock_providers.mockkeys import MockKeys
-from mock_providers.mockslack import MockSlack
+from mock_providers.providers.mockgoogle.server import MockGoogle
+from mock_providers.providers.mockhub.server import MockHub
+from mock_providers.providers.mockkeys.server import MockKeys
+from mock_providers.providers.mockslack.server import MockSlack
 
 ADMIN_PREFIX = "/_admin"
 LOOPBACK_NAMES = frozenset({"localhost"})

@@ -11,19 +11,19 @@ from starlette.middleware.sessions import SessionMiddleware
 from connect_routes.static import static_routes
 from mock_providers.admin import AdminRoutes, admin_path
 from mock_providers.config import MockProvidersConfig
-from mock_providers.dev_as import DevAuthorizationServer
-from mock_providers.dev_as_routes import SESSION_COOKIE, DevAuthorizationRoutes
-from mock_providers.dev_keys import ensure_dev_keys
-from mock_providers.mock_store import MockStore
-from mock_providers.mockgoogle import MockGoogle
-from mock_providers.mockgoogle_routes import MockGoogleRoutes
-from mock_providers.mockhub import MockHub
-from mock_providers.mockhub_routes import MockHubRoutes
-from mock_providers.mockkeys import MockKeys
-from mock_providers.mockkeys_routes import MockKeysRoutes
-from mock_providers.mockslack import MockSlack
-from mock_providers.mockslack_routes import MockSlackRoutes
+from mock_providers.dev_as.keys import ensure_dev_keys
+from mock_providers.dev_as.routes import SESSION_COOKIE, DevAuthorizationRoutes
+from mock_providers.dev_as.server import DevAuthorizationServer
 from mock_providers.pages import Pages
+from mock_providers.providers.mockgoogle.routes import MockGoogleRoutes
+from mock_providers.providers.mockgoogle.server import MockGoogle
+from mock_providers.providers.mockhub.routes import MockHubRoutes
+from mock_providers.providers.mockhub.server import MockHub
+from mock_providers.providers.mockkeys.routes import MockKeysRoutes
+from mock_providers.providers.mockkeys.server import MockKeys
+from mock_providers.providers.mockslack.routes import MockSlackRoutes
+from mock_providers.providers.mockslack.server import MockSlack
+from mock_providers.store import MockStore
 
 #: MockHub's admin endpoint (scripts/drill.py); every provider has one: ``admin_path(name)``.
 ADMIN_PATH = admin_path("mockhub")
@@ -32,17 +32,17 @@ ADMIN_PATH = admin_path("mockhub")
 def create_mock_providers_app(config: MockProvidersConfig) -> Starlette:
     """Build the app; creates or reuses ``<data_dir>/dev-as.json`` and, with
     ``config.persist_state`` (the default), the providers' durable state in
-    ``<data_dir>/mock-providers.sqlite3`` (:mod:`mock_providers.mock_store`).
+    ``<data_dir>/mock-providers.sqlite3`` (:mod:`mock_providers.store`).
 
-    ``app.state.dev_as`` is the :class:`~mock_providers.dev_as.DevAuthorizationServer`
+    ``app.state.dev_as`` is the :class:`~mock_providers.dev_as.server.DevAuthorizationServer`
     (clients, codes, refresh tokens), ``app.state.mockhub`` the
-    :class:`~mock_providers.mockhub.MockHub` (knobs and counters),
+    :class:`~mock_providers.providers.mockhub.server.MockHub` (knobs and counters),
     ``app.state.mockgoogle`` / ``app.state.mockslack`` the
-    :class:`~mock_providers.mockgoogle.MockGoogle` /
-    :class:`~mock_providers.mockslack.MockSlack` (``None`` when their client is
+    :class:`~mock_providers.providers.mockgoogle.server.MockGoogle` /
+    :class:`~mock_providers.providers.mockslack.server.MockSlack` (``None`` when their client is
     not configured), ``app.state.mockkeys`` the
-    :class:`~mock_providers.mockkeys.MockKeys` API-key service (always served),
-    ``app.state.mock_store`` the :class:`~mock_providers.mock_store.MockStore`,
+    :class:`~mock_providers.providers.mockkeys.server.MockKeys` API-key service (always served),
+    ``app.state.mock_store`` the :class:`~mock_providers.store.MockStore`,
     ``app.state.config`` the config.
 
     ``base_url`` must be https or loopback http (``localhost``, ``127.0.0.1``,

@@ -9,7 +9,7 @@ from typing import Self
 from authlib.oauth2.rfc6749 import ClientMixin
 
 from mock_providers.config import ClientSpec
-from mock_providers.mock_store import SecretDigest
+from mock_providers.store import SecretDigest
 
 #: Client authentication methods the mock providers' token endpoints accept;
 #: which one a client may use depends on whether it has a secret.

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mock_providers.config import ClientSpec, MockProvidersConfig
-from service.providers import ProviderConfig
+from service.providers.catalogue import ProviderConfig
 from service.settings import Settings
 from token_store import KeyRing
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from mock_providers.config import ClientSpec
 from mock_providers.demo import MOCKHUB_CLIENT_ID, Demo
-from service.providers import ProviderConfig, build_provider
+from service.providers.catalogue import ProviderConfig, build_provider
 
 GOOGLE_CLIENT_ID = "mcp-url-connect.apps.mockgoogle.test"
 SLACK_CLIENT_ID = "1234567890.0987654321"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from authlib.oauth2.rfc6749.util import extract_basic_authorization
 from starlette.responses import Response
 
-from mock_providers.starlette_adapter import StarletteOAuth2Request
+from mock_providers.oauth.starlette_adapter import StarletteOAuth2Request
 
 
 @dataclass(frozen=True)

@@ -97,11 +97,11 @@ E2E_HARD = "tests/e2e/test_connect_hardening.py"
 E2E_CHROMIUM = "tests/e2e/test_chromium.py"
 E2E_STATE = "tests/e2e/test_request_state.py"
 SEC_BROWSER = "tests/security/test_browser.py"
-BEARER = "tests/unit/service/test_bearer.py"
+BEARER = "tests/unit/service/mcp/test_bearer.py"
 CONTRACT = "tests/integration/token_store/test_store_contract.py"
-UNIT_CHECKS = "tests/unit/service/test_security_checks.py"
+UNIT_CHECKS = "tests/unit/service/flow/test_security_checks.py"
 UNIT_ROUTES = "tests/unit/connect_routes/test_connect.py"
-UNIT_ACCOUNTS = "tests/unit/service/test_account_choice.py"
+UNIT_ACCOUNTS = "tests/unit/service/mcp/test_account_choice.py"
 
 
 CHECKS: tuple[Check, ...] = (
@@ -216,7 +216,7 @@ CHECKS: tuple[Check, ...] = (
     check(
         "headers.security_headers",
         [
-            "tests/unit/service/test_request_pass.py::test_every_response_carries_one_request_id_and_the_security_headers",
+            "tests/unit/service/http/test_request_pass.py::test_every_response_carries_one_request_id_and_the_security_headers",
             f"{E2E_CHROMIUM}::test_pages_send_security_headers",
         ],
         "CSP, frame-ancestors, no-referrer, no-store, nosniff on every response",
@@ -255,7 +255,7 @@ CHECKS: tuple[Check, ...] = (
     check(
         "broker.request_state_for_provider",
         [
-            "tests/unit/service/test_broker.py::test_request_state_for_another_provider_is_refused_before_its_nonce_is_used"
+            "tests/unit/service/mcp/test_broker.py::test_request_state_for_another_provider_is_refused_before_its_nonce_is_used"
         ],
         "requestState names the provider of this call",
     ),
@@ -285,7 +285,7 @@ CHECKS: tuple[Check, ...] = (
         "broker.elicitation_of_same_user",
         [
             f"{UNIT_CHECKS}::test_elicitation_of_same_user",
-            "tests/unit/service/test_revision_2026.py::test_another_users_flow_is_no_answer_to_a_retry",
+            "tests/unit/service/mcp/revisions/test_v2026_07_28.py::test_another_users_flow_is_no_answer_to_a_retry",
         ],
         "a 2026-07-28 retry counts only the caller's own flow",
     ),
@@ -314,26 +314,28 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "completion.session_match",
-        ["tests/unit/service/test_completion.py::test_a_record_naming_another_session_is_not_delivered"],
+        [
+            "tests/unit/service/mcp/completion/test_hub.py::test_a_record_naming_another_session_is_not_delivered"
+        ],
         "completion only to the MCP session named by the record",
     ),
     check(
         "sse_resumption.store_per_session",
         [
-            "tests/unit/service/test_sse_resumption.py::test_a_dropped_stream_is_replayed_from_its_last_event_id_within_its_own_session"
+            "tests/unit/service/mcp/sdk/test_sse_resumption.py::test_a_dropped_stream_is_replayed_from_its_last_event_id_within_its_own_session"
         ],
         "SSE replay only within the session (and user) whose stream it was",
     ),
     check(
         "broker.resume_named_account",
         [
-            "tests/unit/service/test_broker_resume_decline.py::test_a_retry_naming_an_account_the_flow_did_not_connect_asks_again"
+            "tests/unit/service/mcp/test_broker_resume_decline.py::test_a_retry_naming_an_account_the_flow_did_not_connect_asks_again"
         ],
         "a 2026-07-28 retry answers only with the account the tool named",
     ),
     check(
         "provider_session.own_url",
-        ["tests/unit/service/test_provider_session.py::test_the_token_never_goes_to_another_host"],
+        ["tests/unit/service/mcp/test_provider_session.py::test_the_token_never_goes_to_another_host"],
         "a provider token goes only to that provider's own hosts",
     ),
     check(
@@ -356,17 +358,19 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "providers.https_endpoints",
-        ["tests/unit/service/test_providers.py::test_plain_http_only_on_loopback_unless_explicitly_allowed"],
+        [
+            "tests/unit/service/providers/test_catalogue.py::test_plain_http_only_on_loopback_unless_explicitly_allowed"
+        ],
         "provider endpoints https unless loopback or insecure_http",
     ),
     check(
         "providers.discovery_s256",
-        ["tests/unit/service/test_providers.py::test_discovery_refuses_a_provider_without_s256"],
+        ["tests/unit/service/providers/test_catalogue.py::test_discovery_refuses_a_provider_without_s256"],
         "discovery refuses a provider without PKCE S256",
     ),
     check(
         "redaction.secrets_redacted",
-        ["tests/unit/service/test_redaction.py::test_redact_removes_secrets"],
+        ["tests/unit/service/observability/test_redaction.py::test_redact_removes_secrets"],
         "secrets redacted from every log line",
     ),
     check("provider_oauth.pkce_s256", [f"{E2E_FLOW}::test_legacy_full_flow"], "PKCE S256 toward providers"),
@@ -465,19 +469,19 @@ CHECKS: tuple[Check, ...] = (
     check(
         "caps.sessions_per_user",
         [
-            "tests/unit/service/test_session_limits.py::test_sessions_per_user_are_capped_with_429_and_other_users_are_unaffected"
+            "tests/unit/service/mcp/sdk/test_session_limits.py::test_sessions_per_user_are_capped_with_429_and_other_users_are_unaffected"
         ],
         "cap on 2025-11-25 sessions per user (429)",
     ),
     check(
         "caps.sessions_per_replica",
-        ["tests/unit/service/test_session_limits.py::test_sessions_per_replica_are_capped"],
+        ["tests/unit/service/mcp/sdk/test_session_limits.py::test_sessions_per_replica_are_capped"],
         "cap on sessions per replica (429)",
     ),
     check(
         "caps.admitted_within_caps",
         [
-            "tests/unit/service/test_session_limits.py::test_concurrent_initializes_of_one_user_are_admitted_up_to_the_cap_only",
+            "tests/unit/service/mcp/sdk/test_session_limits.py::test_concurrent_initializes_of_one_user_are_admitted_up_to_the_cap_only",
             "tests/security/test_session_caps.py::test_concurrent_initializes_of_one_user_cannot_race_past_the_cap",
         ],
         "session caps counted and admitted in one step (inside the SDK's admission)",
@@ -486,7 +490,7 @@ CHECKS: tuple[Check, ...] = (
     check(
         "headers.single_valued_fields",
         [
-            "tests/unit/service/test_single_valued_headers.py",
+            "tests/unit/service/http/test_single_valued_headers.py",
             "tests/security/test_session_caps.py::test_a_repeated_protocol_version_is_refused_before_any_session_opens",
         ],
         "a request repeating a single-valued header field gets 400 before anything reads it",
@@ -494,31 +498,31 @@ CHECKS: tuple[Check, ...] = (
     check(
         "sdk.hooks_present",
         [
-            "tests/unit/service/test_sdk_hooks.py::test_a_missing_hook_is_named",
-            "tests/unit/service/test_sdk_hooks.py::test_no_server_is_built_on_an_sdk_without_a_hook",
+            "tests/unit/service/mcp/sdk/test_hooks.py::test_a_missing_hook_is_named",
+            "tests/unit/service/mcp/sdk/test_hooks.py::test_no_server_is_built_on_an_sdk_without_a_hook",
         ],
         "a server refuses an SDK that lacks a private part the caps or the replay isolation need",
     ),
     check(
         "caps.requests_per_user",
-        ["tests/unit/service/test_session_limits.py::test_requests_in_flight_per_user_are_capped"],
+        ["tests/unit/service/mcp/sdk/test_session_limits.py::test_requests_in_flight_per_user_are_capped"],
         "cap on requests in progress per user (429)",
     ),
     check(
         "server.head_timeout",
         [
-            "tests/unit/service/test_server_runtime.py::test_a_slow_head_is_closed_and_a_prompt_client_is_served_meanwhile"
+            "tests/unit/service/http/test_server.py::test_a_slow_head_is_closed_and_a_prompt_client_is_served_meanwhile"
         ],
         "a connection whose request head is not complete in time is closed",
     ),
     check(
         "server.max_waiting_heads",
-        ["tests/unit/service/test_server_runtime.py::test_at_most_max_connections_wait_for_a_head"],
+        ["tests/unit/service/http/test_server.py::test_at_most_max_connections_wait_for_a_head"],
         "at most max_connections_awaiting_head connections wait for a head (oldest closed first)",
     ),
     check(
         "logs.request_id_shape",
-        ["tests/unit/service/test_request_id.py::test_request_id_shape"],
+        ["tests/unit/service/http/test_request_id.py::test_request_id_shape"],
         "a client's X-Request-ID is used only when it has a plain shape",
     ),
     check(
@@ -534,14 +538,14 @@ CHECKS: tuple[Check, ...] = (
     check(
         "completion.failure_reported_once",
         [
-            "tests/unit/service/test_completion.py::test_a_failed_flow_is_notified_and_its_reason_is_reported_once"
+            "tests/unit/service/mcp/completion/test_hub.py::test_a_failed_flow_is_notified_and_its_reason_is_reported_once"
         ],
         "a failed flow's reason is reported once; the next call asks again",
     ),
     check(
         "completion.failure_per_user",
         [
-            "tests/unit/service/test_completion.py::test_a_failure_is_reported_only_to_the_user_whose_flow_it_was"
+            "tests/unit/service/mcp/completion/test_hub.py::test_a_failure_is_reported_only_to_the_user_whose_flow_it_was"
         ],
         "a failure notice is keyed by its user too, not by a session id alone",
     ),
@@ -558,7 +562,7 @@ CHECKS: tuple[Check, ...] = (
     check(
         "logs.only_redacting_handlers",
         [
-            "tests/unit/service/test_redaction.py::test_configure_logging_replaces_a_handler_that_does_not_redact"
+            "tests/unit/service/observability/test_redaction.py::test_configure_logging_replaces_a_handler_that_does_not_redact"
         ],
         "no handler installed by a library prints unredacted lines beside ours",
     ),
@@ -622,17 +626,19 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "limits.request_head",
-        ["tests/unit/service/test_request_limits.py"],
+        ["tests/unit/service/http/test_request_limits.py"],
         "a replica refuses a head over 16 KiB however it arrived (431)",
     ),
     check(
         "limits.request_body",
-        ["tests/unit/service/test_request_limits.py"],
+        ["tests/unit/service/http/test_request_limits.py"],
         "a replica refuses a body over 1 MiB on every route (413)",
     ),
     check(
         "limits.installed",
-        ["tests/unit/service/test_request_limits.py::test_the_app_bounds_heads_and_bodies_on_every_route"],
+        [
+            "tests/unit/service/http/test_request_limits.py::test_the_app_bounds_heads_and_bodies_on_every_route"
+        ],
         "the app installs the head and body limits (on the MCP endpoint and the browser routes)",
         markers=2,
     ),
@@ -668,33 +674,35 @@ CHECKS: tuple[Check, ...] = (
     check(
         "outbound.response_byte_limit",
         [
-            "tests/unit/service/test_outbound_http.py::test_an_answer_over_the_byte_limit_is_refused_without_being_read_whole",
-            "tests/unit/service/test_outbound_http.py::test_a_token_answer_over_its_byte_limit_is_refused_at_authlib",
+            "tests/unit/service/providers/test_outbound_http.py::test_an_answer_over_the_byte_limit_is_refused_without_being_read_whole",
+            "tests/unit/service/providers/test_outbound_http.py::test_a_token_answer_over_its_byte_limit_is_refused_at_authlib",
         ],
         "a provider's answer read streamed up to a byte limit",
     ),
     check(
         "outbound.call_deadline",
         [
-            "tests/unit/service/test_outbound_http.py::test_a_dripping_answer_ends_at_the_whole_call_deadline",
-            "tests/unit/service/test_outbound_http.py::test_a_dripping_token_answer_ends_at_the_whole_call_deadline",
+            "tests/unit/service/providers/test_outbound_http.py::test_a_dripping_answer_ends_at_the_whole_call_deadline",
+            "tests/unit/service/providers/test_outbound_http.py::test_a_dripping_token_answer_ends_at_the_whole_call_deadline",
         ],
         "one deadline for a whole provider call, not per read",
     ),
     check(
         "provider_oauth.bounded_token_fields",
-        ["tests/unit/service/test_provider_oauth.py::test_a_token_response_field_over_the_limit_is_refused"],
+        ["tests/unit/service/providers/test_oauth.py::test_a_token_response_field_over_the_limit_is_refused"],
         "each kept token response field at most 8192 characters (a 2 MB scope)",
     ),
     check(
         "provider_oauth.vschar_tokens",
-        ["tests/unit/service/test_provider_oauth.py::test_a_token_with_characters_outside_vschar_is_refused"],
+        [
+            "tests/unit/service/providers/test_oauth.py::test_a_token_with_characters_outside_vschar_is_refused"
+        ],
         "access and refresh tokens of VSCHAR only (RFC 6749 Appendix A)",
     ),
     check(
         "provider_oauth.understood_token_type",
         [
-            "tests/unit/service/test_provider_oauth.py::test_a_token_type_the_provider_does_not_list_is_refused"
+            "tests/unit/service/providers/test_oauth.py::test_a_token_type_the_provider_does_not_list_is_refused"
         ],
         "token_type one of the provider's token_types (RFC 6749 §7.1)",
     ),
@@ -706,21 +714,21 @@ CHECKS: tuple[Check, ...] = (
     check(
         "lifecycle.refresh_lock_ttl",
         [
-            "tests/unit/service/test_lifecycle.py::test_the_lock_outlives_the_holders_deadline_so_the_refresh_token_is_sent_once"
+            "tests/unit/service/flow/test_lifecycle.py::test_the_lock_outlives_the_holders_deadline_so_the_refresh_token_is_sent_once"
         ],
         "the refresh lock outlives the holder's deadline",
     ),
     check(
         "lifecycle.refresh_within_deadline",
         [
-            "tests/unit/service/test_lifecycle.py::test_a_refresh_the_provider_never_answers_is_abandoned_at_its_deadline"
+            "tests/unit/service/flow/test_lifecycle.py::test_a_refresh_the_provider_never_answers_is_abandoned_at_its_deadline"
         ],
         "the refresher abandons its provider call at the deadline",
     ),
     check(
         "logs.control_characters_escaped",
         [
-            "tests/unit/service/test_logs.py::test_text_lines_escape_control_characters_so_a_value_cannot_forge_a_record"
+            "tests/unit/service/observability/test_logs.py::test_text_lines_escape_control_characters_so_a_value_cannot_forge_a_record"
         ],
         "control characters escaped in text log lines (CWE-117)",
     ),
@@ -791,7 +799,7 @@ CHECKS: tuple[Check, ...] = (
         "dev_as.login_csrf",
         [
             f"{SEC_BROWSER}::test_dev_as_login_without_its_form_token_is_refused",
-            "tests/unit/mock_providers/test_dev_as.py::test_login_form_needs_its_own_token",
+            "tests/unit/mock_providers/dev_as/test_server.py::test_login_form_needs_its_own_token",
         ],
         "the dev AS login form needs its CSRF token (login CSRF at the AS)",
     ),
@@ -799,7 +807,7 @@ CHECKS: tuple[Check, ...] = (
         "completion_bus.finished_in_store",
         [
             "tests/security/test_completion_bus.py",
-            "tests/unit/service/test_completion_bus.py::test_require_finished_in_store",
+            "tests/unit/service/mcp/completion/test_bus.py::test_require_finished_in_store",
         ],
         "a NOTIFY on the PostgreSQL bus completes only a flow the store says has ended",
     ),
@@ -858,14 +866,14 @@ CHECKS: tuple[Check, ...] = (
     check(
         "redis.replica_acknowledgement",
         [
-            "tests/integration/token_store/test_redis_store_sentinel.py::test_a_write_no_replica_acknowledges_fails_and_other_users_still_work"
+            "tests/integration/token_store/backends/redis/test_store_sentinel.py::test_a_write_no_replica_acknowledges_fails_and_other_users_still_work"
         ],
         "with MCPUC_STORE_WAIT_REPLICAS, a token set no replica acknowledged is reported unstored",
     ),
     check(
         "redis.slot_tag",
         [
-            "tests/integration/token_store/test_redis_store_cluster.py::test_an_id_without_its_users_slot_tag_is_refused_and_other_users_still_work"
+            "tests/integration/token_store/backends/redis/test_store_cluster.py::test_an_id_without_its_users_slot_tag_is_refused_and_other_users_still_work"
         ],
         "on Redis Cluster an id or state lies in its user's hash slot, or is refused",
     ),
@@ -886,17 +894,23 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "keys.retire_only_unused",
-        ["tests/unit/service/test_cli.py::test_keys_retire_refuses_while_a_record_is_sealed_under_the_key"],
+        [
+            "tests/unit/service/ops/test_cli.py::test_keys_retire_refuses_while_a_record_is_sealed_under_the_key"
+        ],
         "a key is retired while records are still sealed under it",
     ),
     check(
         "webhooks.signature_covers_body",
-        ["tests/unit/service/test_webhooks.py::test_a_webhook_is_signed_verifiable_and_names_no_secret"],
+        [
+            "tests/unit/service/observability/test_webhooks.py::test_a_webhook_is_signed_verifiable_and_names_no_secret"
+        ],
         "the webhook signature covers the body",
     ),
     check(
         "operator.revoke_by_iss_and_sub",
-        ["tests/unit/service/test_operator.py::test_revoke_user_is_iss_and_sub_never_the_same_sub_elsewhere"],
+        [
+            "tests/unit/service/flow/test_operator.py::test_revoke_user_is_iss_and_sub_never_the_same_sub_elsewhere"
+        ],
         "a user is (iss, sub): the same sub at another issuer is not removed",
     ),
     check(

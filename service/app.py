@@ -22,21 +22,21 @@ from connect_routes import browser_routes
 from connect_routes.browser_session import session_middleware
 from connect_routes.error_pages import ERROR_PAGES
 from connect_routes.headers import add_security_headers
-from service.affinity import SessionAffinityMiddleware
-from service.bearer import JwksCache, JwtTokenVerifier
-from service.broker import ConnectionBroker
-from service.drain import Drain
-from service.mcp_server import ObservedMCPServer
-from service.metrics import serve_metrics
-from service.request_pass import RequestPass
+from service.http.drain import Drain
+from service.http.request_pass import RequestPass
+from service.mcp.bearer import JwksCache, JwtTokenVerifier
+from service.mcp.broker import ConnectionBroker
+from service.mcp.sdk.affinity import SessionAffinityMiddleware
+from service.mcp.sdk.hooks import SessionManager, adopt_session_manager, check_sdk_hooks
+from service.mcp.sdk.session_limits import SessionLimits
+from service.mcp.sdk.sse_resumption import RETRY_INTERVAL_MS
+from service.mcp.sdk.sse_resumption import install as install_sse_resumption
+from service.mcp.server import ObservedMCPServer
+from service.mcp.tool_packages import load_tool_packages, register_tool_packages
+from service.mcp.tools import register_tools
+from service.observability.metrics import serve_metrics
 from service.runtime import Runtime
-from service.sdk_hooks import SessionManager, adopt_session_manager, check_sdk_hooks
-from service.session_limits import SessionLimits
 from service.settings import Settings
-from service.sse_resumption import RETRY_INTERVAL_MS
-from service.sse_resumption import install as install_sse_resumption
-from service.tool_packages import load_tool_packages, register_tool_packages
-from service.tools import register_tools
 from service.urls import LOOPBACK_HOSTS, MCP_PATH, is_loopback
 from token_store import StoreUnavailable
 
@@ -107,7 +107,7 @@ def mcp_http_app(
 
     On 2025-11-25 sessions every SSE stream opens with a priming event (an id, empty data) and a
     `retry` field (MCP 2025-11-25, basic/transports, "Sending Messages to the Server" 6), which
-    the SDK sends once each session has an event store (service/sse_resumption.py).
+    the SDK sends once each session has an event store (service/mcp/sdk/sse_resumption.py).
     """
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH, transport_security=security, retry_interval=RETRY_INTERVAL_MS
@@ -194,7 +194,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
         exception_handlers=dict(ERROR_PAGES),
     )
     app.state.runtime = runtime
-    app.state.drain = drain  # `serve` stops through it (service/cli.py)
+    app.state.drain = drain  # `serve` stops through it (service/ops/cli.py)
     # For embedding, tests and benchmarks: add tools (with `uses(app.state.broker.session, ...)`).
     app.state.mcp_server = server
     app.state.broker = broker

@@ -1,7 +1,7 @@
 """The domain's errors: one vocabulary, two renderings.
 
 Code that refuses or fails raises one of these; it never builds a wire answer itself. Exactly one
-mapper turns them into MCP errors (`service/mcp_errors.py`) and exactly one into HTML pages
+mapper turns them into MCP errors (`service/mcp/errors.py`) and exactly one into HTML pages
 (`connect_routes/error_pages.py`), so a refusal reads the same wherever it is raised. Each class is
 named after what failed, in the words of the clause its docstring cites.
 
@@ -145,7 +145,7 @@ class ProviderFailure(DomainError):
     """A provider's API answered something unusable. Carries only non-secret detail: the
     provider's display name, the step, and a message naming the HTTP status or the provider's
     error code. (`ProviderApiError` and `TokenExchangeError`, raised by the provider modules,
-    are mapped alike: see `PROVIDER_ERRORS` in service/mcp_errors.py.)"""
+    are mapped alike: see `PROVIDER_ERRORS` in service/mcp/errors.py.)"""
 
     def __init__(self, provider: str, step: str, message: str) -> None:
         super().__init__(message)
@@ -438,7 +438,7 @@ class InvalidApiKey(DomainError):
 
 class AdminRequestRefused(Exception):
     """An admin API request refused with an OAuth error code (RFC 6750 §3.1: `invalid_token`,
-    `insufficient_scope`, `invalid_request`) or one of the API's own; rendered by service/admin.py."""
+    `insufficient_scope`, `invalid_request`) or one of the API's own; rendered by service/ops/admin_api.py."""
 
     def __init__(self, status: int, error: str, description: str) -> None:
         super().__init__(description)

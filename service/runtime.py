@@ -15,20 +15,20 @@ from typing import cast
 
 import anyio
 
-from service.completion import CompletionHub
-from service.completion_bus import CompletionBus, LocalBus, PostgresBus, RedisBus
-from service.connect_flow import ConnectFlow
-from service.flow_events import FlowEvents
-from service.keepalive import KeepAliveSweep
-from service.lifecycle import TokenLifecycle
-from service.logs import Pseudonyms
-from service.metrics import Metrics
-from service.observed_store import ObservedStore
-from service.operator import Operator
-from service.outbound_http import OutboundHttp
+from service.flow.connect import ConnectFlow
+from service.flow.keepalive import KeepAliveSweep
+from service.flow.lifecycle import TokenLifecycle
+from service.flow.operator import Operator
+from service.mcp.completion.bus import CompletionBus, LocalBus, PostgresBus, RedisBus
+from service.mcp.completion.hub import CompletionHub
+from service.observability.flow_events import FlowEvents
+from service.observability.logs import Pseudonyms
+from service.observability.metrics import Metrics
+from service.observability.observed_store import ObservedStore
+from service.observability.tracing import Tracing, tracing_from_environment
+from service.observability.webhooks import ConnectionEvents, WebhookSender
+from service.providers.outbound_http import OutboundHttp
 from service.settings import Settings
-from service.tracing import Tracing, tracing_from_environment
-from service.webhooks import ConnectionEvents, WebhookSender
 from token_store import KeyRing, PendingElicitation, Store, StoreUnavailable, open_store
 
 logger = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class Runtime:
             metrics=self.metrics,
             connection_events=self.connection_events,
         )
-        # The one owner of every elicitation's status (service/connect_flow.py), shared by the
+        # The one owner of every elicitation's status (service/flow/connect.py), shared by the
         # broker (tool calls) and the browser routes.
         self.flow = ConnectFlow(
             settings,

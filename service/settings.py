@@ -32,19 +32,19 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
-from service.providers import (
+from service.http.server import (
+    MAX_CONNECTIONS_AWAITING_HEAD,
+    REQUEST_HEAD_TIMEOUT_SECONDS,
+    EventLoopChoice,
+    event_loop_name,
+)
+from service.providers.catalogue import (
     PROVIDER_NAME,
     ProviderConfig,
     client_secret_env,
     named_provider_tables,
     provider_error,
     with_client_secrets,
-)
-from service.server_runtime import (
-    MAX_CONNECTIONS_AWAITING_HEAD,
-    REQUEST_HEAD_TIMEOUT_SECONDS,
-    EventLoopChoice,
-    event_loop_name,
 )
 from service.urls import (
     LOGIN_CALLBACK_PATH,
@@ -129,9 +129,9 @@ class Settings(BaseSettings):
     retry_wait_seconds: float = 25.0
     http_timeout: float = 10.0
     # Tool packages to serve beside ours: "package.module:function", comma-separated (installed
-    # packages' `mcp_url_connect.tools` entry points are loaded too; service/tool_packages.py).
+    # packages' `mcp_url_connect.tools` entry points are loaded too; service/mcp/tool_packages.py).
     tools: Annotated[tuple[str, ...], NoDecode] = ()
-    # Providers, by name: the TOML file's [providers.<name>] tables (service/providers.py).
+    # Providers, by name: the TOML file's [providers.<name>] tables (service/providers/catalogue.py).
     providers: Mapping[str, ProviderConfig] = Field(default_factory=dict)
     # This replica's name (for example the pod name): prefixes the MCP session ids it issues so a
     # proxy can route each session back here. Empty on a single instance.
@@ -141,7 +141,7 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"
     host: str = "127.0.0.1"
     port: int = 8000
-    # The servers' event loop (service/server_runtime.py): `auto` is uvloop where installed.
+    # The servers' event loop (service/http/server.py): `auto` is uvloop where installed.
     event_loop: EventLoopChoice = "auto"
     # Prometheus metrics: GET /metrics on this port only, on `host` (reach it from your scraper,
     # never publish it). 0 serves them on the main port instead, to whoever reaches that port.
@@ -149,7 +149,7 @@ class Settings(BaseSettings):
     metrics_port: int = DEFAULT_METRICS_PORT
     # Per-user and per-replica caps (HTTP 429 past them): 2025-11-25 sessions held open, and
     # requests in progress (each may hold an SSE stream). A session may hold up to
-    # SESSION_MEMORY_KIB (service/session_limits.py): 1000 of them fit the shipped pod's 512 MiB
+    # SESSION_MEMORY_KIB (service/mcp/sdk/session_limits.py): 1000 of them fit the shipped pod's 512 MiB
     # beside the process itself (docs/operations.md, "Memory").
     max_sessions_per_user: int = 20
     max_sessions_per_replica: int = 1000
@@ -160,18 +160,18 @@ class Settings(BaseSettings):
     # upstream connections after 4 s, before this.
     keep_alive_seconds: float = 5.0
     # A connection whose request head is not complete this long after it opened (or after its
-    # previous response) is closed (service/server_runtime.py: BoundedHeadH11Protocol).
+    # previous response) is closed (service/http/server.py: BoundedHeadH11Protocol).
     request_head_timeout_seconds: float = REQUEST_HEAD_TIMEOUT_SECONDS
     # At most this many connections wait for a request head; past it the one waiting longest is
     # closed. Keep it well under the process's open-file limit (`ulimit -n`).
     max_connections_awaiting_head: int = MAX_CONNECTIONS_AWAITING_HEAD
-    # The admin API (service/admin.py, docs/admin.md): on this port only, never the public one
+    # The admin API (service/ops/admin_api.py, docs/admin.md): on this port only, never the public one
     # (0: no admin API). Callers present a bearer from the MCP authorization server carrying
     # `admin_scope`, or the static token whose SHA-256 (hex) is `admin_token_sha256`.
     admin_port: int = 0
     admin_scope: str = "mcp-url-connect:admin"
     admin_token_sha256: str = ""
-    # Connection health webhooks (service/webhooks.py): sent to this URL (https, or http to
+    # Connection health webhooks (service/observability/webhooks.py): sent to this URL (https, or http to
     # loopback), signed per Standard Webhooks with this secret (`whsec_` + base64). Empty: none.
     webhook_url: str = ""
     webhook_secret: str = Field(default="", repr=False)

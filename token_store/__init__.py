@@ -12,6 +12,20 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from token_store import models
+from token_store.backends.postgres.store import SCHEMES as POSTGRES_SCHEMES
+from token_store.backends.postgres.store import PostgresStore
+from token_store.backends.postgres.store import check_url as check_postgres_url
+from token_store.backends.redis.store import (
+    CLUSTER_SCHEME,
+    SENTINEL_SCHEME,
+    ClusterURL,
+    RedisStore,
+    SentinelURL,
+    slot_tag,
+)
+from token_store.backends.redis.store import DEFAULT_PREFIX as DEFAULT_REDIS_PREFIX
+from token_store.backends.redis.store import SCHEMES as REDIS_SCHEMES
+from token_store.backends.sqlite import SQLiteStore
 from token_store.base import Store, StoreError, StoreUnavailable, TooManyPending
 from token_store.crypto import DecryptError, KeyRing
 from token_store.models import (
@@ -26,20 +40,6 @@ from token_store.models import (
     UserRef,
     WebhookMessage,
 )
-from token_store.postgres import SCHEMES as POSTGRES_SCHEMES
-from token_store.postgres import PostgresStore
-from token_store.postgres import check_url as check_postgres_url
-from token_store.redis_store import (
-    CLUSTER_SCHEME,
-    SENTINEL_SCHEME,
-    ClusterURL,
-    RedisStore,
-    SentinelURL,
-    slot_tag,
-)
-from token_store.redis_store import DEFAULT_PREFIX as DEFAULT_REDIS_PREFIX
-from token_store.redis_store import SCHEMES as REDIS_SCHEMES
-from token_store.sqlite import SQLiteStore
 
 __all__ = [
     "DEFAULT_REDIS_PREFIX",

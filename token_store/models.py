@@ -190,7 +190,7 @@ class OAuthState:
 class WebhookMessage:
     """One webhook waiting in the store's outbox until its receiver accepts it.
 
-    `body` is the JSON payload exactly as signed and sent (never a token: service/webhooks.py
+    `body` is the JSON payload exactly as signed and sent (never a token: service/observability/webhooks.py
     builds it from identifiers and status only); `id` is the Standard Webhooks `webhook-id`,
     the same on every attempt, so a receiver drops a repeat."""
 

@@ -11,7 +11,7 @@ from authlib.oauth2.rfc6749 import TokenMixin
 from authlib.oidc.core import AuthorizationCodeMixin
 
 from mock_providers.clients import PreRegisteredClient
-from mock_providers.oauth_provider import ProviderCode
+from mock_providers.oauth.server import ProviderCode
 
 PUBLIC = "none"
 

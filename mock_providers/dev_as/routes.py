@@ -20,19 +20,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from mock_providers.dev_as import DevAuthorizationServer
-from mock_providers.dev_tokens import DevUser
-from mock_providers.pages import Pages
-from mock_providers.provider_routes import machine_route
-from mock_providers.starlette_adapter import (
+from mock_providers.dev_as.server import DevAuthorizationServer
+from mock_providers.dev_as.tokens import DevUser
+from mock_providers.oauth.routes import machine_route
+from mock_providers.oauth.starlette_adapter import (
     StarletteOAuth2Request,
     read_form_items,
     read_json_request,
     read_oauth2_request,
 )
+from mock_providers.pages import Pages
 from service.errors import CsrfTokenMismatch
-from service.names import lookalike_note
-from service.security_checks import mint_opaque_id, require_csrf_token
+from service.flow.names import lookalike_note
+from service.flow.security_checks import mint_opaque_id, require_csrf_token
 
 SESSION_COOKIE = "devas_session"
 LOGIN_CSRF = "login_csrf"

@@ -4,9 +4,9 @@ Authorization code grant with mandatory S256 PKCE, RFC 8707 ``resource``
 (which becomes the access token's ``aud``), OpenID Connect ID tokens, rotating
 refresh tokens, RFC 7591 dynamic client registration, RFC 9068 JWT access
 tokens, RFC 9207 ``iss`` in authorization responses and OIDC userinfo. Registered
-clients, codes and refresh tokens live in a :class:`~mock_providers.mock_store.MockStore`
+clients, codes and refresh tokens live in a :class:`~mock_providers.store.MockStore`
 (durable under the data dir when the app is built with one); the signing key is in
-``dev-as.json`` (see :mod:`mock_providers.dev_keys`). Access tokens are self-contained JWTs.
+``dev-as.json`` (see :mod:`mock_providers.dev_as.keys`). Access tokens are self-contained JWTs.
 """
 
 from __future__ import annotations
@@ -32,16 +32,16 @@ from joserfc.jwk import KeySet
 
 from mock_providers.clients import TOKEN_AUTH_METHODS, PreRegisteredClient
 from mock_providers.config import ClientSpec, MockProvidersConfig
-from mock_providers.dev_as_models import PUBLIC, DevAuthorizationCode, DevClient, DevRefreshToken
-from mock_providers.dev_keys import DevKeys
-from mock_providers.dev_tokens import DevAccessTokenGenerator, DevUser
-from mock_providers.issuer_parameter import StarletteIssuerParameter
-from mock_providers.mock_store import DurableMap, MockStore, RecordCodec
-from mock_providers.oauth_provider import ProviderCodeGrant, SignedIDTokens
-from mock_providers.pkce import RequiredS256CodeChallenge
-from mock_providers.starlette_adapter import StarletteAuthorizationServer
+from mock_providers.dev_as.keys import DevKeys
+from mock_providers.dev_as.models import PUBLIC, DevAuthorizationCode, DevClient, DevRefreshToken
+from mock_providers.dev_as.tokens import DevAccessTokenGenerator, DevUser
+from mock_providers.oauth.issuer_parameter import StarletteIssuerParameter
+from mock_providers.oauth.pkce import RequiredS256CodeChallenge
+from mock_providers.oauth.server import ProviderCodeGrant, SignedIDTokens
+from mock_providers.oauth.starlette_adapter import StarletteAuthorizationServer
+from mock_providers.store import DurableMap, MockStore, RecordCodec
 from service.errors import BlankClientName
-from service.security_checks import require_visible_client_name
+from service.flow.security_checks import require_visible_client_name
 
 
 class InvalidTargetError(OAuth2Error):  # type: ignore[misc]  # authlib is untyped

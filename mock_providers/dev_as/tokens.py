@@ -15,7 +15,7 @@ from authlib.common.security import generate_token
 from authlib.oauth2.rfc9068 import JWTBearerTokenGenerator
 from joserfc.jwk import KeySet
 
-from mock_providers.dev_keys import DevKeys, load_dev_keys
+from mock_providers.dev_as.keys import DevKeys, load_dev_keys
 
 ACCESS_TOKEN_LIFETIME = 3600
 

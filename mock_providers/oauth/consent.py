@@ -17,12 +17,12 @@ from authlib.oauth2.rfc6749.util import scope_to_list
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mock_providers.pages import Pages
-from mock_providers.starlette_adapter import (
+from mock_providers.oauth.starlette_adapter import (
     StarletteAuthorizationServer,
     StarletteOAuth2Request,
     read_oauth2_request,
 )
+from mock_providers.pages import Pages
 
 ScopeGroups = list[tuple[str, list[str]]]
 #: The authorization parameters every consent form carries back (providers add their own).

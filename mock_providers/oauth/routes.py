@@ -15,10 +15,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from mock_providers.faults import MANGLING_MODES, check_mode, fault_label, fault_response, mangle
-from mock_providers.oauth_provider import MockProvider
+from mock_providers.oauth.server import MockProvider
+from mock_providers.oauth.starlette_adapter import StarletteOAuth2Request, read_oauth2_request
 from mock_providers.pages import Pages
 from mock_providers.records import record_fault, record_token_request
-from mock_providers.starlette_adapter import StarletteOAuth2Request, read_oauth2_request
 
 # Metadata, JWKS, registration, token and userinfo carry no cookies, so any origin may read them
 # (browser-based MCP clients call them directly); pages and the admin endpoints get no CORS.

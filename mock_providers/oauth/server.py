@@ -32,10 +32,10 @@ from mock_providers.faults import (
     DEFAULT_HUGE_BODY_BYTES,
     EndpointMode,
 )
-from mock_providers.issuer_parameter import StarletteIssuerParameter
-from mock_providers.mock_store import MockStore
+from mock_providers.oauth.issuer_parameter import StarletteIssuerParameter
+from mock_providers.oauth.starlette_adapter import StarletteAuthorizationServer
 from mock_providers.records import TokenRequestRecord
-from mock_providers.starlette_adapter import StarletteAuthorizationServer
+from mock_providers.store import MockStore
 
 AUTHORIZATION_CODE_LIFETIME = 600
 IssMode = Literal["correct", "omit", "wrong"]
@@ -56,7 +56,7 @@ class MockProvider:
 
     def __init__(self, client: PreRegisteredClient, store: MockStore | None = None) -> None:
         self.client = client
-        #: Where codes and tokens live (:mod:`mock_providers.mock_store`); memory by default.
+        #: Where codes and tokens live (:mod:`mock_providers.store`); memory by default.
         self.mock_store = store or MockStore.in_memory()
         self.token_endpoint_mode: EndpointMode = "ok"
         self.api_mode: EndpointMode = "ok"

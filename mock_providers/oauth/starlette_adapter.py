@@ -33,7 +33,7 @@ from authlib.oauth2.rfc6749 import (
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mock_providers.issuer_parameter import StarletteIssuerParameter
+from mock_providers.oauth.issuer_parameter import StarletteIssuerParameter
 
 _FORM_CONTENT_TYPE = "application/x-www-form-urlencoded"
 #: Token endpoint parameters that may appear once only (RFC 6749 section 3.2; RFC 7636 section 4.5).

@@ -11,7 +11,7 @@ from mock_providers.testing.client import MODES, ConnectLink, Recorder, connect_
 from mock_providers.testing.providers import ProviderKnobs
 from mock_providers.testing.servers import HOST, DemoServers, ThreadedServers, free_port
 from mock_providers.testing.stack import Mcpuc
-from service.tool_packages import RegisterTools
+from service.mcp.tool_packages import RegisterTools
 
 __all__ = [
     "HOST",

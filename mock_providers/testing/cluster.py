@@ -37,7 +37,7 @@ REPLICAS = ("mcp-1", "mcp-2")
 # mcp-1 on the public URL's loopback address: tests that reach it directly pass the server's
 # DNS-rebinding check (its Host must be the public host or loopback's 127.0.0.1).
 REPLICA_ADDRESSES = {"mcp-1": "127.0.0.1", "mcp-2": "127.0.0.2"}
-CLI = [sys.executable, "-m", "service.cli"]
+CLI = [sys.executable, "-m", "service.ops.cli"]
 START_SECONDS = 20.0
 # The router caches a replica's address for `valid=2s` (deploy/nginx/nginx.conf): a rolling
 # restart waits that long, and a little more, after a replica is ready before stopping the next.

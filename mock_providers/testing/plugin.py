@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from mock_providers.testing.stack import Mcpuc
-from service.tool_packages import RegisterTools
+from service.mcp.tool_packages import RegisterTools
 
 SCOPES = ("function", "module", "package", "session")
 

@@ -37,7 +37,7 @@ from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import Recorder, accept, legacy_elicitation, mcp_client
 from mock_providers.testing.servers import HOST, ThreadedServers, free_port
 from service.app import create_app
-from service.providers import build_provider
+from service.providers.catalogue import build_provider
 from service.settings import Settings
 from token_store import Connection, KeyRing, Store, UserRef, open_store
 

@@ -24,11 +24,11 @@ from mock_providers import create_mock_providers_app
 from mock_providers.demo import Demo, build_demo, demo_metrics_url
 from mock_providers.presets import with_preset_providers
 from service.app import create_app, metrics_app
-from service.providers import ProviderConfig
+from service.mcp.tool_packages import RegisterTools
+from service.observability.tracing import Tracing
+from service.providers.catalogue import ProviderConfig
 from service.runtime import Runtime
 from service.settings import Settings
-from service.tool_packages import RegisterTools
-from service.tracing import Tracing
 
 HOST = "127.0.0.1"
 START_TIMEOUT = 15.0

@@ -25,8 +25,8 @@ from mock_providers.testing.browser import ScriptedUser
 from mock_providers.testing.client import ConnectLink, Recorder, accept, connect_url, mcp_client, retry
 from mock_providers.testing.providers import ProviderKnobs, SlowApi
 from mock_providers.testing.servers import AppFactory, DemoServers
-from service.tool_packages import RegisterTools
-from service.tracing import Tracing
+from service.mcp.tool_packages import RegisterTools
+from service.observability.tracing import Tracing
 
 
 class Mcpuc:
@@ -42,7 +42,7 @@ class Mcpuc:
         **settings_overrides: Any,
     ) -> None:
         """`settings_overrides` are Settings fields (e.g. `elicitation_ttl=1`); `tracing` receives
-        the server's spans (`service.tracing.tracing_with(SimpleSpanProcessor(exporter))`).
+        the server's spans (`service.observability.tracing.tracing_with(SimpleSpanProcessor(exporter))`).
         `tools` adds tools to our server; `app(settings)` serves your own server instead, with
         the connect flow embedded (`UrlConnect`), against the same mock providers."""
         self._slow: SlowApi | None = None

@@ -36,11 +36,11 @@ from mcp.server.mcpserver import Context as SDKContext
 from mcp.shared.exceptions import MCPError
 from uncalled_for import Provider
 
-from service.embedding import UrlConnect
+from service.embedding.sdk import UrlConnect
 from service.errors import ConnectionNeeded
-from service.mcp_errors import mcp_errors
-from service.provider_session import ProviderSession
-from service.sdk_hooks import SdkHookMissing
+from service.mcp.errors import mcp_errors
+from service.mcp.provider_session import ProviderSession
+from service.mcp.sdk.hooks import SdkHookMissing
 
 # The session the middleware found for the tool call running in this task.
 _provider_session: ContextVar[ProviderSession | None] = ContextVar("mcpuc_provider_session", default=None)

@@ -13,7 +13,7 @@
 Your authentication stays yours. The one thing we need from it is the user: your token verifier's
 `AccessToken` must carry `subject` (the `sub`) and `claims["iss"]` (its issuer), the pair under
 which connections are stored and which `/connect` compares with the browser's signed-in user
-(service/identity.py). That issuer must be `settings.auth_issuer`, the OpenID provider the browser
+(service/mcp/identity.py). That issuer must be `settings.auth_issuer`, the OpenID provider the browser
 signs in at. docs/embedding.md walks through it.
 
 This module, like service/app.py, is a composition root: it alone (with app.py) brings the
@@ -36,11 +36,11 @@ from connect_routes import browser_routes
 from connect_routes.browser_session import session_middleware
 from connect_routes.error_pages import ERROR_PAGES
 from connect_routes.headers import SecurityHeadersMiddleware
-from service.broker import ConnectionBroker
-from service.provider_session import SessionFactory
+from service.mcp.broker import ConnectionBroker
+from service.mcp.provider_session import SessionFactory
+from service.mcp.tools import register_tools
 from service.runtime import Runtime
 from service.settings import Settings
-from service.tools import register_tools
 
 
 def request_state_security(settings: Settings) -> RequestStateSecurity:

@@ -7,7 +7,7 @@ A tool call creates a `pending` elicitation (`create`); the browser opens it at 
 
 Every status change goes through `_transition`, which refuses any change not in `TRANSITIONS`;
 docs/flow.md, "Elicitation status machine", shows the same table (a unit test compares them).
-The checks themselves live in service/security_checks.py; the routes only parse and render.
+The checks themselves live in service/flow/security_checks.py; the routes only parse and render.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from typing import Any
 
 import httpx
 
-from service.audit import audit
 from service.errors import (
     DomainError,
     FlowFailed,
@@ -40,14 +39,7 @@ from service.errors import (
     UnknownTransition,
     WrongBrowser,
 )
-from service.flow_events import FlowEvents, FlowOutcome, outcome_of
-from service.logs import Pseudonyms
-from service.metrics import Metrics
-from service.outbound_http import OutboundHttp
-from service.provider_api import fetch_userinfo, field_at
-from service.provider_oauth import authorization_url, exchange_code, keep_refresh_token
-from service.providers import ProviderConfig
-from service.security_checks import (
+from service.flow.security_checks import (
     check_rfc9207_issuer,
     mint_opaque_id,
     require_account_id_of_provider,
@@ -61,11 +53,19 @@ from service.security_checks import (
     require_single_use_state,
     reusable_link_of_same_user_and_client,
 )
+from service.observability.audit import audit
+from service.observability.flow_events import FlowEvents, FlowOutcome, outcome_of
+from service.observability.logs import Pseudonyms
+from service.observability.metrics import Metrics
+from service.observability.tracing import Tracing
+from service.observability.webhooks import CREATED as CONNECTION_CREATED
+from service.observability.webhooks import RECOVERED as CONNECTION_RECOVERED
+from service.observability.webhooks import ConnectionEvents
+from service.providers.api import fetch_userinfo, field_at
+from service.providers.catalogue import ProviderConfig
+from service.providers.oauth import authorization_url, exchange_code, keep_refresh_token
+from service.providers.outbound_http import OutboundHttp
 from service.settings import Settings
-from service.tracing import Tracing
-from service.webhooks import CREATED as CONNECTION_CREATED
-from service.webhooks import RECOVERED as CONNECTION_RECOVERED
-from service.webhooks import ConnectionEvents
 from token_store import (
     Connection,
     ConnectionKey,

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service.audit import audit
-from service.outbound_http import OutboundHttp
-from service.provider_oauth import revoke
-from service.providers import ProviderConfig
-from service.webhooks import DELETED, ConnectionEvents
+from service.observability.audit import audit
+from service.observability.webhooks import DELETED, ConnectionEvents
+from service.providers.catalogue import ProviderConfig
+from service.providers.oauth import revoke
+from service.providers.outbound_http import OutboundHttp
 from token_store import Connection, ConnectionKey, Store, UserRef
 
 

@@ -9,7 +9,7 @@ Every refresh goes through `TokenLifecycle.fresh(force=True)`, the single-flight
 another replica is refreshing, or has refreshed since this sweep read it, is not refreshed again
 (one refresh per grant however many replicas sweep). Starts are paced per provider at
 `keepalive_rate` per second. A grant the provider refuses becomes `needs_reauthorization`, and its
-webhook is sent (service/webhooks.py).
+webhook is sent (service/observability/webhooks.py).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 import anyio
 
 from service.errors import NeedsReauthorization, ProviderApiError
-from service.lifecycle import TokenLifecycle
-from service.metrics import Metrics
-from service.providers import ProviderConfig
+from service.flow.lifecycle import TokenLifecycle
+from service.observability.metrics import Metrics
+from service.providers.catalogue import ProviderConfig
 from token_store import Connection, ConnectionStatus, Store, StoreUnavailable
 
 logger = logging.getLogger(__name__)

@@ -18,14 +18,14 @@ from typing import Any
 
 import anyio
 
-from service.audit import audit
 from service.errors import NeedsReauthorization, ProviderApiError, TokenExchangeError
-from service.metrics import Metrics
-from service.outbound_http import OutboundHttp
-from service.provider_oauth import refresh, revoke
-from service.providers import ProviderConfig
-from service.webhooks import NEEDS_REAUTHORIZATION as NEEDS_REAUTHORIZATION_EVENT
-from service.webhooks import ConnectionEvents
+from service.observability.audit import audit
+from service.observability.metrics import Metrics
+from service.observability.webhooks import NEEDS_REAUTHORIZATION as NEEDS_REAUTHORIZATION_EVENT
+from service.observability.webhooks import ConnectionEvents
+from service.providers.catalogue import ProviderConfig
+from service.providers.oauth import refresh, revoke
+from service.providers.outbound_http import OutboundHttp
 from token_store import Connection, ConnectionKey, ConnectionStatus, Store, TokenSet
 
 WAIT_INTERVAL = 0.1  # how often a waiter re-reads the record while another replica refreshes

@@ -1,8 +1,8 @@
 """What an operator does to every user's connections: list them, remove one user's (an employee
 left), remove every one at a provider (its client secret leaked).
 
-One place for the CLI (`mcp-url-connect connections ...`) and the admin API (service/admin.py).
-Each removal is a disconnect (service/disconnect.py): the local record first, so nothing here
+One place for the CLI (`mcp-url-connect connections ...`) and the admin API (service/ops/admin_api.py).
+Each removal is a disconnect (service/flow/disconnect.py): the local record first, so nothing here
 uses the grant any more, then RFC 7009 revocation at the provider, reported, not required.
 
 The provider-wide switch is resumable: it removes connection by connection, so running it
@@ -20,13 +20,13 @@ from typing import Any
 
 import anyio
 
-from service.audit import audit_operator
-from service.connect_flow import ConnectFlow
-from service.disconnect import disconnect_one
 from service.errors import UnknownProvider
-from service.outbound_http import OutboundHttp
-from service.providers import ProviderConfig
-from service.webhooks import ConnectionEvents
+from service.flow.connect import ConnectFlow
+from service.flow.disconnect import disconnect_one
+from service.observability.audit import audit_operator
+from service.observability.webhooks import ConnectionEvents
+from service.providers.catalogue import ProviderConfig
+from service.providers.outbound_http import OutboundHttp
 from token_store import Connection, Store, UserRef
 
 DEFAULT_REVOKE_RATE = 20.0  # provider requests per second, per provider: under common API limits

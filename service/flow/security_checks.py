@@ -2,7 +2,7 @@
 function each, named after what it enforces, with the clause it answers.
 
 They take plain values (no Starlette request), so each one is unit-tested on its own
-(tests/unit/service/test_security_checks.py), and each raises a `service.errors` refusal when it fails.
+(tests/unit/service/flow/test_security_checks.py), and each raises a `service.errors` refusal when it fails.
 docs/threat-model.md names them in its mitigation column; scripts/mutation_check.py removes each
 one in turn and requires a test to fail.
 """
@@ -36,8 +36,8 @@ from service.errors import (
     SessionExpired,
     WrongBrowser,
 )
-from service.names import is_blank
-from service.providers import ProviderConfig
+from service.flow.names import is_blank
+from service.providers.catalogue import ProviderConfig
 from service.urls import CONNECTIONS_PATH, connect_link, origin
 from token_store import ElicitationStatus, OAuthState, PendingElicitation, UserRef, slot_tag
 

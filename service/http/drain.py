@@ -8,7 +8,7 @@ returned without completing response" once per stream. A :class:`Drain` orders t
 
 1. ``begin()``: ``/readyz`` answers 503 from now on (an orchestrator stops routing here), and
    every response says ``Connection: close``, so the proxy's keep-alive connections end after
-   their answer (see service/cli.py for why idle ones are left to the proxy to close);
+   their answer (see service/ops/cli.py for why idle ones are left to the proxy to close);
 2. ``wait_idle(seconds)``: every request except the GET streams finishes (tool calls included),
    for at most the grace period;
 3. ``close_sessions()``: the 2025-11-25 sessions are terminated. Their GET streams end like a
@@ -32,7 +32,7 @@ from mcp_types import INVALID_REQUEST
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from service.mcp_errors import http_error_body
+from service.mcp.errors import http_error_body
 from service.urls import MCP_PATH
 
 logger = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def names_a_session(scope: Scope) -> bool:
 
 class Drain:
     """Counts requests in flight and stops in order; the app's one pass over each request
-    (service/request_pass.py) asks it for `refusal`, runs the request through `serve`, and adds
+    (service/http/request_pass.py) asks it for `refusal`, runs the request through `serve`, and adds
     `CONNECTION_CLOSE` to every response while `draining`.
 
     ``sessions`` returns the SDK session manager's live transports, by session id.

@@ -1,7 +1,7 @@
 """`X-Request-ID`: taken from the proxy (or generated), echoed in the response, on every log line.
 
-Assigned in the app's one pass over each request (service/request_pass.py), which sets it in the
-log context (service/logs.py `request_context`) and adds it to the response. An incoming id is
+Assigned in the app's one pass over each request (service/http/request_pass.py), which sets it in the
+log context (service/observability/logs.py `request_context`) and adds it to the response. An incoming id is
 used only when it has a plain shape: a client must not be able to write arbitrary text into our
 logs through it.
 """

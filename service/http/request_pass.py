@@ -3,12 +3,12 @@
 Each concern keeps its own module and function; this pass calls them in the order the threat
 model relies on (docs/threat-model.md):
 
-1. `require_single_valued_headers` (service/single_valued_headers.py): a repeated single-valued
+1. `require_single_valued_headers` (service/http/single_valued_headers.py): a repeated single-valued
    field gets 400 before anything reads a header, the request id included;
-2. the request id (service/request_id.py), in the log context for the rest of the request;
-3. the drain (service/drain.py): its 404 for a request naming a session while the sessions close,
+2. the request id (service/http/request_id.py), in the log context for the rest of the request;
+3. the drain (service/http/drain.py): its 404 for a request naming a session while the sessions close,
    and the count of requests in flight that a stop waits for;
-4. `require_bounded_request` (service/request_limits.py): head and body limits, before anything
+4. `require_bounded_request` (service/http/request_limits.py): head and body limits, before anything
    reads the body;
 5. off the MCP endpoint only, the browser session (connect_routes/browser_session.py): MCP
    clients carry no cookie, so `/mcp` skips Starlette's cookie work.
@@ -26,11 +26,11 @@ from collections.abc import Callable, Iterable
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.drain import CONNECTION_CLOSE, Drain
-from service.logs import request_context
-from service.request_id import HEADER, request_id_of
-from service.request_limits import require_bounded_request
-from service.single_valued_headers import require_single_valued_headers
+from service.http.drain import CONNECTION_CLOSE, Drain
+from service.http.request_id import HEADER, request_id_of
+from service.http.request_limits import require_bounded_request
+from service.http.single_valued_headers import require_single_valued_headers
+from service.observability.logs import request_context
 from service.urls import is_mcp_path
 
 _REQUEST_ID = HEADER.encode()  # as ASGI names headers

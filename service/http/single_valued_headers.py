@@ -5,7 +5,7 @@ Two readers of one request must not see two different values. The SDK routes on 
 then `2026-07-28`, a check that reads the last would take a request that opens a 2025-11-25
 session for a stateless one. Every field listed here has a single value (none is a
 comma-separated list), so a request repeating one is malformed, and it gets 400 first, in the
-app's one pass over each request (service/request_pass.py), before the drain, the request id, the
+app's one pass over each request (service/http/request_pass.py), before the drain, the request id, the
 bearer check or the SDK look at it. The shipped nginx refuses the same requests
 (deploy/nginx/nginx.conf).
 """
@@ -18,7 +18,7 @@ from mcp_types import INVALID_REQUEST
 from starlette.responses import Response
 from starlette.types import Scope
 
-from service.mcp_errors import http_error_body
+from service.mcp.errors import http_error_body
 from service.urls import is_mcp_path
 
 # As ASGI names them (lower case). Authorization: RFC 9110 §11.6.2; the MCP fields: 2025-11-25

@@ -21,8 +21,8 @@ import pydantic_core
 from mcp_types import CallToolResult, ElicitRequestFormParams, ElicitResult, TextContent
 
 from service.errors import NewAccountWanted, NoAccountChosen
-from service.providers import ProviderConfig
-from service.security_checks import require_offered_account
+from service.flow.security_checks import require_offered_account
+from service.providers.catalogue import ProviderConfig
 from token_store import Connection, ConnectionStatus
 
 ACCOUNT_FIELD = "account"

@@ -21,7 +21,7 @@ import httpx
 import jwt
 from mcp.server.auth.provider import AccessToken
 
-from service.discovery import discover_metadata
+from service.providers.discovery import discover_metadata
 
 logger = logging.getLogger(__name__)
 

@@ -3,15 +3,15 @@
 Either the caller's connection comes back, or `ConnectionNeeded` carries the answer the tool
 must give instead. The broker is one resolver, the same on every revision: the named account,
 else the only one, the remembered default, or the user's answer to "which account?"
-(service/account_choice.py; a client without form support gets the most recently used and a
+(service/mcp/account_choice.py; a client without form support gets the most recently used and a
 notice), refreshed if needed; else a new connect flow. How a question reaches the client is the
 revision's, each in one small module:
-- 2025-11-25 (service/revision_2025.py): JSON-RPC error -32042 and a completion notice; "which
+- 2025-11-25 (service/mcp/revisions/v2025_11_25.py): JSON-RPC error -32042 and a completion notice; "which
   account?" asked in-band;
-- 2026-07-28 (service/revision_2026.py): an InputRequiredResult and a requestState, read again
+- 2026-07-28 (service/mcp/revisions/v2026_07_28.py): an InputRequiredResult and a requestState, read again
   on the retry;
 - a client without URL-mode support, on either: a tool error carrying the link, the same link
-  again while it is unopened (service/link_fallback.py).
+  again while it is unopened (service/mcp/revisions/link_fallback.py).
 Tools wrap themselves in `@connected` so that answer reaches the wire.
 """
 
@@ -26,10 +26,6 @@ from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
-from service.account_choice import AccountChoice, used_account_notice
-from service.completion import CompletionHub
-from service.connect_flow import ConnectFlow
-from service.connections import Connections
 from service.errors import (
     ConnectionNeeded,
     NeedsReauthorization,
@@ -37,17 +33,25 @@ from service.errors import (
     NoAccountChosen,
     UnknownProvider,
 )
-from service.flow_events import failure_text
-from service.identity import Caller, client_name, current_caller
-from service.lifecycle import TokenLifecycle
-from service.link_fallback import connect_link_answer
-from service.mcp_errors import mcp_errors, tool_error
-from service.provider_session import ProviderSession
-from service.providers import ProviderConfig
-from service.revision import is_stateless_revision, supports_form_elicitation, supports_url_elicitation
-from service.revision_2025 import LegacyAnswers
-from service.revision_2026 import StatelessAnswers
-from service.security_checks import require_account_argument
+from service.flow.connect import ConnectFlow
+from service.flow.connections import Connections
+from service.flow.lifecycle import TokenLifecycle
+from service.flow.security_checks import require_account_argument
+from service.mcp.account_choice import AccountChoice, used_account_notice
+from service.mcp.completion.hub import CompletionHub
+from service.mcp.errors import mcp_errors, tool_error
+from service.mcp.identity import Caller, client_name, current_caller
+from service.mcp.provider_session import ProviderSession
+from service.mcp.revisions.capabilities import (
+    is_stateless_revision,
+    supports_form_elicitation,
+    supports_url_elicitation,
+)
+from service.mcp.revisions.link_fallback import connect_link_answer
+from service.mcp.revisions.v2025_11_25 import LegacyAnswers
+from service.mcp.revisions.v2026_07_28 import StatelessAnswers
+from service.observability.flow_events import failure_text
+from service.providers.catalogue import ProviderConfig
 from service.settings import Settings
 from token_store import Connection, PendingElicitation, Store
 

@@ -11,8 +11,8 @@ from mcp.server.mcpserver import Context
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 
 from service.errors import BlankClientName, NotAuthenticated
-from service.revision import is_stateless_revision
-from service.security_checks import require_visible_client_name, session_id_checked_by_sdk
+from service.flow.security_checks import require_visible_client_name, session_id_checked_by_sdk
+from service.mcp.revisions.capabilities import is_stateless_revision
 from token_store import UserRef
 
 

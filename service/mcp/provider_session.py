@@ -19,13 +19,13 @@ from typing import Any
 
 import httpx
 
-from service.account_choice import with_notice
-from service.audit import audit
 from service.errors import NeedsReauthorization, ProviderApiError
-from service.lifecycle import TokenLifecycle
-from service.mcp_errors import connected
-from service.provider_api import auth_headers, did_not_answer, read_json
-from service.providers import ProviderConfig
+from service.flow.lifecycle import TokenLifecycle
+from service.mcp.account_choice import with_notice
+from service.mcp.errors import connected
+from service.observability.audit import audit
+from service.providers.api import auth_headers, did_not_answer, read_json
+from service.providers.catalogue import ProviderConfig
 from service.urls import origin
 from token_store import Connection
 
@@ -50,7 +50,7 @@ class ProviderSession:
         self._tool = tool
         self._reconnect = reconnect
         # Set by the broker when it picked one of several accounts without asking: the tool's
-        # result says which (service/account_choice.py).
+        # result says which (service/mcp/account_choice.py).
         self.notice: str | None = None
 
     @property

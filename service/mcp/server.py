@@ -17,10 +17,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import URL_ELICITATION_REQUIRED, CallToolResult, Icon, InputRequiredResult, ToolAnnotations
 
 from service.errors import InvalidToolArgument
-from service.mcp_errors import mcp_errors
-from service.metrics import Metrics
-from service.sdk_hooks import has_tool, request_handlers
-from service.tracing import Tracing
+from service.mcp.errors import mcp_errors
+from service.mcp.sdk.hooks import has_tool, request_handlers
+from service.observability.metrics import Metrics
+from service.observability.tracing import Tracing
 
 UNSERVED_METHODS = (
     "prompts/list",
@@ -63,7 +63,7 @@ class ObservedMCPServer(MCPServer[Any]):
         structured_output: bool | None = None,
     ) -> None:
         """Refuse a second tool of one name: the SDK would keep the first with only a warning,
-        so a tool package's tool would silently never run (service/tool_packages.py)."""
+        so a tool package's tool would silently never run (service/mcp/tool_packages.py)."""
         tool_name = name or fn.__name__
         if tool_name in self._tool_names:
             raise ValueError(f"a tool named {tool_name!r} is already registered")

@@ -29,7 +29,7 @@ from service.settings import SettingsError
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
-    from service.broker import ConnectionBroker
+    from service.mcp.broker import ConnectionBroker
 
 ENTRY_POINT_GROUP = "mcp_url_connect.tools"
 logger = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """This server's own tools: `whoami`, `list_connections`, `disconnect`. Tools for other services
-come from tool packages (service/tool_packages.py; examples/provider_tools is one). None ever
+come from tool packages (service/mcp/tool_packages.py; examples/provider_tools is one). None ever
 returns a token."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 
-from service.broker import ConnectionBroker
-from service.disconnect import disconnect_all
 from service.errors import ProviderFailure
-from service.identity import current_caller
-from service.mcp_errors import mcp_errors
-from service.provider_session import ProviderSession, uses
+from service.flow.disconnect import disconnect_all
+from service.mcp.broker import ConnectionBroker
+from service.mcp.errors import mcp_errors
+from service.mcp.identity import current_caller
+from service.mcp.provider_session import ProviderSession, uses
 from service.runtime import Runtime
 
 

@@ -1,1 +1,2 @@
-"""What an operator sees: logs, metrics, tracing, audit events, flow events, redaction, health webhooks, the observed store."""
+"""What an operator sees: logs, metrics, tracing, audit events, flow events, redaction, health webhooks, the
+observed store."""

@@ -4,7 +4,7 @@ each carrying the flow's non-secret id.
 `FlowEvents` is the one place that turns a flow step into those three records, so "why did
 Alice's flow fail?" is one query: find the `flow failed` line (it names the provider, the step and
 the HTTP status or OAuth error), take its `flow_id`, and every other line of that flow, from the
-tool call that created it, carries the same id (service/logs.py).
+tool call that created it, carries the same id (service/observability/logs.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Iterator
 from enum import StrEnum
 
-from service.audit import audit_flow
 from service.errors import (
     AccountIdTooLong,
     AccountNotNamed,
@@ -27,9 +26,10 @@ from service.errors import (
     ProviderFailure,
     WrongBrowser,
 )
-from service.logs import Pseudonyms, flow_context
-from service.metrics import Metrics
-from service.tracing import Tracing
+from service.observability.audit import audit_flow
+from service.observability.logs import Pseudonyms, flow_context
+from service.observability.metrics import Metrics
+from service.observability.tracing import Tracing
 from token_store import PendingElicitation, StoreUnavailable
 
 logger = logging.getLogger("mcp_url_connect.flow")

@@ -1,7 +1,7 @@
 """Log lines an operator can join: request id, replica, flow id and a pseudonymous user key.
 
 `configure_logging` installs one stderr handler on the root logger with two filters, in order:
-`RedactingFilter` (service/redaction.py: no secret survives) and `LogContextFilter` (adds the
+`RedactingFilter` (service/observability/redaction.py: no secret survives) and `LogContextFilter` (adds the
 fields below from the current context). `MCPUC_LOG_FORMAT=json` writes one JSON object a line;
 `text` (the default, for the demo) appends the same fields to a readable line, with every
 control character escaped (`escape_log_line`), so a record is exactly one line.
@@ -23,7 +23,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from service.redaction import RedactingFilter
+from service.observability.redaction import RedactingFilter
 from token_store import UserRef
 
 # Per-request values travel in context variables, which asyncio copies into each task: this is

@@ -4,7 +4,7 @@ One `Metrics` object per process, on a registry of its own (prometheus-client's 
 is a module-level global; a registry per Runtime keeps tests and embedded apps apart). No label
 ever carries a user id, a token, an elicitation id or a URL: labels are closed sets (provider
 names from configuration, tool names, outcomes from closed enums: `FlowOutcome` in
-service/flow_events.py, `NotificationOutcome` below), so cardinality stays fixed.
+service/observability/flow_events.py, `NotificationOutcome` below), so cardinality stays fixed.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from service.metrics import Metrics
+from service.observability.metrics import Metrics
 from token_store import Store, StoreUnavailable
 
 

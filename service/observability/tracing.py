@@ -7,7 +7,7 @@ span: no export, no allocation, no change of the current context. The provider b
 Runtime, not to the process-wide global of the OpenTelemetry API, so two apps in one process
 (tests, the demo) keep their spans apart.
 
-Span attributes are non-secret by construction: the flow id (a keyed hash, service/logs.py), the
+Span attributes are non-secret by construction: the flow id (a keyed hash, service/observability/logs.py), the
 provider name, the tool name, the outcome. Never a user id, token, URL or elicitation id.
 """
 

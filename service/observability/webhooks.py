@@ -26,7 +26,7 @@ import anyio
 import httpx
 from standardwebhooks import Webhook
 
-from service.metrics import Metrics
+from service.observability.metrics import Metrics
 from token_store import ConnectionKey, ConnectionStatus, Store, StoreUnavailable, WebhookMessage
 
 logger = logging.getLogger(__name__)

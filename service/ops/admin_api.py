@@ -1,11 +1,11 @@
-"""The admin API: operators' controls (service/operator.py) over HTTP, for automation (an IdP's
+"""The admin API: operators' controls (service/flow/operator.py) over HTTP, for automation (an IdP's
 deprovisioning hook, a SOAR playbook). docs/admin.md describes it; docs/admin-openapi.json is
 its OpenAPI document.
 
 Served on `MCPUC_ADMIN_PORT` only, like the metrics (never on the public port). Every request
 carries `Authorization: Bearer`: an access token from the MCP authorization server with the
 configured admin scope, or the static admin token (configured as its SHA-256 only). Each action
-is audited with who asked (service/audit.py, `operator_*` events).
+is audited with who asked (service/observability/audit.py, `operator_*` events).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from service.audit import audit_operator
-from service.bearer import JwksCache, JwtTokenVerifier
 from service.errors import AdminRequestRefused, UnknownProvider
-from service.operator import DEFAULT_REVOKE_RATE
+from service.flow.operator import DEFAULT_REVOKE_RATE
+from service.mcp.bearer import JwksCache, JwtTokenVerifier
+from service.observability.audit import audit_operator
 from service.runtime import Runtime
 from token_store import StoreUnavailable
 

@@ -27,13 +27,10 @@ import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
-from service.drain import Drain
 from service.errors import UnknownProvider
-from service.logs import configure_logging
-from service.operator import DEFAULT_REVOKE_CONCURRENCY, DEFAULT_REVOKE_RATE
-from service.providers import ProviderError, resolve_discovery
-from service.sdk_hooks import SdkHookMissing
-from service.server_runtime import (
+from service.flow.operator import DEFAULT_REVOKE_CONCURRENCY, DEFAULT_REVOKE_RATE
+from service.http.drain import Drain
+from service.http.server import (
     MAX_CONNECTIONS_AWAITING_HEAD,
     REQUEST_HEAD_TIMEOUT_SECONDS,
     EventLoopChoice,
@@ -41,6 +38,9 @@ from service.server_runtime import (
     loop_factory,
     with_head_timeout,
 )
+from service.mcp.sdk.hooks import SdkHookMissing
+from service.observability.logs import configure_logging
+from service.providers.catalogue import ProviderError, resolve_discovery
 from service.settings import DEFAULT_DATA_DIR, Settings, SettingsError, load_settings
 from token_store import StoreUnavailable
 
@@ -53,7 +53,7 @@ _SERVER_LABEL: ContextVar[str] = ContextVar("server_label", default="")
 
 class _Server(uvicorn.Server):
     """A uvicorn server that leaves SIGINT/SIGTERM to :func:`serve_until_stopped` and, given a
-    :class:`~service.drain.Drain`, drains before uvicorn's own shutdown.
+    :class:`~service.http.drain.Drain`, drains before uvicorn's own shutdown.
 
     uvicorn installs its own handler per server, so with two servers in one process only the
     last one started would hear Ctrl-C and the other would keep the process alive.
@@ -118,14 +118,14 @@ def build_server(
 ) -> _Server:
     # log_config=None: uvicorn's loggers propagate to our root handler and its redacting filter.
     # timeout_graceful_shutdown: after SIGTERM, requests in flight get `grace` seconds to finish
-    # (with a `drain`, tool calls on 2025-11-25 sessions too: see service/drain.py).
+    # (with a `drain`, tool calls on 2025-11-25 sessions too: see service/http/drain.py).
     config = uvicorn.Config(
         app,
         host=host,
         port=port,
         log_config=None,
         # h11 by class: "auto" would switch to httptools wherever something installs it, which
-        # accepts header fields of any size (service/server_runtime.py, docs/performance.md);
+        # accepts header fields of any size (service/http/server.py, docs/performance.md);
         # ours bounds how long, and how many, connections wait for a request head.
         http=with_head_timeout(head_timeout, awaiting_head),
         lifespan="on",
@@ -181,7 +181,7 @@ async def serve_until_stopped(servers: dict[str, _Server]) -> int:
 
 
 def run_until_stopped(servers: dict[str, _Server], event_loop: EventLoopChoice = "auto") -> int:
-    """`serve_until_stopped` on the chosen event loop (service/server_runtime.py), after a line
+    """`serve_until_stopped` on the chosen event loop (service/http/server.py), after a line
     naming it."""
     logging.getLogger(__name__).info("event loop: %s", event_loop_name(event_loop))
     with asyncio.Runner(loop_factory=loop_factory(event_loop)) as runner:
@@ -296,7 +296,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             metrics_app(app.state.runtime), settings.host, settings.metrics_port
         )
     if settings.admin_port:
-        from service.admin import admin_app
+        from service.ops.admin_api import admin_app
 
         # The admin API on its own port only (docs/admin.md), like the metrics.
         servers["admin"] = build_server(admin_app(app.state.runtime), settings.host, settings.admin_port)
@@ -320,7 +320,7 @@ def cmd_mock_providers(args: argparse.Namespace) -> int:
     from mock_providers import create_mock_providers_app
     from mock_providers.admin import apply_knobs
     from mock_providers.demo import build_dev_setup, write_serve_env
-    from mock_providers.mock_store import delete_state
+    from mock_providers.store import delete_state
 
     configure_logging(args.log_level)
     public_url = args.public_url or f"http://{args.host}:{args.port}"

@@ -1,1 +1,2 @@
-"""Third-party providers: the catalogue, OAuth (authorization URL, exchange, refresh, revocation), API answers, metadata discovery, outbound HTTP."""
+"""Third-party providers: the catalogue, OAuth (authorization URL, exchange, refresh, revocation), API
+answers, metadata discovery, outbound HTTP."""

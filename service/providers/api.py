@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 
 from service.errors import ProviderApiError
-from service.providers import ProviderConfig
+from service.providers.catalogue import ProviderConfig
 
 MAX_PROFILE_BYTES = 256 * 1024
 

@@ -19,8 +19,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from service.discovery import fetch_metadata
 from service.errors import MetadataError
+from service.providers.discovery import fetch_metadata
 from service.urls import https_unless_loopback
 
 # "oauth2": authorization code + PKCE; "api_key": the user pastes a key on our page.
@@ -85,7 +85,7 @@ class ProviderConfig(BaseModel):
     insecure_http: bool = False  # development only (mock providers in compose): allow plain http
     api_key_header: str = "Authorization"  # api_key providers: how the key is sent
     api_key_format: str = "Bearer {key}"
-    # Keep-alive (service/keepalive.py): refresh a grant not refreshed for this many seconds, before
+    # Keep-alive (service/flow/keepalive.py): refresh a grant not refreshed for this many seconds, before
     # the provider expires an unused refresh token (Microsoft: 90 days; Google: 6 months). 0: off.
     refresh_keepalive: int = Field(default=0, ge=0)
     # Refresh access tokens about to expire in the sweep, so a tool call never waits for one.

@@ -13,8 +13,8 @@ from authlib.integrations.httpx_client import AsyncOAuth2Client
 from authlib.oauth2.client import OAuth2Client
 
 from service.errors import TokenExchangeError
-from service.outbound_http import OutboundHttp
-from service.providers import BEARER, ProviderConfig
+from service.providers.catalogue import BEARER, ProviderConfig
+from service.providers.outbound_http import OutboundHttp
 from token_store import TokenSet
 
 # Every string we keep from a token response; the stored record (and each `list_connections`

@@ -11,7 +11,7 @@ from mcp.server.mcpserver import MCPServer
 from starlette.applications import Starlette
 
 import service.app
-from service.cli import main
+from service.ops.cli import main
 from service.settings import Settings
 
 MAX_SECONDS = 10.0

@@ -14,7 +14,7 @@ from mock_providers import mint_access_token
 from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import mcp_client
 from mock_providers.testing.servers import DemoServers
-from service.redaction import RedactingFilter
+from service.observability.redaction import RedactingFilter
 
 pytestmark = pytest.mark.e2e
 

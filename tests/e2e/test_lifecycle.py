@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR
 from starlette.applications import Starlette
 
-from mock_providers.mockkeys import MockKeysAccount
+from mock_providers.providers.mockkeys.server import MockKeysAccount
 from mock_providers.testing.browser import Browser, forms_in
 from mock_providers.testing.replicas import (
     PROVIDER_PATHS,
@@ -38,8 +38,8 @@ from mock_providers.testing.replicas import (
     refreshes_since,
     wait_completed,
 )
-from service.lifecycle import FAILURE_COOLDOWN
-from service.provider_session import ProviderSession, uses
+from service.flow.lifecycle import FAILURE_COOLDOWN
+from service.mcp.provider_session import ProviderSession, uses
 from tests.support.lifecycle import leaks, running
 from tests.support.login import sign_in
 from tests.support.settle import wait_until
@@ -156,7 +156,7 @@ async def test_lock_of_a_dead_holder_expires_and_one_refresh_follows(
     await connect(stack.instances[0], user)
     held = await store.get_connection(stack.user(user), "mockhub")
     assert held is not None
-    name = f"refresh:{held.key.associated_data().decode()}"  # as service/lifecycle.py names it
+    name = f"refresh:{held.key.associated_data().decode()}"  # as service/flow/lifecycle.py names it
     owner = await store.acquire_lock(name, DEAD_LOCK_TTL)  # and never released: the holder died
     assert owner is not None
     await expire_stored(store, stack.user(user), "mockhub")
@@ -269,13 +269,13 @@ async def test_disconnect_revokes_the_grant_and_deletes_the_record(
 async def test_disconnect_during_a_refresh_leaves_no_live_grant(
     stack: LifecycleStack, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import service.lifecycle
+    import service.flow.lifecycle
 
     user = "disconnect-race-user"
     await connect(stack.instances[0], user)
     await expire_stored(store, stack.user(user), "mockhub")
     issued: list[Any] = []
-    original = service.lifecycle.refresh
+    original = service.flow.lifecycle.refresh
 
     async def slow_refresh(*args: Any, **kwargs: Any) -> Any:
         tokens = await original(*args, **kwargs)  # the provider has issued (and rotated) tokens...
@@ -283,7 +283,7 @@ async def test_disconnect_during_a_refresh_leaves_no_live_grant(
         await anyio.sleep(1.0)  # ...and this replica is slow to store them
         return tokens
 
-    monkeypatch.setattr(service.lifecycle, "refresh", slow_refresh)
+    monkeypatch.setattr(service.flow.lifecycle, "refresh", slow_refresh)
     async with (
         legacy_client(stack.instances[0], user) as (first, _),
         legacy_client(stack.instances[1], user) as (second, _),

@@ -21,9 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mock_providers.testing.browser import FlowError
 from mock_providers.testing.stack import Mcpuc
-from service.logs import JsonFormatter, LogContextFilter
-from service.redaction import RedactingFilter
-from service.tracing import tracing_with
+from service.observability.logs import JsonFormatter, LogContextFilter
+from service.observability.redaction import RedactingFilter
+from service.observability.tracing import tracing_with
 from tests.support.settle import wait_until
 
 MODES = ("legacy", "2026-07-28")

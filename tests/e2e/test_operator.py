@@ -19,9 +19,9 @@ from starlette.applications import Starlette
 
 from mock_providers import mint_access_token
 from mock_providers.testing.replicas import LifecycleStack, connect, elicitation_of, legacy_client
-from service.admin import admin_app
-from service.cli import main
-from service.provider_session import ProviderSession, uses
+from service.mcp.provider_session import ProviderSession, uses
+from service.ops.admin_api import admin_app
+from service.ops.cli import main
 from service.runtime import Runtime
 from tests.support.lifecycle import running
 from token_store import Store
@@ -49,7 +49,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LifecycleStack]:
 @pytest.fixture
 def configured(stack: LifecycleStack, monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI reads the replicas' own settings (what --config and MCPUC_* load for `serve`)."""
-    monkeypatch.setattr("service.cli.load_settings", lambda **_: stack.settings)
+    monkeypatch.setattr("service.ops.cli.load_settings", lambda **_: stack.settings)
 
 
 async def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

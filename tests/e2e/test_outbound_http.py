@@ -1,4 +1,5 @@
-"""Outbound HTTP after start-up: a whole connect flow builds no TLS context (service/outbound_http.py).
+"""Outbound HTTP after start-up: a whole connect flow builds no TLS context
+(service/providers/outbound_http.py).
 
 Building one loads the CA bundle (tens of milliseconds); the server builds it once, in `Runtime`.
 The servers run in this process (threads), so counting `ssl` calls whose stack passes through the
@@ -20,7 +21,7 @@ import pytest
 from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import legacy_elicitation, mcp_client
 from mock_providers.testing.servers import DemoServers
-from service.outbound_http import KEEPALIVE_EXPIRY_SECONDS
+from service.providers.outbound_http import KEEPALIVE_EXPIRY_SECONDS
 
 pytestmark = pytest.mark.e2e
 
@@ -74,7 +75,7 @@ async def test_a_whole_connect_flow_builds_no_tls_context(
 
 def test_the_counter_sees_a_context_built_by_server_code(tls_contexts_built: list[str]) -> None:
     # Without this, an empty list above could mean the counter never fires.
-    from service.outbound_http import OutboundHttp
+    from service.providers.outbound_http import OutboundHttp
 
     OutboundHttp(1.0)
     assert "load_verify_locations" in tls_contexts_built or "create_default_context" in tls_contexts_built

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.session_memory import measure
-from service.session_limits import SESSION_MEMORY_KIB
+from service.mcp.sdk.session_limits import SESSION_MEMORY_KIB
 
 PER_USER, PER_REPLICA = 20, 60
 

@@ -18,7 +18,7 @@ from mock_providers.testing.replicas import (
     expire_stored,
     legacy_client,
 )
-from service.cli import main
+from service.ops.cli import main
 from tests.support.lifecycle import running
 from tests.support.settle import quiet_for, wait_until
 from tests.support.webhook_receiver import Receiver
@@ -92,7 +92,7 @@ async def test_operator_removals_are_told_with_their_reason(
     leaver, incident = "hooked-leaver", "hooked-incident"
     await connect(stack.instances[0], leaver, login="hooked-leaver-login")
     await connect(stack.instances[1], incident, login="hooked-incident-login")
-    monkeypatch.setattr("service.cli.load_settings", lambda **_: stack.settings)
+    monkeypatch.setattr("service.ops.cli.load_settings", lambda **_: stack.settings)
     assert await anyio.to_thread.run_sync(main, ["connections", "revoke", "--user", leaver]) == 0
     assert (await delivered(receiver, "connection.deleted", leaver))["data"]["reason"] == "operator"
     argv = ["connections", "revoke", "--provider", "mockhub", "--all", "--rate", "100"]

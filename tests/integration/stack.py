@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from mock_providers.testing.servers import DemoServers
-from service.providers import ProviderConfig, build_provider, resolve_discovery
+from service.providers.catalogue import ProviderConfig, build_provider, resolve_discovery
 
 PROVIDER = "idp"  # the name our server knows the third-party server by: /callback/idp
 OIDC_CLIENT_ID = "mcp-url-connect-it"

@@ -38,7 +38,7 @@ RUNS = {
 
 # The suite's client opens a session and a GET stream per scenario on the stable line and closes
 # neither until it exits; all of them are one user's (the proxy's token). Room for that, and the
-# per-user caps themselves are tested in tests/unit/service/test_session_limits.py.
+# per-user caps themselves are tested in tests/unit/service/mcp/sdk/test_session_limits.py.
 CAP = 1000
 
 TEST_TOOL = "calls a fixture tool of the suite's reference server; ours answers an unknown tool -32602"
@@ -130,7 +130,7 @@ NOT_APPLICABLE: dict[str, dict[str, str]] = {
     "stable": {**SHARED_2025, "server-sse-polling": STABLE_SSE_POLLING},
     "alpha-2025-11-25": {
         **SHARED_2025,
-        # Its priming-event and retry checks pass (service/sse_resumption.py).
+        # Its priming-event and retry checks pass (service/mcp/sdk/sse_resumption.py).
         "server-sse-polling:server-sse-disconnect-resume": RECONNECTION_TOOL,
     },
     "alpha-2026-07-28": {

@@ -31,8 +31,8 @@ from mock_providers.testing.router import (
     router_conf,
 )
 from mock_providers.testing.servers import free_port
-from service.request_id import REQUEST_ID_SHAPE
-from service.request_limits import MAX_REQUEST_HEAD_BYTES
+from service.http.request_id import REQUEST_ID_SHAPE
+from service.http.request_limits import MAX_REQUEST_HEAD_BYTES
 from tests.needs import need_binary
 from tests.support.deploy_kit import (
     FSYNC_POLICY,
@@ -429,7 +429,7 @@ FORGED_REQUEST_IDS = (
 
 def test_nginx_accepts_a_request_id_only_in_the_replicas_shape(router: Router) -> None:
     """The caller's X-Request-ID reaches nginx's log line and the replica only in the shape the
-    replicas accept (service/request_id.py: REQUEST_ID_SHAPE); anything else is replaced by a
+    replicas accept (service/http/request_id.py: REQUEST_ID_SHAPE); anything else is replaced by a
     fresh id, the same in nginx's line and at the replica."""
     conf = NGINX_CONF.read_text()
     [pattern] = re.findall(r'^\s*"~\^(.*)\$"\s+\$http_x_request_id;$', conf, re.MULTILINE)
@@ -492,7 +492,7 @@ def test_nginx_limits_each_client_and_serves_the_others(router: Router) -> None:
 
 def test_nginx_refuses_request_heads_the_replicas_would(router: Router) -> None:
     """RFC 9110 §5.4 (a server may refuse a head too large to process): nginx's limit is under
-    the replicas' own (service/request_limits.py: MAX_REQUEST_HEAD_BYTES), so what nginx passes a
+    the replicas' own (service/http/request_limits.py: MAX_REQUEST_HEAD_BYTES), so what nginx passes a
     replica accepts."""
     with httpx.Client(base_url=router.base, timeout=5) as client:
         fits = {f"X-Fill-{i}": "f" * 5000 for i in range(2)}

@@ -35,7 +35,7 @@ from mock_providers.testing.router import (
     LISTEN,
     router_environment,
 )
-from service.session_limits import SESSION_MEMORY_KIB
+from service.mcp.sdk.session_limits import SESSION_MEMORY_KIB
 from service.settings import DEFAULT_METRICS_PORT, SettingsError, load_settings
 from tests.support.deploy_kit import (
     DEPLOY,

@@ -46,17 +46,17 @@ RULES = (
     ),
     Rule(
         "API-key bounds",
-        "service/connect_flow.py",
+        "service/flow/connect.py",
         literal=re.compile(r"\\x21-\\x7e\]\{\d"),  # the key's pattern with numbers in it
         constant=re.compile(r"API_KEY.*(LENGTH|MIN|MAX)|(MIN|MAX).*API_KEY"),
         markup=re.compile(r"""(minlength|maxlength)=["']\d"""),
     ),
-    Rule("Redis key prefix", "token_store/redis_store.py", literal=re.compile(r"^mcpuc:$")),
+    Rule("Redis key prefix", "token_store/backends/redis/store.py", literal=re.compile(r"^mcpuc:$")),
     # JSON-RPC 2.0 §5.1's codes and MCP's URL elicitation required: `mcp_types` names each.
     Rule("JSON-RPC error codes", None, numbers=frozenset({-32700, -32600, -32601, -32602, -32603, -32042})),
     Rule(
         "issuer metadata URLs",
-        "service/discovery.py",
+        "service/providers/discovery.py",
         literal=re.compile(r"/\.well-known/(oauth-authorization-server|openid-configuration)"),
     ),
     Rule(

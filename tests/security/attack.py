@@ -15,7 +15,7 @@ manager every attack test runs in.
    says why: never a connection), unless the test allows `completions`;
 5. no secret in any response of the MCP server (status, headers, body, SSE stream), in anything the
    test passed to `a.observe`, in the Recorders' notifications, in any log line at DEBUG (every
-   logger, through `service.redaction.RedactingFilter`), or in the raw store, in plain,
+   logger, through `service.observability.redaction.RedactingFilter`), or in the raw store, in plain,
    base64 (every alignment) or URL-encoded form;
 6. the MCP bearer never reached a provider (no request to the providers' app carries it).
 
@@ -51,7 +51,7 @@ from mcp.shared.exceptions import MCPError
 from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import Recorder
 from mock_providers.testing.servers import HOST, DemoServers
-from service.redaction import RedactingFilter
+from service.observability.redaction import RedactingFilter
 from tests.support.settle import quiet_for
 
 MIN_CANARY = 12  # shorter values would match by accident

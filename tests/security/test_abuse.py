@@ -16,7 +16,7 @@ from mcp.shared.exceptions import MCPError
 
 from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import ACCEPT, MODES, mcp_client
-from service.bearer import JWKS_REFETCH_INTERVAL
+from service.mcp.bearer import JWKS_REFETCH_INTERVAL
 from tests.security.attack import (
     Servers,
     attack,
@@ -45,7 +45,7 @@ from token_store import UserRef
 pytestmark = pytest.mark.security
 
 SDK_BODY_LIMIT = 4 * 1024 * 1024  # mcp.server.transport_security.DEFAULT_MAX_REQUEST_BODY_SIZE
-MAX_BEARER = 8192  # service.bearer.MAX_TOKEN_LENGTH
+MAX_BEARER = 8192  # service.mcp.bearer.MAX_TOKEN_LENGTH
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -246,7 +246,7 @@ async def test_oversized_headers_and_parameters_at_connect_and_callback_get_4xx(
         a.status(await http.get(f"{base}/callback/mockhub", params=padded), 400)
         many = {f"p{i}": "x" for i in range(2000)} | {"state": unknown_state}
         a.status(await http.get(f"{base}/callback/mockhub", params=many), 400)
-        # Heads over 16 KiB: 431 before the routes (service/request_limits.py).
+        # Heads over 16 KiB: 431 before the routes (service/http/request_limits.py).
         cookie = {"Cookie": "mcpuc_session=" + "B" * 30_000}
         a.status(await http.get(f"{base}/connect", params={"elicitationId": "bad*"}, headers=cookie), 431)
         a.status(
@@ -319,7 +319,7 @@ async def test_unknown_kid_flood_refetches_jwks_at_most_once(servers: Servers, m
 async def test_an_oversized_request_head_is_refused_by_the_http_parser(servers: Servers) -> None:
     """A 1 MB header field on a route that reads no header: refused by uvicorn's h11 before any app
     code runs (h11 stops buffering an incomplete head at 16 KiB; httptools, kept out for this,
-    accepts any size: service/server_runtime.py). The server answers the next request as usual."""
+    accepts any size: service/http/server.py). The server answers the next request as usual."""
     async with httpx.AsyncClient() as http:
         try:
             answer = await http.get(f"{servers.public_url}/healthz", headers={"X-Huge": "h" * 1_000_000})

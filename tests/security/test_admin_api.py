@@ -1,4 +1,4 @@
-"""The admin API (service/admin.py) refuses whoever is not an operator: no token, a user's token
+"""The admin API (service/ops/admin_api.py) refuses whoever is not an operator: no token, a user's token
 without the admin scope, a wrong static token, and any request that is not on the admin port
 (docs/threat-model.md, "Operators' controls"). Each refusal leaves every connection in place and
 the users' own sessions working; each action that is allowed is audited with who asked.
@@ -21,7 +21,7 @@ import pytest
 
 from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import MODES, mcp_client
-from service.admin import admin_app
+from service.ops.admin_api import admin_app
 from service.runtime import Runtime
 from tests.security.attack import Servers, attack, unique
 from tests.security.flows import bearer, connect_fully, elicit, manual, retry, seed_connection

@@ -14,8 +14,8 @@ import anyio
 import asyncpg
 import pytest
 
-from service.completion import CompletionHub
-from service.completion_bus import PostgresBus
+from service.mcp.completion.bus import PostgresBus
+from service.mcp.completion.hub import CompletionHub
 from tests.support.completion import FakeSession, elicitation
 from tests.support.postgres import PostgresSchema, PostgresServer
 from token_store import ElicitationStatus, KeyRing, PendingElicitation, PostgresStore, UserRef

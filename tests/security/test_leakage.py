@@ -22,7 +22,7 @@ from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import MODES
 from mock_providers.testing.servers import HOST
 from service.app import create_app
-from service.cli import main
+from service.ops.cli import main
 from service.settings import DEFAULT_METRICS_PORT, load_settings
 from tests.needs import delete_prefix, need_redis
 from tests.security.attack import (

@@ -27,8 +27,8 @@ from starlette.responses import JSONResponse, RedirectResponse
 from mock_providers.faults import DEFAULT_DRIP_SECONDS, DEFAULT_HUGE_BODY_BYTES
 from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import MODES, mcp_client
-from service.logs import LogContextFilter, TextFormatter
-from service.redaction import RedactingFilter
+from service.observability.logs import LogContextFilter, TextFormatter
+from service.observability.redaction import RedactingFilter
 from tests.security.attack import Attack, Listener, Servers, attack, elicitation_status, unique
 from tests.security.flows import (
     ask,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import time
 
-from service.broker import ConnectionBroker
-from service.completion import CompletionHub
-from service.connect_flow import ConnectFlow
-from service.lifecycle import TokenLifecycle
-from service.outbound_http import OutboundHttp
+from service.flow.connect import ConnectFlow
+from service.flow.lifecycle import TokenLifecycle
+from service.mcp.broker import ConnectionBroker
+from service.mcp.completion.hub import CompletionHub
+from service.providers.outbound_http import OutboundHttp
 from service.settings import Settings
 from token_store import Store
 

@@ -7,7 +7,7 @@ import base64
 from collections.abc import Iterable, Iterator
 
 from mock_providers.testing.replicas import LifecycleStack
-from service.providers import ProviderConfig, build_provider
+from service.providers.catalogue import ProviderConfig, build_provider
 from tests.needs import need_redis
 from token_store import (
     Connection,

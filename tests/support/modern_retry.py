@@ -21,9 +21,9 @@ from mcp_types import (
     UrlElicitationCapability,
 )
 
-from service.broker import ConnectionBroker
-from service.mcp_errors import connected
-from service.revision_2026 import CONNECT_INPUT_KEY
+from service.mcp.broker import ConnectionBroker
+from service.mcp.errors import connected
+from service.mcp.revisions.v2026_07_28 import CONNECT_INPUT_KEY
 from token_store import Connection, ConnectionKey, ElicitationStatus, SQLiteStore, TokenSet, UserRef
 
 MODERN = "2026-07-28"

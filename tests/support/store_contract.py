@@ -57,9 +57,9 @@ from token_store import (
     UserRef,
     slot_tag,
 )
-from token_store.postgres import PostgresStore
-from token_store.redis_store import RedisStore
-from token_store.sqlite import SQLiteStore
+from token_store.backends.postgres.store import PostgresStore
+from token_store.backends.redis.store import RedisStore
+from token_store.backends.sqlite import SQLiteStore
 
 ALICE = UserRef("https://as.example", "alice")
 BOB = UserRef("https://as.example", "bob")

@@ -1,6 +1,6 @@
 """One connect flow's store calls, made as separate calls or batched, for counting what each
 costs (SQLite: tests/unit/token_store/test_store_round_trips.py; Redis:
-tests/integration/token_store/test_redis_store_round_trips.py)."""
+tests/integration/token_store/backends/redis/test_store_round_trips.py)."""
 
 from __future__ import annotations
 

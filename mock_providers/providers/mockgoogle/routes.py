@@ -6,10 +6,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from mock_providers.consent import ConsentFlow, ConsentSettings
-from mock_providers.mockgoogle import ALG, EMAIL_DOMAIN, LOGIN_RULE, MockGoogle
+from mock_providers.oauth.consent import ConsentFlow, ConsentSettings
+from mock_providers.oauth.routes import ProviderRoutes, machine_route
 from mock_providers.pages import Pages
-from mock_providers.provider_routes import ProviderRoutes, machine_route
+from mock_providers.providers.mockgoogle.server import ALG, EMAIL_DOMAIN, LOGIN_RULE, MockGoogle
 
 PREFIX = "/mockgoogle"
 DISCOVERY_PATH = PREFIX + "/.well-known/openid-configuration"

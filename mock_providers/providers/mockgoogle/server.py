@@ -37,8 +37,8 @@ from joserfc.jwk import KeySet, RSAKey
 
 from mock_providers.clients import PreRegisteredClient
 from mock_providers.config import ClientSpec
-from mock_providers.mock_store import DurableMap, DurableSet, MockStore, RecordCodec
-from mock_providers.oauth_provider import (
+from mock_providers.oauth.pkce import RequiredS256CodeChallenge
+from mock_providers.oauth.server import (
     GrantedToClient,
     IssuingProvider,
     ProviderAccessToken,
@@ -49,7 +49,7 @@ from mock_providers.oauth_provider import (
     ProviderRevocationEndpoint,
     SignedIDTokens,
 )
-from mock_providers.pkce import RequiredS256CodeChallenge
+from mock_providers.store import DurableMap, DurableSet, MockStore, RecordCodec
 
 ACCESS_TOKEN_PREFIX = "ya29.mockgoogle-"
 REFRESH_TOKEN_PREFIX = "1//mockgoogle-"
@@ -321,7 +321,7 @@ class MockGoogle(IssuingProvider):
         self.issued_id_tokens: list[str] = []
         self.userinfo_requests = 0
 
-        # Durable (mock_providers.mock_store): a restart keeps codes, tokens, consents and the key.
+        # Durable (mock_providers.store): a restart keeps codes, tokens, consents and the key.
         store = self.mock_store
         self.codes = DurableMap(store, "mockgoogle/codes", RecordCodec(MockGoogleCode, "code"))
         self.tokens = DurableMap(

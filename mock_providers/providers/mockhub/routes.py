@@ -1,6 +1,6 @@
 """HTTP endpoints of MockHub under ``/mockhub`` (Starlette handlers).
 
-The consent page is the shared :class:`~mock_providers.consent.ConsentFlow`. It
+The consent page is the shared :class:`~mock_providers.oauth.consent.ConsentFlow`. It
 prefills a login derived from the user signed in at the dev AS (``alice`` ->
 ``alice-hub``), so the account a user connects is recognisably theirs;
 ``octocat`` when nobody is signed in there.
@@ -15,12 +15,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from mock_providers.consent import ConsentFlow, ConsentSettings
-from mock_providers.dev_as_routes import session_user
+from mock_providers.dev_as.routes import session_user
 from mock_providers.faults import mangle
-from mock_providers.mockhub import LOGIN_RULE, MockHub, MockHubAccount
+from mock_providers.oauth.consent import ConsentFlow, ConsentSettings
+from mock_providers.oauth.routes import ProviderRoutes, machine_route
 from mock_providers.pages import Pages
-from mock_providers.provider_routes import ProviderRoutes, machine_route
+from mock_providers.providers.mockhub.server import LOGIN_RULE, MockHub, MockHubAccount
 
 PREFIX = "/mockhub"
 METADATA_PATH = "/.well-known/oauth-authorization-server" + PREFIX

@@ -27,8 +27,8 @@ from authlib.oauth2.rfc6749 import OAuth2Request
 
 from mock_providers.clients import TOKEN_AUTH_METHODS, PreRegisteredClient
 from mock_providers.config import ClientSpec
-from mock_providers.mock_store import DurableIndex, DurableMap, MockStore, RecordCodec
-from mock_providers.oauth_provider import (
+from mock_providers.oauth.pkce import RequiredS256CodeChallenge
+from mock_providers.oauth.server import (
     IssuingProvider,
     ProviderAccessToken,
     ProviderAuthorizationServer,
@@ -37,8 +37,8 @@ from mock_providers.oauth_provider import (
     ProviderRefreshGrant,
     ProviderRevocationEndpoint,
 )
-from mock_providers.pkce import RequiredS256CodeChallenge
 from mock_providers.records import TokenRequestRecord
+from mock_providers.store import DurableIndex, DurableMap, MockStore, RecordCodec
 
 __all__ = ["MockHub", "MockHubAccount", "MockHubClient", "MockHubToken", "TokenRequestRecord"]
 
@@ -241,7 +241,7 @@ class MockHub(IssuingProvider):
         self.user_requests = 0
         self.reuse_detections = 0
 
-        # Durable (mock_providers.mock_store): a restart keeps every code, token and grant family.
+        # Durable (mock_providers.store): a restart keeps every code, token and grant family.
         store = self.mock_store
         self.codes = DurableMap(store, "mockhub/codes", RecordCodec(MockHubCode, "code"))
         tokens: DurableMap[MockHubToken] = DurableMap(

@@ -1,7 +1,7 @@
 """HTTP endpoint of MockKeys under ``/mockkeys`` (a Starlette handler).
 
 * ``GET /mockkeys/me`` with header ``X-API-Key: <key>`` answers ``{"id", "login"}`` for a key
-  :meth:`~mock_providers.mockkeys.MockKeys.issue` created (and not revoked), 401
+  :meth:`~mock_providers.providers.mockkeys.server.MockKeys.issue` created (and not revoked), 401
   ``{"error": "invalid_api_key"}`` otherwise.
 """
 
@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from mock_providers.faults import fault_response
-from mock_providers.mockkeys import MockKeys
+from mock_providers.providers.mockkeys.server import MockKeys
 
 PREFIX = "/mockkeys"
 HEADER = "X-API-Key"

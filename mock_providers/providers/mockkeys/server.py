@@ -1,7 +1,7 @@
 """MockKeys: a tiny API-key service (no OAuth) for tests of API-key providers, under ``/mockkeys``
-(its endpoint: :mod:`mock_providers.mockkeys_routes`).
+(its endpoint: :mod:`mock_providers.providers.mockkeys.routes`).
 
-Keys (``mk_...``) are kept in a :class:`~mock_providers.mock_store.MockStore` (memory unless the
+Keys (``mk_...``) are kept in a :class:`~mock_providers.store.MockStore` (memory unless the
 app gives its own) as their SHA-256 only; a test mints one with ``app.state.mockkeys.issue("alice")``
 and pastes it into the server's API-key page. Always served (no configuration needed).
 
@@ -17,7 +17,7 @@ import secrets
 from dataclasses import dataclass
 
 from mock_providers.faults import DEFAULT_HANG_SECONDS, EndpointMode
-from mock_providers.mock_store import DurableMap, MockStore, RecordCodec
+from mock_providers.store import DurableMap, MockStore, RecordCodec
 
 KEY_PREFIX = "mk_"
 

@@ -15,12 +15,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from mock_providers.consent import ConsentFlow, ConsentSettings, ScopeGroups
 from mock_providers.faults import check_mode, fault_label, fault_response
-from mock_providers.mockslack import LOGIN_RULE, MockSlack, MockSlackToken, split_scopes
+from mock_providers.oauth.consent import ConsentFlow, ConsentSettings, ScopeGroups
+from mock_providers.oauth.starlette_adapter import (
+    StarletteOAuth2Request,
+    read_form_items,
+    read_oauth2_request,
+)
 from mock_providers.pages import Pages
+from mock_providers.providers.mockslack.server import LOGIN_RULE, MockSlack, MockSlackToken, split_scopes
 from mock_providers.records import TokenRequestRecord, record_fault, requesting_client_id
-from mock_providers.starlette_adapter import StarletteOAuth2Request, read_form_items, read_oauth2_request
 
 PREFIX = "/mockslack"
 DEFAULT_LOGIN = "alice"

@@ -32,14 +32,14 @@ from authlib.oauth2.rfc6749 import InvalidScopeError, OAuth2Request
 
 from mock_providers.clients import PreRegisteredClient
 from mock_providers.config import ClientSpec
-from mock_providers.mock_store import DurableMap, MockStore, RecordCodec
-from mock_providers.oauth_provider import (
+from mock_providers.oauth.pkce import RequiredS256CodeChallenge
+from mock_providers.oauth.server import (
     MockProvider,
     ProviderAuthorizationServer,
     ProviderCode,
     ProviderCodeGrant,
 )
-from mock_providers.pkce import RequiredS256CodeChallenge
+from mock_providers.store import DurableMap, MockStore, RecordCodec
 
 BOT_TOKEN_PREFIX = "xoxb-"
 USER_TOKEN_PREFIX = "xoxp-"
@@ -230,7 +230,7 @@ class MockSlack(MockProvider):
         self.issued_user_tokens: set[str] = set()
         self.auth_test_requests = 0
 
-        # Durable (mock_providers.mock_store): a restart keeps codes and installs' tokens.
+        # Durable (mock_providers.store): a restart keeps codes and installs' tokens.
         self.codes = DurableMap(self.mock_store, "mockslack/codes", RecordCodec(MockSlackCode, "code"))
         self.tokens: DurableMap[MockSlackToken] = DurableMap(
             self.mock_store, "mockslack/tokens", RecordCodec(MockSlackToken, "token")

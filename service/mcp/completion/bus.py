@@ -28,9 +28,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 
-from service.completion import CompletionHub
+from service.mcp.completion.hub import CompletionHub
 from token_store import PendingElicitation, StoreUnavailable
-from token_store.redis_store import redis_client
+from token_store.backends.redis.store import redis_client
 
 logger = logging.getLogger(__name__)
 RECONNECT_DELAY = 1.0

@@ -26,8 +26,8 @@ from typing import Any
 
 import anyio
 
-from service.flow_events import FlowOutcome
-from service.metrics import Metrics, NotificationOutcome
+from service.observability.flow_events import FlowOutcome
+from service.observability.metrics import Metrics, NotificationOutcome
 from token_store import ElicitationStatus, PendingElicitation, StoreUnavailable, UserRef
 
 logger = logging.getLogger(__name__)

@@ -18,8 +18,8 @@ from typing import Any
 
 from mcp_types import CallToolResult
 
-from service.mcp_errors import tool_error
-from service.providers import ProviderConfig
+from service.mcp.errors import tool_error
+from service.providers.catalogue import ProviderConfig
 from token_store import Connection, PendingElicitation
 
 

@@ -15,10 +15,10 @@ from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import UrlElicitationRequiredError
 from mcp_types import ElicitRequestURLParams, ElicitResult
 
-from service.account_choice import AccountChoice
-from service.completion import CompletionHub
-from service.identity import Caller
-from service.revision import LEGACY_REVISION
+from service.mcp.account_choice import AccountChoice
+from service.mcp.completion.hub import CompletionHub
+from service.mcp.identity import Caller
+from service.mcp.revisions.capabilities import LEGACY_REVISION
 from token_store import PendingElicitation
 
 

@@ -20,21 +20,21 @@ from typing import Any, NoReturn
 from mcp.server.mcpserver import Context
 from mcp_types import ElicitRequest, ElicitRequestURLParams, InputRequiredResult
 
-from service.account_choice import AccountChoice
-from service.completion import CompletionHub
-from service.connect_flow import ConnectFlow
 from service.errors import ConnectionNeeded, InvalidRequestState
-from service.flow_events import failure_text
-from service.identity import Caller
-from service.mcp_errors import tool_error
-from service.providers import ProviderConfig
-from service.revision import STATELESS_REVISION
-from service.security_checks import (
+from service.flow.connect import ConnectFlow
+from service.flow.security_checks import (
     elicitation_of_same_user,
     mint_opaque_id,
     require_request_state_for_provider,
     require_single_use_request_state,
 )
+from service.mcp.account_choice import AccountChoice
+from service.mcp.completion.hub import CompletionHub
+from service.mcp.errors import tool_error
+from service.mcp.identity import Caller
+from service.mcp.revisions.capabilities import STATELESS_REVISION
+from service.observability.flow_events import failure_text
+from service.providers.catalogue import ProviderConfig
 from service.settings import Settings
 from token_store import Connection, ElicitationStatus, PendingElicitation, Store, UserRef
 

@@ -11,9 +11,9 @@ FastMCP adds its per-session event store):
 
 - admission checks run inside `_admit_session`, which the SDK calls under its session-creation
   lock and which records the new session's owner in the same step: counting and admitting are one
-  step (service/session_limits.py);
+  step (service/mcp/sdk/session_limits.py);
 - each admitted session gets an event store of its own, read once per session from
-  `event_store` (service/sse_resumption.py).
+  `event_store` (service/mcp/sdk/sse_resumption.py).
 
 The SDK builds its manager inside `MCPServer.streamable_http_app`, so `adopt_session_manager`
 re-classes that instance as a `SessionManager` (`__class__` assignment: the way to give an object
@@ -132,7 +132,7 @@ def check_sdk_hooks(hooks: tuple[Hook, ...] = HOOKS) -> None:
         raise SdkHookMissing(
             "the installed mcp SDK lacks what this server relies on: "
             + "; ".join(missing)
-            + " (see service/sdk_hooks.py; install the mcp version pyproject.toml allows)"
+            + " (see service/mcp/sdk/hooks.py; install the mcp version pyproject.toml allows)"
         )
 
 

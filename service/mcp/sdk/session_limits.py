@@ -7,7 +7,7 @@ says which limit was hit; other users are unaffected. (2026-07-28 requests open 
 
 The SDK offers only a global `max_sessions` (answered with 503). The per-user count reads the
 session manager's record of who owns each session (the map the SDK itself uses to refuse a
-session to another credential; `SessionManager.session_owners`, service/sdk_hooks.py). Sessions
+session to another credential; `SessionManager.session_owners`, service/mcp/sdk/hooks.py). Sessions
 end however the SDK ends them (DELETE, idle timeout, crash), and the count follows without
 bookkeeping of ours.
 
@@ -31,8 +31,8 @@ from mcp_types import INVALID_REQUEST
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.errors import SessionCapReached
-from service.mcp_errors import http_error_body
-from service.sdk_hooks import SessionManager
+from service.mcp.errors import http_error_body
+from service.mcp.sdk.hooks import SessionManager
 
 RETRY_AFTER_SECONDS = 30
 # The most memory one 2025-11-25 session may hold: its SSE replay budget (sse_resumption.MAX_BYTES,
@@ -91,7 +91,7 @@ class SessionLimits:
     def require_room_for_a_session(self, requestor: Mapping[str, Any] | None) -> None:
         """Raise SessionCapReached when the replica, or this user, holds as many 2025-11-25
         sessions as the caps allow. Each session holds memory until it ends (its SSE replay
-        budget, service/sse_resumption.py), so the caps bound the replica's memory
+        budget, service/mcp/sdk/sse_resumption.py), so the caps bound the replica's memory
         (docs/operations.md, "Memory")."""
         owners = self._owners()
         # mutant: caps.sessions_per_replica

@@ -10,7 +10,7 @@ request id, which every session reuses ("1", "2", ...), so a shared store would 
 different sessions, and of different users, on replay ("Resumability and Redelivery": the server
 MUST NOT replay messages that would have been delivered on a different stream). The SDK takes one
 store for all its sessions, so `install` gives each session's transport a store of its own as the
-session manager admits it (`SessionManager`, service/sdk_hooks.py). The store lives and dies with
+session manager admits it (`SessionManager`, service/mcp/sdk/hooks.py). The store lives and dies with
 its session, on the replica that holds it (session affinity routes the reconnecting GET there).
 
 Bounded: a session keeps only its last `MAX_EVENTS` events. A client that reconnects with an id
@@ -33,7 +33,7 @@ from mcp.server.streamable_http import (
 )
 from mcp_types import JSONRPCError, JSONRPCMessage, JSONRPCResponse
 
-from service.sdk_hooks import SessionManager
+from service.mcp.sdk.hooks import SessionManager
 
 # The `retry` field (milliseconds) sent with each priming event: how long a client whose
 # connection dropped waits before it reconnects with `Last-Event-ID`.
@@ -89,7 +89,7 @@ class SessionEventStore(EventStore):
         # A POST stream ends with its request's response, and nothing comes after it: end the
         # replay there (transports, "After the JSON-RPC response has been sent, the server
         # SHOULD terminate the SSE stream") instead of holding a connection, one of the user's
-        # requests in flight (service/session_limits.py), open for messages that cannot come.
+        # requests in flight (service/mcp/sdk/session_limits.py), open for messages that cannot come.
         if any(isinstance(m, JSONRPCResponse | JSONRPCError) for _, m in stream):
             return None
         return stream_id

@@ -1,4 +1,5 @@
-"""connect_routes/login.py, the browser login: it finds the issuer's metadata by service/discovery.py's
+"""connect_routes/login.py, the browser login: it finds the issuer's metadata by
+service/providers/discovery.py's
 rules (RFC 8414 §3 and OpenID Connect Discovery URLs, the document's issuer compared), as the
 bearer check does; and the checks end-to-end tests cannot reach (found by scripts/mutation_check.py):
 it accepts only an ID token from the MCP authorization server's issuer, even if the issuer's
@@ -19,7 +20,7 @@ from connect_routes.browser_session import session_middleware
 from connect_routes.error_pages import ERROR_PAGES
 from connect_routes.login import Login
 from mock_providers.demo import build_demo
-from service.outbound_http import OutboundHttp
+from service.providers.outbound_http import OutboundHttp
 from service.settings import Settings
 
 

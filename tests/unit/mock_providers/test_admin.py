@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 
 from mock_providers import ClientSpec, create_mock_providers_app
 from mock_providers.admin import admin_path
-from service import cli
+from service.ops import cli
 from tests.support.mock_provider_setup import BASE, HUB_CLIENT_ID, HUB_SECRET, make_config
 
 GOOGLE = ClientSpec("admin.apps.mockgoogle.test", "google-secret-0123456789", ("http://127.0.0.1:8000/cb/g",))

@@ -10,7 +10,7 @@ import httpx
 from mock_providers import create_mock_providers_app
 from mock_providers.app import ADMIN_PATH
 from mock_providers.demo import build_demo
-from mock_providers.mockhub import MockHub
+from mock_providers.providers.mockhub.server import MockHub
 
 
 def admin_client(tmp_path: Path, peer: str) -> tuple[httpx.AsyncClient, MockHub]:

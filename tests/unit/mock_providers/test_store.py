@@ -1,4 +1,4 @@
-"""The mock providers' durable state (mock_providers/mock_store.py): an app built again on the same
+"""The mock providers' durable state (mock_providers/store.py): an app built again on the same
 data dir (a restart of `demo` / `mock-providers`) keeps every code, token, consent, key and
 registered client, with its state (used, retired, revoked); the file holds digests, not secrets,
 and is private to its owner. In-process ASGI: two apps, one file."""
@@ -17,7 +17,7 @@ import jwt
 from starlette.applications import Starlette
 
 from mock_providers import ClientSpec, MockHub, create_mock_providers_app
-from mock_providers.mock_store import (
+from mock_providers.store import (
     STATE_FILENAME,
     DurableMap,
     MockStore,

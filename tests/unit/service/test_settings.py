@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from service import server_runtime
-from service.providers import ProviderConfig
+from service.http import server as server_runtime
+from service.providers.catalogue import ProviderConfig
 from service.settings import Settings, SettingsError, load_settings
 
 SESSION_SECRET = "session-secret-" + "s" * 32

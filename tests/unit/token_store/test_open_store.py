@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from service.cli import main
+from service.ops.cli import main
 from token_store import KeyRing, SQLiteStore, check_store_url, open_store
 
 

@@ -21,7 +21,7 @@ from tests.support.store_contract import (
 )
 from tests.support.store_flows import FLOWS, batched_calls
 from token_store import KeyRing, Store
-from token_store.sqlite import SQLiteStore
+from token_store.backends.sqlite import SQLiteStore
 
 
 @dataclass

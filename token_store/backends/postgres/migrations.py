@@ -1,4 +1,4 @@
-"""Versioned schema of the PostgreSQL store: `postgres_schema/NNNN_*.sql`, applied in order.
+"""Versioned schema of the PostgreSQL store: `schema/NNNN_*.sql`, applied in order.
 
 The version sits in `mcpuc_schema_version` (one row). `migrate` brings a database up to
 `SCHEMA_VERSION` in one transaction, under an advisory lock, so replicas starting together apply
@@ -23,14 +23,16 @@ VERSION_TABLE = "mcpuc_schema_version"
 
 def _migrations() -> list[tuple[int, str]]:
     found = []
-    for entry in resources.files("token_store").joinpath("postgres_schema").iterdir():
+    for entry in resources.files("token_store.backends.postgres").joinpath("schema").iterdir():
         match = _FILE.fullmatch(entry.name)
         if match:
             found.append((int(match.group(1)), entry.read_text(encoding="utf-8")))
     found.sort()
     # Versions are 1..n with no gap: a missing file would silently skip a step.
     if [v for v, _ in found] != list(range(1, len(found) + 1)):
-        raise RuntimeError("token_store/postgres_schema: migration files must be numbered 0001, 0002, ...")
+        raise RuntimeError(
+            "token_store/backends/postgres/schema: migration files must be numbered 0001, 0002, ..."
+        )
     return found
 
 

@@ -2,7 +2,7 @@
 
 asyncpg's pool (the driver measured fastest on the hot read: docs/postgres.md, "Driver"). Token
 sets and OAuth states are sealed (token_store.codec) before they reach SQL; one-time values and
-lock names are stored as their SHA-256. The schema is versioned (token_store.postgres_migrations)
+lock names are stored as their SHA-256. The schema is versioned (token_store.backends.postgres.migrations)
 and brought up to date when the store opens.
 
 Every step is one statement where it can be (data-modifying CTEs for the two-record steps), so
@@ -29,6 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 import asyncpg
 
 from token_store import codec
+from token_store.backends.postgres.migrations import SCHEMA_VERSION, SchemaBehind, migrate, stored_version
 from token_store.base import StoreUnavailable, TooManyPending
 from token_store.crypto import KeyRing
 from token_store.models import (
@@ -42,7 +43,6 @@ from token_store.models import (
     UserRef,
     WebhookMessage,
 )
-from token_store.postgres_migrations import SCHEMA_VERSION, SchemaBehind, migrate, stored_version
 
 _T = TypeVar("_T")
 _log = logging.getLogger(__name__)

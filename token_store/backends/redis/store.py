@@ -71,9 +71,9 @@ _USER_TAG_CHARS = 32  # 128 bits of sha256: collisions are out of reach, keys st
 
 
 def _lua(*names: str) -> str:
-    """The scripts in `redis_scripts/<name>.lua`, joined: a shared function's file comes before
+    """The scripts in `scripts/<name>.lua`, joined: a shared function's file comes before
     the scripts that call it. Read from the package (importlib.resources), so a wheel ships them."""
-    folder = resources.files("token_store").joinpath("redis_scripts")
+    folder = resources.files("token_store.backends.redis").joinpath("scripts")
     return "\n".join(folder.joinpath(f"{name}.lua").read_text(encoding="utf-8") for name in names)
 
 
@@ -543,7 +543,7 @@ class RedisStore:
     def _transition_args(
         self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
     ) -> list[str | int | bytes]:
-        """ARGV[1..6] of redis_scripts/transition.lua."""
+        """ARGV[1..6] of scripts/transition.lua."""
         return [
             expected.value,
             new.value,

@@ -1,5 +1,5 @@
 """Single-flight refresh across replicas on PostgreSQL alone: one refresh through the database's
-lock table (in one process: tests/unit/service/test_lifecycle.py)."""
+lock table (in one process: tests/unit/service/flow/test_lifecycle.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-import service.lifecycle
-from service.lifecycle import TokenLifecycle
-from service.outbound_http import OutboundHttp
-from service.providers import ProviderConfig
+import service.flow.lifecycle
+from service.flow.lifecycle import TokenLifecycle
+from service.providers.catalogue import ProviderConfig
+from service.providers.outbound_http import OutboundHttp
 from tests.support.lifecycle import CALLERS, provider, stale_connection
 from tests.support.postgres import PostgresSchema, PostgresServer
 from token_store import (
@@ -40,7 +40,7 @@ async def test_replicas_sharing_postgres_send_one_refresh(
         await landed.wait()
         return TokenSet("new-access", refresh_token="new-refresh", expires_at=9e9)
 
-    monkeypatch.setattr(service.lifecycle, "refresh", refresh)
+    monkeypatch.setattr(service.flow.lifecycle, "refresh", refresh)
     with PostgresSchema(postgres_server) as schema:
         stores = [await open_store(schema.url, KeyRing.parse(f"k1:{key}")) for _ in range(2)]
         stale = stale_connection()

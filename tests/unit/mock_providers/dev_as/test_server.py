@@ -1,4 +1,4 @@
-"""mock_providers/dev_as.py: the development authorization server, driven over ASGI."""
+"""mock_providers/dev_as/server.py: the development authorization server, driven over ASGI."""
 
 from __future__ import annotations
 

@@ -18,10 +18,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from mock_providers.demo import build_demo
-from service.connect_flow import CallbackParams, ConnectFlow
 from service.errors import InvalidRequest, InvalidState, WrongBrowser
-from service.outbound_http import OutboundHttp
-from service.providers import ProviderConfig
+from service.flow.connect import CallbackParams, ConnectFlow
+from service.providers.catalogue import ProviderConfig
+from service.providers.outbound_http import OutboundHttp
 from tests.support.store_contract import T0, FakeClock, make_elicitation
 from token_store import (
     Connection,

@@ -1,4 +1,4 @@
-"""docs/flow.md, "Elicitation status machine", and `TRANSITIONS` in service/connect_flow.py are
+"""docs/flow.md, "Elicitation status machine", and `TRANSITIONS` in service/flow/connect.py are
 the same table; and the flow refuses any status change outside it."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from mock_providers.demo import build_demo
-from service.connect_flow import TRANSITIONS, ConnectFlow
 from service.errors import UnknownTransition
-from service.outbound_http import OutboundHttp
+from service.flow.connect import TRANSITIONS, ConnectFlow
+from service.providers.outbound_http import OutboundHttp
 from token_store import ElicitationStatus
 
-FLOW_MD = Path(__file__).resolve().parents[3] / "docs" / "flow.md"
+FLOW_MD = Path(__file__).resolve().parents[4] / "docs" / "flow.md"
 
 
 def section(title: str) -> str:

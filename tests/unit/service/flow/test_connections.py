@@ -1,4 +1,4 @@
-"""service/connections.py: the user's connections by id or label, and the default account that
+"""service/flow/connections.py: the user's connections by id or label, and the default account that
 the broker and the connections page both remember through `Connections.remember_default`."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from mock_providers.demo import build_demo
-from service.connections import Connections
 from service.errors import InvalidRequest
+from service.flow.connections import Connections
 from tests.support.store_contract import FakeClock
 from token_store import Connection, ConnectionKey, KeyRing, SQLiteStore, TokenSet, UserRef
 
@@ -74,11 +74,11 @@ async def test_only_the_users_own_account_can_be_chosen(store: SQLiteStore) -> N
 
 
 def test_the_default_account_is_read_and_written_only_here() -> None:
-    """One owner: outside the store itself, only service/connections.py touches the default."""
-    production = [*ROOT.glob("service/*.py"), *ROOT.glob("connect_routes/*.py")]
+    """One owner: outside the store itself, only service/flow/connections.py touches the default."""
+    production = [*ROOT.glob("service/**/*.py"), *ROOT.glob("connect_routes/*.py")]
     users = sorted(
         str(p.relative_to(ROOT))
         for p in production
         if re.search(r"\b(get|set)_default_account\(", p.read_text())
     )
-    assert users == ["service/connections.py"]
+    assert users == ["service/flow/connections.py"]

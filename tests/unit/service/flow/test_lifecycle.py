@@ -12,11 +12,11 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-import service.lifecycle
+import service.flow.lifecycle
 from service.errors import ProviderApiError
-from service.lifecycle import TokenLifecycle
-from service.outbound_http import OutboundHttp
-from service.providers import ProviderConfig
+from service.flow.lifecycle import TokenLifecycle
+from service.providers.catalogue import ProviderConfig
+from service.providers.outbound_http import OutboundHttp
 from tests.support.lifecycle import CALLERS, provider, stale_connection
 from tests.support.store_contract import T0, FakeClock
 from token_store import (
@@ -61,9 +61,9 @@ async def test_a_storm_in_one_process_sends_one_refresh_and_wakes_every_waiter(
         await landed.wait()
         return TokenSet("new-access", refresh_token="new-refresh", expires_at=9e9)
 
-    monkeypatch.setattr(service.lifecycle, "refresh", refresh)
+    monkeypatch.setattr(service.flow.lifecycle, "refresh", refresh)
     # Waiters that only polled would sleep this long: the test would time out.
-    monkeypatch.setattr(service.lifecycle, "WAIT_INTERVAL", 60.0)
+    monkeypatch.setattr(service.flow.lifecycle, "WAIT_INTERVAL", 60.0)
     lifecycle = TokenLifecycle(lambda: store, OutboundHttp(1.0), timeout_seconds=5)
     results: list[Connection] = []
 
@@ -102,7 +102,7 @@ async def test_a_refresh_taking_the_lock_while_the_last_one_releases_it_ends_cle
         await anyio.lowlevel.checkpoint()
         return TokenSet(f"access-{len(refreshes)}", refresh_token=f"refresh-{len(refreshes)}", expires_at=9e9)
 
-    monkeypatch.setattr(service.lifecycle, "refresh", refresh)
+    monkeypatch.setattr(service.flow.lifecycle, "refresh", refresh)
     lifecycle = TokenLifecycle(lambda: store, OutboundHttp(1.0), timeout_seconds=5)
     release_lock = store.release_lock
     results: list[Connection] = []
@@ -159,8 +159,8 @@ async def test_the_lock_outlives_the_holders_deadline_so_the_refresh_token_is_se
         await answer.wait()
         return TokenSet("new-access", refresh_token="new-refresh", expires_at=9e9)
 
-    monkeypatch.setattr(service.lifecycle, "refresh", refresh)
-    monkeypatch.setattr(service.lifecycle, "WAIT_INTERVAL", 0.01)
+    monkeypatch.setattr(service.flow.lifecycle, "refresh", refresh)
+    monkeypatch.setattr(service.flow.lifecycle, "WAIT_INTERVAL", 0.01)
     # A timeout far beyond the test's own: only the store's (injected) clock moves.
     lifecycle = TokenLifecycle(lambda: store, OutboundHttp(1.0), timeout_seconds=60, clock=clock)
     results: list[Connection] = []
@@ -199,7 +199,7 @@ async def test_a_refresh_the_provider_never_answers_is_abandoned_at_its_deadline
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
 
-    monkeypatch.setattr(service.lifecycle, "refresh", refresh)
+    monkeypatch.setattr(service.flow.lifecycle, "refresh", refresh)
     lifecycle = TokenLifecycle(lambda: store, OutboundHttp(1.0), timeout_seconds=0.2)
     failures: list[str] = []
 

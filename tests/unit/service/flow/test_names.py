@@ -1,10 +1,10 @@
-"""service/names.py: which characters draw nothing, and which names get a look-alike note."""
+"""service/flow/names.py: which characters draw nothing, and which names get a look-alike note."""
 
 from __future__ import annotations
 
 import pytest
 
-from service.names import code_point, is_blank, lookalike_note
+from service.flow.names import code_point, is_blank, lookalike_note
 
 
 @pytest.mark.parametrize(

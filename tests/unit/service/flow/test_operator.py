@@ -1,4 +1,4 @@
-"""service/operator.py on SQLite, without servers: the incident switch is paced and resumable, a
+"""service/flow/operator.py on SQLite, without servers: the incident switch is paced and resumable, a
 user is (iss, sub) and never a `sub` at another issuer, the user's flows in progress end."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import time
 import anyio
 import pytest
 
-from service.connect_flow import ConnectFlow
 from service.errors import UnknownProvider
-from service.operator import Operator
-from service.outbound_http import OutboundHttp
-from service.providers import ProviderConfig
+from service.flow.connect import ConnectFlow
+from service.flow.operator import Operator
+from service.providers.catalogue import ProviderConfig
+from service.providers.outbound_http import OutboundHttp
 from service.settings import Settings
 from token_store import (
     Connection,

@@ -1,4 +1,4 @@
-"""Each function of service/security_checks.py on its own: what it lets through, what it refuses,
+"""Each function of service/flow/security_checks.py on its own: what it lets through, what it refuses,
 and with which refusal."""
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ from service.errors import (
     SessionExpired,
     WrongBrowser,
 )
-from service.providers import ProviderConfig
-from service.security_checks import (
+from service.flow.security_checks import (
     MAX_ACCOUNT_ID,
     OPAQUE_ID,
     check_rfc9207_issuer,
@@ -57,6 +56,7 @@ from service.security_checks import (
     rotate_session_on_login,
     session_id_checked_by_sdk,
 )
+from service.providers.catalogue import ProviderConfig
 from token_store import ElicitationStatus, OAuthState, PendingElicitation, UserRef
 
 ALICE = UserRef("https://as.example", "alice")

@@ -1,5 +1,5 @@
 """The drain's last step, in process: once it starts closing the 2025-11-25 sessions, a request
-naming a session is answered 404 "Session not found" by the replica itself (service/drain.py).
+naming a session is answered 404 "Session not found" by the replica itself (service/http/drain.py).
 
 Without that, a proxy reusing a connection freed by a stream that just ended could hand the SDK a
 call for a session about to be terminated: the SDK accepts it, then fails it with a 500.
@@ -15,8 +15,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from service.drain import Drain
-from service.request_pass import RequestPass
+from service.http.drain import Drain
+from service.http.request_pass import RequestPass
 
 
 class Terminated:

@@ -1,4 +1,4 @@
-"""service/request_id.py: the shape a request id must have; the id echoed and seen inside the request."""
+"""service/http/request_id.py: the shape a request id must have; the id echoed and seen inside the request."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from service.drain import Drain
-from service.logs import (
+from service.http.drain import Drain
+from service.http.request_id import request_id_from
+from service.http.request_pass import RequestPass
+from service.observability.logs import (
     current_request_id,
 )
-from service.request_id import request_id_from
-from service.request_pass import RequestPass
 
 
 def test_request_id_shape() -> None:

@@ -1,4 +1,4 @@
-"""service/request_limits.py: a replica bounds request heads and bodies itself, however the bytes
+"""service/http/request_limits.py: a replica bounds request heads and bodies itself, however the bytes
 arrive (in process, and on a real uvicorn socket where h11 alone would take a large head)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from starlette.testclient import TestClient
 from mock_providers.demo import build_demo
 from mock_providers.testing.servers import free_port
 from service.app import create_app
-from service.request_limits import (
+from service.http.request_limits import (
     MAX_REQUEST_BODY_BYTES,
     MAX_REQUEST_HEAD_BYTES,
     request_head_bytes,

@@ -1,4 +1,4 @@
-"""service/request_pass.py: the app's one pass over each request, in process: what every response
+"""service/http/request_pass.py: the app's one pass over each request, in process: what every response
 carries, where the browser session applies, and the order of the refusals."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import Receive, Scope, Send
 
 from connect_routes.headers import HEADERS, add_security_headers
-from service.drain import Drain
-from service.request_limits import MAX_REQUEST_HEAD_BYTES
-from service.request_pass import RequestPass
+from service.http.drain import Drain
+from service.http.request_limits import MAX_REQUEST_HEAD_BYTES
+from service.http.request_pass import RequestPass
 
 OWN_CSP = "default-src 'self'"
 

@@ -1,4 +1,4 @@
-"""How the servers run (service/server_runtime.py). The event loop (setting `event_loop`): uvloop
+"""How the servers run (service/http/server.py). The event loop (setting `event_loop`): uvloop
 by default, asyncio's own on request, and a clear configuration error for uvloop where it is not
 installed (tests/unit/service/test_settings.py). The HTTP protocol: h11, with slow request heads bounded
 in time and in number (on real sockets)."""
@@ -17,15 +17,15 @@ from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 
 from mock_providers.testing.servers import HOST, free_port
-from service import server_runtime
-from service.cli import _Server, build_server
-from service.server_runtime import (
+from service.http import server as server_runtime
+from service.http.server import (
     REQUEST_TIMEOUT,
     BoundedHeadH11Protocol,
     EventLoopChoice,
     event_loop_name,
     loop_factory,
 )
+from service.ops.cli import _Server, build_server
 from service.settings import load_settings
 from tests.support.settle import wait_until
 

@@ -1,5 +1,5 @@
-"""service/single_valued_headers.py: a repeated single-valued header field gets 400 before the
-app runs (RFC 9110 §5.3), in the app's one pass over each request (service/request_pass.py), in
+"""service/http/single_valued_headers.py: a repeated single-valued header field gets 400 before the
+app runs (RFC 9110 §5.3), in the app's one pass over each request (service/http/request_pass.py), in
 process."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from starlette.types import Receive, Scope, Send
 
 from mock_providers.demo import build_demo
 from service.app import create_app
-from service.drain import Drain
-from service.request_pass import RequestPass
-from service.single_valued_headers import SINGLE_VALUED
+from service.http.drain import Drain
+from service.http.request_pass import RequestPass
+from service.http.single_valued_headers import SINGLE_VALUED
 
 
 class Reached:

@@ -37,13 +37,13 @@ from mcp_types import (
 from mcp_types._v2025_11_25 import ElicitRequestFormParams as WireFormParams
 
 from mock_providers.demo import build_demo
-from service.account_choice import NEW_ACCOUNT_OPTION, AccountChoice, with_notice
-from service.broker import ConnectionBroker
 from service.errors import ConnectionNeeded, InvalidRequestState
-from service.mcp_errors import connected
-from service.outbound_http import OutboundHttp
-from service.revision import supports_form_elicitation
-from service.revision_2026 import ACCOUNT_INPUT_KEY, RequestState
+from service.mcp.account_choice import NEW_ACCOUNT_OPTION, AccountChoice, with_notice
+from service.mcp.broker import ConnectionBroker
+from service.mcp.errors import connected
+from service.mcp.revisions.capabilities import supports_form_elicitation
+from service.mcp.revisions.v2026_07_28 import ACCOUNT_INPUT_KEY, RequestState
+from service.providers.outbound_http import OutboundHttp
 from service.settings import Settings
 from tests.support.broker import broker_on
 from token_store import Connection, ConnectionKey, KeyRing, SQLiteStore, TokenSet, UserRef

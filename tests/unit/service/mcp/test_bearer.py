@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from jwt.algorithms import RSAAlgorithm
 
-from service.bearer import (
+from service.mcp.bearer import (
     JWKS_REFETCH_INTERVAL,
     MAX_TOKEN_LENGTH,
     JwksCache,

@@ -1,4 +1,4 @@
-"""service/broker.py: a 2026-07-28 requestState minted for one provider is refused for another,
+"""service/mcp/broker.py: a 2026-07-28 requestState minted for one provider is refused for another,
 before its nonce is consumed (the SDK already binds it to the tool and arguments; this is the
 check behind that)."""
 
@@ -16,8 +16,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from mock_providers.demo import build_demo
-from service.outbound_http import OutboundHttp
-from service.revision_2026 import RequestState
+from service.mcp.revisions.v2026_07_28 import RequestState
+from service.providers.outbound_http import OutboundHttp
 from tests.support.broker import broker_on
 from token_store import KeyRing, SQLiteStore
 

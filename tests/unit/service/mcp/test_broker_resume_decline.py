@@ -26,7 +26,7 @@ from mcp_types import (
 )
 
 from mock_providers.demo import build_demo
-from service.outbound_http import OutboundHttp
+from service.providers.outbound_http import OutboundHttp
 from tests.support.broker import broker_on
 from tests.support.modern_retry import ACTIONS, World, ask, connection_of, retry_with, whoami
 from token_store import ElicitationStatus, KeyRing, SQLiteStore, UserRef

@@ -18,11 +18,11 @@ from mcp.server.auth.provider import AccessToken
 from mcp_types import InputRequiredResult
 
 from mock_providers.demo import build_demo
-from service.broker import ConnectionBroker
-from service.completion import CompletionHub
-from service.connect_flow import ConnectFlow
-from service.lifecycle import TokenLifecycle
-from service.outbound_http import OutboundHttp
+from service.flow.connect import ConnectFlow
+from service.flow.lifecycle import TokenLifecycle
+from service.mcp.broker import ConnectionBroker
+from service.mcp.completion.hub import CompletionHub
+from service.providers.outbound_http import OutboundHttp
 from service.settings import Settings
 from tests.support.modern_retry import World, ask, retry_with, whoami
 from token_store import KeyRing, SQLiteStore, UserRef

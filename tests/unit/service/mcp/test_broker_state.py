@@ -8,8 +8,8 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from service.mcp_errors import mcp_errors
-from service.revision_2026 import RequestState
+from service.mcp.errors import mcp_errors
+from service.mcp.revisions.v2026_07_28 import RequestState
 
 
 @pytest.mark.parametrize(

@@ -6,10 +6,10 @@ import httpx
 import pytest
 
 from service.errors import ProviderApiError
-from service.lifecycle import TokenLifecycle
-from service.outbound_http import OutboundHttp
-from service.provider_session import ProviderSession
-from service.providers import build_provider
+from service.flow.lifecycle import TokenLifecycle
+from service.mcp.provider_session import ProviderSession
+from service.providers.catalogue import build_provider
+from service.providers.outbound_http import OutboundHttp
 from token_store import Connection, ConnectionKey, TokenSet, UserRef
 
 

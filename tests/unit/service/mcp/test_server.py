@@ -1,7 +1,7 @@
-"""service/mcp_server.py: what the server says it serves, and who it is, on both revisions (only tools,
+"""service/mcp/server.py: what the server says it serves, and who it is, on both revisions (only tools,
 with no list-change notifications, and its name and version), on the app `create_app` serves
 `/mcp` with (`service.app.mcp_http_app`); an unknown tool is a protocol error from the one mapping
-(service/mcp_errors.py), and never a metric label."""
+(service/mcp/errors.py), and never a metric label."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from service.app import mcp_http_app
-from service.mcp_server import ObservedMCPServer
-from service.metrics import Metrics
-from service.tracing import Tracing
+from service.mcp.server import ObservedMCPServer
+from service.observability.metrics import Metrics
+from service.observability.tracing import Tracing
 
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"

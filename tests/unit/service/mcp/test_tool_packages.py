@@ -13,9 +13,7 @@ from mcp.server.mcpserver import MCPServer
 
 from mock_providers.demo import build_demo
 from service.app import build_mcp_server
-from service.runtime import Runtime
-from service.settings import SettingsError, load_settings
-from service.tool_packages import (
+from service.mcp.tool_packages import (
     ENTRY_POINT_GROUP,
     ToolPackage,
     ToolPackageError,
@@ -23,6 +21,8 @@ from service.tool_packages import (
     load_tool_packages,
     register_tool_packages,
 )
+from service.runtime import Runtime
+from service.settings import SettingsError, load_settings
 
 TOOLS_MODULE = """
 from typing import Any

@@ -1,4 +1,5 @@
-"""service/logs.py: JSON and text lines with context fields, redacted and unforgeable; keyed pseudonyms."""
+"""service/observability/logs.py: JSON and text lines with context fields, redacted and unforgeable; keyed
+pseudonyms."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from service.logs import (
+from service.observability.logs import (
     JsonFormatter,
     LogContextFilter,
     Pseudonyms,
@@ -17,7 +18,7 @@ from service.logs import (
     flow_context,
     request_context,
 )
-from service.redaction import REDACTED, RedactingFilter
+from service.observability.redaction import REDACTED, RedactingFilter
 from token_store import UserRef
 
 ALICE = UserRef("https://as.example", "alice")

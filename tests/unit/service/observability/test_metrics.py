@@ -1,12 +1,12 @@
-"""service/metrics.py: each registry is its own and exposes the documented families."""
+"""service/observability/metrics.py: each registry is its own and exposes the documented families."""
 
 from __future__ import annotations
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.flow_events import FlowOutcome
-from service.metrics import Metrics
+from service.observability.flow_events import FlowOutcome
+from service.observability.metrics import Metrics
 
 
 def test_metrics_registries_are_separate_and_expose_the_documented_families() -> None:

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import jwt
 import pytest
 
-from service.logs import configure_logging
-from service.redaction import REDACTED, RedactingFilter, redact, redact_every_pattern
+from service.observability.logs import configure_logging
+from service.observability.redaction import REDACTED, RedactingFilter, redact, redact_every_pattern
 
 # A JWT that looks like an MCP access token (the signing key is irrelevant to redaction).
 BEARER_JWT = jwt.encode(

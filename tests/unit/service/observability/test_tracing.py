@@ -1,4 +1,5 @@
-"""service/tracing.py: off by default, on with the OTEL variables; spans carry attributes and mark errors."""
+"""service/observability/tracing.py: off by default, on with the OTEL variables; spans carry attributes and
+mark errors."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from service.tracing import Tracing, TracingConfigError, tracing_from_environment, tracing_with
+from service.observability.tracing import Tracing, TracingConfigError, tracing_from_environment, tracing_with
 
 
 def test_tracing_is_off_by_default_and_on_with_otel_variables() -> None:

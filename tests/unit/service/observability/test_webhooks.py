@@ -1,4 +1,5 @@
-"""service/webhooks.py: events go through the store's outbox to a receiver that verifies them with
+"""service/observability/webhooks.py: events go through the store's outbox to a receiver that verifies them
+with
 the Standard Webhooks library (tests/support/webhook_receiver.py, in process); refused deliveries
 come again with the same id after a backoff; a replica that dies holding a message loses nothing.
 The clock is moved, never slept on (real time plus an offset: the receiver checks timestamps)."""
@@ -10,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.metrics import Metrics
-from service.webhooks import (
+from service.observability.metrics import Metrics
+from service.observability.webhooks import (
     CREATED,
     DELETED,
     LEASE_SECONDS,

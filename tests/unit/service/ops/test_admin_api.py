@@ -1,4 +1,4 @@
-"""service/admin.py: its OpenAPI document (docs/admin-openapi.json) describes exactly its routes;
+"""service/ops/admin_api.py: its OpenAPI document (docs/admin-openapi.json) describes exactly its routes;
 its checks, one by one; its settings refused when they would share a port or hold a raw token."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from mcp.server.auth.provider import AccessToken
 from starlette.requests import Request
 from starlette.routing import Route
 
-from service.admin import (
+from service.ops.admin_api import (
     admin_app,
     admin_bearer_has_admin_scope,
     admin_request_on_admin_port,
@@ -23,7 +23,7 @@ from service.admin import (
 from service.runtime import Runtime
 from service.settings import Settings, SettingsError
 
-OPENAPI = Path(__file__).resolve().parents[3] / "docs" / "admin-openapi.json"
+OPENAPI = Path(__file__).resolve().parents[4] / "docs" / "admin-openapi.json"
 
 
 def valid_settings(**changes: Any) -> Settings:

@@ -20,7 +20,7 @@ import pytest
 from mock_providers import create_mock_providers_app
 from mock_providers.demo import banner, build_demo
 from mock_providers.testing.servers import free_port
-from service.cli import build_server, main, serve_until_stopped
+from service.ops.cli import build_server, main, serve_until_stopped
 from tests.support.settle import eventually, succeeds
 
 
@@ -130,11 +130,11 @@ def test_keys_rotate_reencrypts_under_the_newest_key(
 
 # -- the demo a newcomer runs: busy ports, bad configuration, Ctrl-C ---------------------------
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[4]
 
 
 def _cli(*argv: str) -> list[str]:
-    return [sys.executable, "-m", "service.cli", *argv]
+    return [sys.executable, "-m", "service.ops.cli", *argv]
 
 
 def _env() -> dict[str, str]:
@@ -194,7 +194,7 @@ def test_demo_stops_its_servers_on_sigterm(tmp_path: Path) -> None:
             demo.wait()
     assert demo.returncode == 0
     assert ".venv/bin/mcp-url-connect dev-token alice" in output
-    # The default runtime (service/server_runtime.py), really in use, signals included.
+    # The default runtime (service/http/server.py), really in use, signals included.
     assert "event loop: uvloop" in output
     assert f"http://127.0.0.1:{metrics_port}/metrics" in output  # the banner names it
     # Three uvicorn servers in one process: each of their lines says which one it is.
@@ -263,7 +263,7 @@ def _wait_for_listener(port: int) -> None:
 
 
 def test_production_packages_do_not_import_the_mock_providers() -> None:
-    imports = "import sys, service.cli, service.app, connect_routes, token_store"
+    imports = "import sys, service.ops.cli, service.app, connect_routes, token_store"
     code = f"{imports}; print('mock_providers' in sys.modules)"
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60, check=True

@@ -9,9 +9,9 @@ import httpx
 import pytest
 
 from service.errors import ProviderApiError
-from service.provider_api import MAX_PROFILE_BYTES, fetch_userinfo, read_json
-from service.provider_session import ProviderSession
-from service.providers import ProviderConfig, build_provider
+from service.mcp.provider_session import ProviderSession
+from service.providers.api import MAX_PROFILE_BYTES, fetch_userinfo, read_json
+from service.providers.catalogue import ProviderConfig, build_provider
 from token_store import Connection, ConnectionKey, TokenSet, UserRef
 
 GITHUB = build_provider(

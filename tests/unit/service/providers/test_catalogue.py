@@ -8,7 +8,13 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from service.providers import PRESETS, ProviderConfig, ProviderError, build_provider, resolve_discovery
+from service.providers.catalogue import (
+    PRESETS,
+    ProviderConfig,
+    ProviderError,
+    build_provider,
+    resolve_discovery,
+)
 from service.settings import Settings
 
 SECRET = {"MCPUC_PROVIDER_HUB_CLIENT_SECRET": "s3cret"}

@@ -7,8 +7,8 @@ from typing import Any
 import httpx
 import pytest
 
-from service.discovery import discover_metadata, fetch_metadata, metadata_urls
 from service.errors import MetadataError, MetadataIssuerMismatch
+from service.providers.discovery import discover_metadata, fetch_metadata, metadata_urls
 
 ISSUER = "https://as.example"
 

@@ -11,13 +11,13 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from service.errors import TokenExchangeError
-from service.provider_oauth import (
+from service.providers.catalogue import build_provider
+from service.providers.oauth import (
     MAX_LIFETIME,
     authorization_url,
     keep_refresh_token,
     token_set,
 )
-from service.providers import build_provider
 from token_store import TokenSet
 
 REDIRECT = "https://mcp.example.com/callback/hub"

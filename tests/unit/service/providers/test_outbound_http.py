@@ -12,7 +12,7 @@ import httpx2
 import pytest
 from authlib.integrations.httpx_client import AsyncOAuth2Client
 
-from service.outbound_http import (
+from service.providers.outbound_http import (
     MAX_IN_FLIGHT_PER_ORIGIN,
     AuthlibResponseTooLarge,
     OutboundHttp,

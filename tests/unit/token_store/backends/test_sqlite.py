@@ -32,7 +32,7 @@ from tests.support.store_contract import (
     make_tokens,
 )
 from token_store import Connection, ConnectionStatus, KeyRing, StoreUnavailable
-from token_store.sqlite import _UPSERT_CONNECTION, SQLiteStore
+from token_store.backends.sqlite import _UPSERT_CONNECTION, SQLiteStore
 
 # The schema as version 1 of the store created it (user_version 1), verbatim.
 V1_SCHEMA = """

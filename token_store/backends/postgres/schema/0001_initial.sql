@@ -1,4 +1,4 @@
--- Version 1 of the PostgreSQL store (token_store/postgres.py). Times are seconds since the epoch
+-- Version 1 of the PostgreSQL store (token_store/backends/postgres/store.py). Times are seconds since the epoch
 -- (double precision, exact for Python floats: replace_connection compares updated_at for equality).
 -- Blobs are sealed by the store (AES-GCM); one-time values and lock names are stored as SHA-256.
 

@@ -12,8 +12,8 @@ import asyncpg
 import pytest
 import redis.asyncio as redis
 
-from service.completion import CompletionHub
-from service.completion_bus import PostgresBus, RedisBus
+from service.mcp.completion.bus import PostgresBus, RedisBus
+from service.mcp.completion.hub import CompletionHub
 from tests.needs import ClusterGroup
 from tests.support.completion import FakeSession, elicitation
 from tests.support.postgres import PostgresSchema, PostgresServer, terminate_clients

@@ -17,13 +17,13 @@ import asyncpg
 import pytest
 
 from mock_providers.testing import store_servers
-from service.cli import main
+from service.ops.cli import main
 from tests.support import postgres as postgres_support
 from tests.support.postgres import PostgresSchema, PostgresServer, terminate_clients
 from tests.support.store_contract import ALICE, FakeClock, make_connection, make_elicitation, make_state
 from token_store import KeyRing, PostgresStore, StoreUnavailable, open_store
-from token_store import postgres_migrations as migrations
-from token_store.postgres_migrations import SCHEMA_VERSION, VERSION_TABLE, SchemaBehind
+from token_store.backends.postgres import migrations
+from token_store.backends.postgres.migrations import SCHEMA_VERSION, VERSION_TABLE, SchemaBehind
 
 # The grants docs/postgres.md gives the replicas' role ("Least privilege"); keep the two in sync.
 # `{schema}` and `{role}` are filled in.

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import pytest
 
-from service.cli import main
+from service.ops.cli import main
 from tests.needs import ClusterGroup, redis_prefix
 from tests.support.store_contract import (
     ALICE,

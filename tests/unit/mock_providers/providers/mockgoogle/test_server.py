@@ -1,4 +1,4 @@
-"""mock_providers/mockgoogle.py: MockGoogle's discovery, ID tokens, userinfo, refresh and
+"""mock_providers/providers/mockgoogle/server.py: MockGoogle's discovery, ID tokens, userinfo, refresh and
 revocation, over ASGI."""
 
 from __future__ import annotations

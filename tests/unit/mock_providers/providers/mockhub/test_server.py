@@ -1,4 +1,5 @@
-"""mock_providers/mockhub.py: MockHub's OAuth (authorization, consent, token, refresh rotation,
+"""mock_providers/providers/mockhub/server.py: MockHub's OAuth (authorization, consent, token, refresh
+rotation,
 revocation) and its API, over ASGI."""
 
 from __future__ import annotations

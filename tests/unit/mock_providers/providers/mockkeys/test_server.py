@@ -1,4 +1,4 @@
-"""mock_providers.mockkeys: the API-key service under /mockkeys, driven over ASGI."""
+"""mock_providers.providers.mockkeys.server: the API-key service under /mockkeys, driven over ASGI."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from mock_providers import ClientSpec, MockKeys, MockProvidersConfig, create_mock_providers_app
-from mock_providers.mockkeys import KEY_PREFIX, MockKeysAccount
+from mock_providers.providers.mockkeys.server import KEY_PREFIX, MockKeysAccount
 
 BASE = "http://127.0.0.1:8001"
 

@@ -1,4 +1,4 @@
-"""mock_providers/mockslack.py: MockSlack's bot and user tokens, scopes, ok:false errors and
+"""mock_providers/providers/mockslack/server.py: MockSlack's bot and user tokens, scopes, ok:false errors and
 revocation, over ASGI."""
 
 from __future__ import annotations

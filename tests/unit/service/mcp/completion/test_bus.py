@@ -1,6 +1,6 @@
 """Completion bus, without a server: the one process's LocalBus delivers to its hub, a bus that
 cannot publish says the store is unavailable, and which stored records count as finished. The
-Redis, Cluster and PostgreSQL buses: tests/integration/service/test_completion_bus.py."""
+Redis, Cluster and PostgreSQL buses: tests/integration/service/mcp/completion/test_bus.py."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from service.completion import CompletionHub
-from service.completion_bus import LocalBus, RedisBus, require_finished_in_store
+from service.mcp.completion.bus import LocalBus, RedisBus, require_finished_in_store
+from service.mcp.completion.hub import CompletionHub
 from tests.support.completion import FakeSession, elicitation
 from token_store import ElicitationStatus, StoreUnavailable
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import anyio
 
-from service.completion import CompletionHub
+from service.mcp.completion.hub import CompletionHub
 from tests.support.completion import FakeSession, elicitation
 from token_store import ElicitationStatus, PendingElicitation, UserRef
 

@@ -1,4 +1,4 @@
-"""service/revision_2025.py: a connect question is error -32042 naming the elicitation, and the
+"""service/mcp/revisions/v2025_11_25.py: a connect question is error -32042 naming the elicitation, and the
 session that asked is registered for the completion notice."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from typing import Any
 
 from mcp.shared.exceptions import UrlElicitationRequiredError
 
-from service.completion import CompletionHub
-from service.identity import Caller
-from service.revision import LEGACY_REVISION
-from service.revision_2025 import LegacyAnswers
+from service.mcp.completion.hub import CompletionHub
+from service.mcp.identity import Caller
+from service.mcp.revisions.capabilities import LEGACY_REVISION
+from service.mcp.revisions.v2025_11_25 import LegacyAnswers
 from tests.support.store_contract import ALICE, FakeClock, make_elicitation
 
 

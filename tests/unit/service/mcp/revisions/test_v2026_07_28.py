@@ -1,4 +1,4 @@
-"""service/revision_2026.py: a question is an InputRequiredResult whose requestState names it and
+"""service/mcp/revisions/v2026_07_28.py: a question is an InputRequiredResult whose requestState names it and
 carries a nonce good for one retry; a retry of another user's flow finds nothing of it."""
 
 from __future__ import annotations
@@ -13,14 +13,12 @@ import pytest
 from mcp_types import ElicitRequestURLParams, ElicitResult, InputRequiredResult
 
 from mock_providers.demo import build_demo
-from service.completion import CompletionHub
-from service.connect_flow import ConnectFlow
 from service.errors import ConnectionNeeded, InvalidRequestState
-from service.identity import Caller
-from service.outbound_http import OutboundHttp
-from service.providers import ProviderConfig
-from service.revision import STATELESS_REVISION
-from service.revision_2026 import (
+from service.flow.connect import ConnectFlow
+from service.mcp.completion.hub import CompletionHub
+from service.mcp.identity import Caller
+from service.mcp.revisions.capabilities import STATELESS_REVISION
+from service.mcp.revisions.v2026_07_28 import (
     ACCOUNT_INPUT_KEY,
     CONNECT_INPUT_KEY,
     AccountAnswered,
@@ -28,6 +26,8 @@ from service.revision_2026 import (
     StatelessAnswers,
     one_open_account_question,
 )
+from service.providers.catalogue import ProviderConfig
+from service.providers.outbound_http import OutboundHttp
 from tests.support.store_contract import FakeClock
 from token_store import Connection, ElicitationStatus, KeyRing, SQLiteStore, UserRef
 

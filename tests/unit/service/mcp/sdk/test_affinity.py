@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from service.affinity import SessionAffinityMiddleware
+from service.mcp.sdk.affinity import SessionAffinityMiddleware
 
 
 async def sdk(scope: Scope, receive: Receive, send: Send) -> None:

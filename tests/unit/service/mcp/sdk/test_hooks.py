@@ -1,4 +1,4 @@
-"""service/sdk_hooks.py: every private part of the SDK we rely on is present in the installed SDK,
+"""service/mcp/sdk/hooks.py: every private part of the SDK we rely on is present in the installed SDK,
 and a server refuses to start, naming the part, when one is missing."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mock_providers.demo import build_demo
 from mock_providers.testing.servers import free_port
 from service.app import create_app
-from service.cli import main
-from service.sdk_hooks import HOOKS, SdkHookMissing, check_sdk_hooks
+from service.mcp.sdk.hooks import HOOKS, SdkHookMissing, check_sdk_hooks
+from service.ops.cli import main
 
 
 def test_every_hook_is_present_in_the_installed_sdk() -> None:

@@ -15,8 +15,8 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from pydantic import AnyHttpUrl
 
-from service.sdk_hooks import adopt_session_manager
-from service.session_limits import SessionLimits
+from service.mcp.sdk.hooks import adopt_session_manager
+from service.mcp.sdk.session_limits import SessionLimits
 
 ISSUER = "https://as.example"
 RESOURCE = "http://127.0.0.1:8000/mcp"

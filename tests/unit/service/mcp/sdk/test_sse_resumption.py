@@ -15,10 +15,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import JSONRPCNotification, JSONRPCResponse
 
 from service.app import mcp_http_app
-from service.mcp_server import ObservedMCPServer
-from service.metrics import Metrics
-from service.sse_resumption import RETRY_INTERVAL_MS, SessionEventStore
-from service.tracing import Tracing
+from service.mcp.sdk.sse_resumption import RETRY_INTERVAL_MS, SessionEventStore
+from service.mcp.server import ObservedMCPServer
+from service.observability.metrics import Metrics
+from service.observability.tracing import Tracing
 
 ORIGIN = "http://127.0.0.1:8000"
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

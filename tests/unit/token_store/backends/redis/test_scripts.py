@@ -1,4 +1,5 @@
-"""token_store/redis_scripts/: every Lua file is loaded by the Redis store and shipped in the wheel."""
+"""token_store/backends/redis/scripts/: every Lua file is loaded by the Redis store and shipped in the
+wheel."""
 
 from __future__ import annotations
 
@@ -7,11 +8,10 @@ import tomllib
 from fnmatch import fnmatch
 from pathlib import Path
 
-import token_store
-from token_store import redis_store
+from token_store.backends.redis import store as redis_store
 
-ROOT = Path(__file__).resolve().parents[3]
-SCRIPTS = Path(token_store.__file__).parent / "redis_scripts"
+ROOT = Path(__file__).resolve().parents[5]
+SCRIPTS = Path(redis_store.__file__).parent / "scripts"
 
 
 def test_every_script_file_is_loaded_by_the_store() -> None:
@@ -25,14 +25,12 @@ def test_every_script_file_is_loaded_by_the_store() -> None:
 
 def test_the_package_data_ships_every_script() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    patterns = config["tool"]["setuptools"]["package-data"]["token_store"]
+    patterns = config["tool"]["setuptools"]["package-data"]["token_store.backends.redis"]
     unshipped = [
-        p.name
-        for p in SCRIPTS.glob("*.lua")
-        if not any(fnmatch(f"redis_scripts/{p.name}", g) for g in patterns)
+        p.name for p in SCRIPTS.glob("*.lua") if not any(fnmatch(f"scripts/{p.name}", g) for g in patterns)
     ]
     assert unshipped == []
-    assert any(fnmatch("redis_scripts/x.lua", g) for g in patterns)
+    assert any(fnmatch("scripts/x.lua", g) for g in patterns)
 
 
 def test_a_shared_function_comes_before_the_scripts_that_call_it() -> None:

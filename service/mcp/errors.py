@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
@@ -30,13 +29,6 @@ from token_store import StoreUnavailable
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-def http_error_body(code: int, message: str) -> bytes:
-    """A JSON-RPC error answered at the HTTP layer, before the request body is read: its id is
-    null (JSON-RPC 2.0 §5: "If there was an error in detecting the id in the Request object ...
-    it MUST be Null")."""
-    return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
 
 
 def tool_error(text: str, structured: dict[str, Any] | None = None) -> CallToolResult:

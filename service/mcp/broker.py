@@ -27,7 +27,6 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
 
 from service.errors import (
-    ConnectionNeeded,
     NeedsReauthorization,
     NewAccountWanted,
     NoAccountChosen,
@@ -39,7 +38,7 @@ from service.flow.lifecycle import TokenLifecycle
 from service.flow.security_checks import require_account_argument
 from service.mcp.account_choice import AccountChoice, used_account_notice
 from service.mcp.completion.hub import CompletionHub
-from service.mcp.errors import mcp_errors, tool_error
+from service.mcp.errors import ConnectionNeeded, mcp_errors, tool_error
 from service.mcp.identity import Caller, client_name, current_caller
 from service.mcp.provider_session import ProviderSession
 from service.mcp.revisions.capabilities import (

@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 from mcp.server.mcpserver import Context
 from mcp_types import ElicitRequest, ElicitRequestURLParams, InputRequiredResult
 
-from service.errors import ConnectionNeeded, InvalidRequestState
+from service.errors import InvalidRequestState
 from service.flow.connect import ConnectFlow
 from service.flow.security_checks import (
     elicitation_of_same_user,
@@ -30,7 +30,7 @@ from service.flow.security_checks import (
 )
 from service.mcp.account_choice import AccountChoice
 from service.mcp.completion.hub import CompletionHub
-from service.mcp.errors import tool_error
+from service.mcp.errors import ConnectionNeeded, tool_error
 from service.mcp.identity import Caller
 from service.mcp.revisions.capabilities import STATELESS_REVISION
 from service.observability.flow_events import failure_text

@@ -13,9 +13,10 @@ import pytest
 from mcp_types import ElicitRequestURLParams, ElicitResult, InputRequiredResult
 
 from mock_providers.demo import build_demo
-from service.errors import ConnectionNeeded, InvalidRequestState
+from service.errors import InvalidRequestState
 from service.flow.connect import ConnectFlow
 from service.mcp.completion.hub import CompletionHub
+from service.mcp.errors import ConnectionNeeded
 from service.mcp.identity import Caller
 from service.mcp.revisions.capabilities import STATELESS_REVISION
 from service.mcp.revisions.v2026_07_28 import (

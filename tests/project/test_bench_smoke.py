@@ -69,3 +69,29 @@ def test_bench_embedding_runs_and_prints_both_tables() -> None:
     assert run.returncode == 0, run.stderr[-3000:]
     for line in ("through UrlConnectMiddleware", "ratio (median)", "FastMCP embedding", "SDK embedding"):
         assert line in run.stdout, run.stdout
+
+
+def test_bench_broker_walk_traces_every_case_on_both_revisions() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "bench.broker_walk"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = [line for line in run.stdout.splitlines() if line.startswith(("2025-11-25", "2026-07-28"))]
+    assert len(rows) == 8, run.stdout
+    # Each case ends the way it should, so the walk traced is the case named.
+    assert [row.split()[-7] for row in rows] == [
+        "UrlElicitationRequiredError",
+        "Connection",
+        "Connection",
+        "CallToolResult",
+        "InputRequiredResult",
+        "Connection",
+        "InputRequiredResult",
+        "CallToolResult",
+    ], run.stdout

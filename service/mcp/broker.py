@@ -128,11 +128,11 @@ class ConnectionBroker:
             resumed = await call.resume(
                 config, lambda: self._usable_connection(call.caller, config, needed, account)
             )
-            notice = None
             if isinstance(resumed, Connection):
                 return resumed, None
             if isinstance(resumed, ConnectAnew):
                 raise ConnectionNeeded(await call.ask_connect(config, needed))
+            notice = None
             if isinstance(resumed, AccountAnswered):
                 stored = await self._answered(call.caller, config, resumed.answer)
             elif account is None:

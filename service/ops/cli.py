@@ -30,18 +30,20 @@ from starlette.types import ASGIApp
 from service.errors import UnknownProvider
 from service.flow.operator import DEFAULT_REVOKE_CONCURRENCY, DEFAULT_REVOKE_RATE
 from service.http.drain import Drain
-from service.http.server import (
-    MAX_CONNECTIONS_AWAITING_HEAD,
-    REQUEST_HEAD_TIMEOUT_SECONDS,
-    EventLoopChoice,
-    event_loop_name,
-    loop_factory,
-    with_head_timeout,
-)
+from service.http.server import loop_factory, with_head_timeout
 from service.mcp.sdk.hooks import SdkHookMissing
 from service.observability.logs import configure_logging
 from service.providers.catalogue import ProviderError, resolve_discovery
-from service.settings import DEFAULT_DATA_DIR, Settings, SettingsError, load_settings
+from service.settings import (
+    DEFAULT_DATA_DIR,
+    MAX_CONNECTIONS_AWAITING_HEAD,
+    REQUEST_HEAD_TIMEOUT_SECONDS,
+    EventLoopChoice,
+    Settings,
+    SettingsError,
+    event_loop_name,
+    load_settings,
+)
 from token_store import StoreUnavailable
 
 if TYPE_CHECKING:

@@ -907,6 +907,31 @@ CHECKS: tuple[Check, ...] = (
         "the webhook signature covers the body",
     ),
     check(
+        "webhooks.lease_covers_attempt",
+        [
+            "tests/unit/service/observability/test_webhooks.py::test_a_message_claimed_too_late_for_its_lease_waits_for_the_lease_to_end"
+        ],
+        "a webhook is sent only while its lease lasts through the attempt",
+    ),
+    *(
+        check(
+            f"{backend}.settle_webhook_own_lease",
+            [
+                f"{CONTRACT}::test_a_claimer_whose_lease_ended_cannot_settle_over_the_next_claimers_lease[{backend}]"
+            ],
+            "a webhook attempt is recorded only under the claimer's own lease",
+        )
+        for backend in ("sqlite", "redis", "postgres")
+    ),
+    *(
+        check(
+            f"{backend}.claim_webhooks_due",
+            [f"{CONTRACT}::test_webhook_outbox_claims_due_messages_once_per_lease[{backend}]"],
+            "a webhook under a live lease is never claimed again",
+        )
+        for backend in ("sqlite", "redis", "postgres")
+    ),
+    check(
         "operator.revoke_by_iss_and_sub",
         [
             "tests/unit/service/flow/test_operator.py::test_revoke_user_is_iss_and_sub_never_the_same_sub_elsewhere"

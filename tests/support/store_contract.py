@@ -562,5 +562,5 @@ ACL_RULES = (
     "+get +set +getdel +del +exists "
     "+hget +hgetall +hmget +hset +hdel +smembers +sadd +srem "
     "+zadd +zrem +zcard +zremrangebyscore +zrevrangebyscore +pexpire +pttl "
-    "+hsetnx +hincrby +hexists +zrangebyscore"
+    "+hsetnx +hincrby +hexists +zrangebyscore +zscore"
 )

@@ -1123,15 +1123,41 @@ async def test_webhook_outbox_claims_due_messages_once_per_lease(store: Store) -
 async def test_webhook_outbox_settles_by_retrying_or_removing(store: Store) -> None:
     await store.enqueue_webhook(make_webhook("msg_retry"))
     await store.enqueue_webhook(make_webhook("msg_done"))
-    await store.claim_webhooks(T0, lease_seconds=30, limit=10)
-    await store.settle_webhook("msg_retry", retry_at=T0 + 5)
-    await store.settle_webhook("msg_done", retry_at=None)
-    await store.settle_webhook("msg_unknown", retry_at=T0)  # nothing to settle: no error
+    done, retry = await store.claim_webhooks(T0, lease_seconds=30, limit=10)  # oldest first, then by id
+    assert await store.settle_webhook(retry, retry_at=T0 + 5)
+    assert await store.settle_webhook(done, retry_at=None)
+    assert not await store.settle_webhook(make_webhook("msg_unknown"), retry_at=T0)  # nothing to settle
     assert await store.claim_webhooks(T0 + 4, lease_seconds=30, limit=10) == []
     [retried] = await store.claim_webhooks(T0 + 5, lease_seconds=30, limit=10)
     assert (retried.id, retried.attempts) == ("msg_retry", 1)
-    await store.settle_webhook("msg_retry", retry_at=None)
+    assert await store.settle_webhook(retried, retry_at=None)
     assert await store.claim_webhooks(T0 + 10_000, lease_seconds=30, limit=10) == []
+
+
+async def test_a_claimer_whose_lease_ended_cannot_settle_over_the_next_claimers_lease(store: Store) -> None:
+    """Replica A's lease ends mid-attempt and replica B claims the message: A's late settle
+    (a retry or a removal) changes nothing, so B's lease holds, nobody else claims the message
+    while B sends it, and each attempt is counted once. Another message is unaffected."""
+    await store.enqueue_webhook(make_webhook("msg_slow"))
+    await store.enqueue_webhook(make_webhook("msg_other", due=T0 + 80, created_at=T0 + 1))
+    [held_by_a] = await store.claim_webhooks(T0, lease_seconds=30, limit=10)
+    [held_by_b] = await store.claim_webhooks(T0 + 30, lease_seconds=30, limit=10)  # A's lease ended
+    assert held_by_b.id == held_by_a.id == "msg_slow" and held_by_b.next_attempt_at == T0 + 60
+    assert not await store.settle_webhook(held_by_a, retry_at=T0 + 35)
+    assert not await store.settle_webhook(held_by_a, retry_at=None)
+    assert await store.claim_webhooks(T0 + 59, lease_seconds=30, limit=10) == []  # B's lease holds
+    assert await store.settle_webhook(held_by_b, retry_at=T0 + 100)
+    slow, other = await store.claim_webhooks(T0 + 100, lease_seconds=30, limit=10)
+    assert (slow.id, slow.attempts) == ("msg_slow", 1)  # B's attempt only
+    assert (other.id, other.attempts) == ("msg_other", 0)
+    assert await store.settle_webhook(other, retry_at=None)  # the other message: settled as usual
+
+
+async def test_concurrent_claims_take_each_due_message_once(store: Store) -> None:
+    for n in range(4):
+        await store.enqueue_webhook(make_webhook(f"msg_{n}", created_at=T0 + n))
+    claims = await asyncio.gather(*(store.claim_webhooks(T0, lease_seconds=30, limit=1) for _ in range(8)))
+    assert sorted(m.id for claimed in claims for m in claimed) == [f"msg_{n}" for n in range(4)]
 
 
 async def test_webhook_outbox_survives_reopening(harness: Harness, keyring: KeyRing) -> None:

@@ -947,11 +947,10 @@ class RedisStore:
             )
         return sorted(messages, key=lambda m: (m.created_at, m.id))
 
-    async def settle_webhook(self, message_id: str, retry_at: float | None) -> None:
+    async def settle_webhook(self, claimed: WebhookMessage, retry_at: float | None) -> bool:
+        args = [claimed.id, _num(claimed.next_attempt_at), "" if retry_at is None else _num(retry_at)]
         async with self._guard("settle_webhook"):
-            await self._script(_SETTLE_WEBHOOK)(
-                keys=self._outbox_keys(), args=[message_id, "" if retry_at is None else _num(retry_at)]
-            )
+            return bool(await self._script(_SETTLE_WEBHOOK)(keys=self._outbox_keys(), args=args))
 
 
 @dataclass(frozen=True)

@@ -373,6 +373,13 @@ CHECKS: tuple[Check, ...] = (
         ["tests/unit/service/observability/test_redaction.py::test_redact_removes_secrets"],
         "secrets redacted from every log line",
     ),
+    check(
+        "redaction.url_shape_only",
+        [
+            "tests/unit/service/observability/test_redaction.py::test_outbound_urls_are_logged_as_scheme_host_and_path_shape_only"
+        ],
+        "a logged URL keeps only scheme, host and path shape",
+    ),
     check("provider_oauth.pkce_s256", [f"{E2E_FLOW}::test_legacy_full_flow"], "PKCE S256 toward providers"),
     check(
         "crypto.associated_data",

@@ -344,12 +344,14 @@ CHECKS: tuple[Check, ...] = (
         "public_url https unless loopback",
     ),
     check(
-        "settings.tls_to_redis_unless_loopback",
+        "redis.tls_unless_loopback",
         [
+            "tests/unit/token_store/backends/redis/test_plaintext.py::test_plain_text_elsewhere_is_refused_unless_allowed_and_tls_goes_anywhere",
             "tests/unit/service/test_settings.py::test_plain_redis_is_refused_outside_loopback",
             "tests/security/test_leakage.py::test_serve_refuses_plain_redis_to_another_host",
+            "tests/integration/token_store/backends/redis/test_plaintext.py",
         ],
-        "plain redis:// only to loopback unless MCPUC_ALLOW_PLAINTEXT_REDIS",
+        "plain-text Redis only to loopback unless MCPUC_ALLOW_PLAINTEXT_REDIS, on every connection",
     ),
     check(
         "settings.no_hs_or_none",

@@ -62,6 +62,7 @@ class Runtime:
                 settings.redis_prefix,
                 self.hub,
                 on_resubscribed=self._resync,
+                allow_plaintext=settings.allow_plaintext_redis,
             )
             if settings.uses_redis
             else PostgresBus(
@@ -165,6 +166,7 @@ class Runtime:
                 clock=self.clock,
                 wait_replicas=self.settings.store_wait_replicas,
                 wait_timeout=self.settings.store_wait_timeout,
+                allow_plaintext_redis=self.settings.allow_plaintext_redis,
             )
         except StoreUnavailable as exc:
             if not (self.settings.uses_redis or self.settings.uses_postgres):

@@ -43,7 +43,6 @@ from service.providers.catalogue import (
 )
 from service.urls import (
     LOGIN_CALLBACK_PATH,
-    LOOPBACK_HOSTS,
     MCP_PATH,
     callback_path,
     connect_link,
@@ -53,9 +52,10 @@ from token_store import (
     DEFAULT_REDIS_PREFIX,
     POSTGRES_SCHEMES,
     REDIS_SCHEMES,
-    ClusterURL,
-    SentinelURL,
+    PlaintextToRemoteRedis,
     check_store_url,
+    redis_addresses,
+    require_tls_to_redis_unless_loopback,
 )
 
 ENV_PREFIX = "MCPUC_"
@@ -285,7 +285,7 @@ class Settings(BaseSettings):
             check_store_url(self.effective_store_url)
         except ValueError as exc:
             raise SettingsError(f"{ENV_PREFIX}STORE_URL: {exc}") from None
-        require_tls_to_redis_unless_loopback(self)
+        self.require_tls_to_redis(self.effective_store_url, f"{ENV_PREFIX}STORE_URL")
         for name in ("auth_issuer", "login_client_id", "session_secret", "encryption_keys"):
             if not getattr(self, name):
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} is required")
@@ -332,6 +332,23 @@ class Settings(BaseSettings):
             )
         return self
 
+    def require_tls_to_redis(self, url: str, setting: str) -> None:
+        """A Redis store URL (held in `setting`) reaches Redis over TLS or on this machine, unless
+        MCPUC_ALLOW_PLAINTEXT_REDIS (`require_tls_to_redis_unless_loopback`, on every address it
+        names: its host, a query's `host=`, each sentinel or cluster node); SettingsError naming
+        `setting`, never the URL. Every connection is checked again when it opens."""
+        try:
+            addresses = redis_addresses(url)
+        except ValueError:
+            return  # malformed: `check_store_url` says so
+        try:
+            require_tls_to_redis_unless_loopback(addresses, allow_plaintext=self.allow_plaintext_redis)
+        except PlaintextToRemoteRedis:
+            raise SettingsError(
+                f"{setting}: plain redis:// only to loopback; use rediss:// (TLS), or set "
+                f"{ENV_PREFIX}ALLOW_PLAINTEXT_REDIS=true for a network you trust"
+            ) from None
+
     def validate(self) -> Settings:  # type: ignore[override]  # pydantic's deprecated classmethod
         """`require_safe_to_serve`, under the name of the public API before it (docs/api.md)."""
         warnings.warn(
@@ -372,41 +389,6 @@ def require_https_unless_loopback(settings: Settings) -> None:
     development = urlsplit(settings.public_url).scheme == "http"  # loopback, checked just above
     if issuer and not https_unless_loopback(issuer) and not (development and issuer.startswith("http://")):
         raise SettingsError("MCPUC_AUTH_ISSUER must use https (plain http only on loopback)")
-
-
-def require_tls_to_redis_unless_loopback(settings: Settings) -> None:
-    """A Redis store on another host is reached over TLS (`rediss://`) unless the operator set
-    MCPUC_ALLOW_PLAINTEXT_REDIS, as plain http is refused outside loopback.
-
-    The store's traffic carries the Redis password, the sealed token sets and every flow's record;
-    in plain text anyone on the path reads it and can rewrite the replies (RFC 6819 §5.1.1,
-    confidentiality of requests: TLS against eavesdroppers). `redis://` to loopback (or with no
-    host, which redis-py reads as localhost) never leaves the machine.
-    """
-    try:
-        check_store_url(settings.effective_store_url)
-    except ValueError:
-        return  # a malformed URL: `require_safe_to_serve` names what is wrong
-    url = urlsplit(settings.effective_store_url)
-    if url.scheme.lower() in ("redis+sentinel", "redis+cluster"):  # plain text, every node named
-        hosts = [
-            host
-            for host, _ in (
-                SentinelURL.parse(settings.effective_store_url).sentinels
-                if url.scheme.lower() == "redis+sentinel"
-                else ClusterURL.parse(settings.effective_store_url).nodes
-            )
-        ]
-        local = all(host in LOOPBACK_HOSTS for host in hosts)
-    else:
-        local = url.hostname is None or url.hostname in LOOPBACK_HOSTS
-    plain = ("redis", "redis+sentinel", "redis+cluster")
-    # mutant: settings.tls_to_redis_unless_loopback
-    if url.scheme.lower() in plain and not local and not settings.allow_plaintext_redis:
-        raise SettingsError(
-            "MCPUC_STORE_URL: plain redis:// only to loopback; use rediss:// (TLS), or set "
-            "MCPUC_ALLOW_PLAINTEXT_REDIS=true for a network you trust"
-        )
 
 
 def require_asymmetric_algorithms(algorithms: tuple[str, ...]) -> None:

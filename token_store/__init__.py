@@ -15,12 +15,18 @@ from token_store import models
 from token_store.backends.postgres.store import SCHEMES as POSTGRES_SCHEMES
 from token_store.backends.postgres.store import PostgresStore
 from token_store.backends.postgres.store import check_url as check_postgres_url
+from token_store.backends.redis.plaintext import (
+    PlaintextToRemoteRedis,
+    RedisAddress,
+    require_tls_to_redis_unless_loopback,
+)
 from token_store.backends.redis.store import (
     CLUSTER_SCHEME,
     SENTINEL_SCHEME,
     ClusterURL,
     RedisStore,
     SentinelURL,
+    redis_addresses,
     slot_tag,
 )
 from token_store.backends.redis.store import DEFAULT_PREFIX as DEFAULT_REDIS_PREFIX
@@ -56,7 +62,9 @@ __all__ = [
     "KeyRing",
     "OAuthState",
     "PendingElicitation",
+    "PlaintextToRemoteRedis",
     "PostgresStore",
+    "RedisAddress",
     "RedisStore",
     "SQLiteStore",
     "SentinelURL",
@@ -70,6 +78,8 @@ __all__ = [
     "check_store_url",
     "models",
     "open_store",
+    "redis_addresses",
+    "require_tls_to_redis_unless_loopback",
     "slot_tag",
 ]
 
@@ -84,6 +94,7 @@ async def open_store(
     clock: Callable[[], float] = time.time,
     wait_replicas: int = 0,
     wait_timeout: float = 1.0,
+    allow_plaintext_redis: bool = False,
 ) -> Store:
     """Open the backend `url` names (`check_store_url` says which).
 
@@ -95,14 +106,21 @@ async def open_store(
     (docs/postgres.md). `prefix` namespaces the Redis keys (`DEFAULT_REDIS_PREFIX` unless given);
     the others ignore it. `clock` judges every TTL of every backend (Redis locks excepted: they
     expire by the server's clock). `wait_replicas`/`wait_timeout`: Redis only, see
-    `RedisStore.open`.
+    `RedisStore.open`; so is `allow_plaintext_redis`, without which every Redis connection is TLS
+    or to this machine (`require_tls_to_redis_unless_loopback`, checked on each connection).
     """
     scheme = check_store_url(url)
     if scheme == "sqlite":
         return await SQLiteStore.open(_sqlite_path(url), keyring, clock=clock)
     if scheme in REDIS_SCHEMES:
         return await RedisStore.open(
-            url, keyring, prefix=prefix, clock=clock, wait_replicas=wait_replicas, wait_timeout=wait_timeout
+            url,
+            keyring,
+            prefix=prefix,
+            clock=clock,
+            wait_replicas=wait_replicas,
+            wait_timeout=wait_timeout,
+            allow_plaintext=allow_plaintext_redis,
         )
     return await PostgresStore.open(url, keyring, clock=clock)
 

@@ -366,6 +366,7 @@ def cmd_keys_rotate(args: argparse.Namespace) -> int:
             settings.effective_store_url,
             KeyRing.parse(settings.encryption_keys),
             prefix=settings.redis_prefix,
+            allow_plaintext_redis=settings.allow_plaintext_redis,
         )
         try:
             return await store.reencrypt_all()
@@ -393,6 +394,7 @@ def cmd_store_migrate(args: argparse.Namespace) -> int:
             settings.effective_store_url,
             KeyRing.parse(settings.encryption_keys),
             prefix=settings.redis_prefix,
+            allow_plaintext_redis=settings.allow_plaintext_redis,
         )
         await store.close()
 
@@ -425,12 +427,19 @@ def cmd_store_copy_from(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        settings.require_tls_to_redis(source_url, args.from_env)
+    except SettingsError as exc:
+        return _configuration_error(exc)
 
     async def copy() -> int:
         keyring = KeyRing.parse(settings.encryption_keys)
-        source = await RedisStore.open(source_url, keyring, prefix=settings.redis_prefix)
+        prefix, allow = settings.redis_prefix, settings.allow_plaintext_redis
+        source = await RedisStore.open(source_url, keyring, prefix=prefix, allow_plaintext=allow)
         try:
-            target = await open_store(settings.effective_store_url, keyring, prefix=settings.redis_prefix)
+            target = await open_store(
+                settings.effective_store_url, keyring, prefix=prefix, allow_plaintext_redis=allow
+            )
             try:
                 assert isinstance(target, RedisStore)
                 return await target.copy_connections_from(source)
@@ -573,7 +582,12 @@ def cmd_keys_retire(args: argparse.Namespace) -> int:
         return 1
 
     async def count() -> int:
-        store = await open_store(settings.effective_store_url, keyring, prefix=settings.redis_prefix)
+        store = await open_store(
+            settings.effective_store_url,
+            keyring,
+            prefix=settings.redis_prefix,
+            allow_plaintext_redis=settings.allow_plaintext_redis,
+        )
         try:
             return await store.count_sealed_under(args.kid)
         finally:

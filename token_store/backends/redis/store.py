@@ -30,7 +30,7 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
@@ -38,12 +38,14 @@ from urllib.parse import unquote, urlsplit
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException, RedisError
 
 from token_store import codec
+from token_store.backends.redis.plaintext import LOCALHOST, RedisAddress, connect_hook
 from token_store.base import StoreUnavailable, TooManyPending
 from token_store.crypto import KeyRing
 from token_store.models import (
@@ -246,9 +248,11 @@ class RedisStore:
         socket_timeout: float = 2.0,
         wait_replicas: int = 0,
         wait_timeout: float = 1.0,
+        allow_plaintext: bool = False,
     ) -> RedisStore:
-        """Connect to `url` (redis://, rediss:// or redis+sentinel://) and check it answers;
-        `StoreUnavailable` otherwise.
+        """Connect to `url` (redis://, rediss://, redis+sentinel:// or redis+cluster://) and check
+        it answers; `StoreUnavailable` otherwise (also when a connection would go in plain text
+        to another machine and `allow_plaintext` is not set: `plaintext.connect_hook`).
 
         `clock` judges whether a record is still valid; Redis's own TTLs only bound how long a
         record lingers, except for locks, which expire by the Redis server's clock.
@@ -264,7 +268,8 @@ class RedisStore:
             raise ValueError("wait_replicas is for a single primary or Sentinel, not Cluster")
         if urlsplit(url).scheme.lower() == CLUSTER_SCHEME and ("{" in prefix or "}" in prefix):
             raise ValueError("on Redis Cluster the key prefix must not contain { or }")
-        client = redis_client(url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
+        timeouts = {"socket_timeout": socket_timeout, "socket_connect_timeout": socket_timeout}
+        client = redis_client(url, **timeouts, allow_plaintext=allow_plaintext)
         store = cls(client, keyring, prefix, clock, wait_replicas=wait_replicas, wait_timeout=wait_timeout)
         try:
             await store.ping()
@@ -1093,14 +1098,36 @@ def _host_port(item: str, what: str = "redis+sentinel URL: every sentinel") -> t
     return host, int(port)
 
 
+def redis_addresses(url: str) -> list[RedisAddress]:
+    """The addresses a Redis store URL names, as redis-py reads it: for `redis://` and
+    `rediss://`, redis-py's own URL parser (so `redis:///0?host=h` is `h`, and no host at all is
+    `localhost`); every sentinel of a `redis+sentinel://` URL and every node of a
+    `redis+cluster://` one (no TLS for either). Another scheme: none. ValueError for a malformed
+    URL, naming nothing from it (it may hold a password)."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == SENTINEL_SCHEME:
+        return [RedisAddress(host, False) for host, _ in SentinelURL.parse(url).sentinels]
+    if scheme == CLUSTER_SCHEME:
+        return [RedisAddress(host, False) for host, _ in ClusterURL.parse(url).nodes]
+    if scheme not in SCHEMES:
+        return []
+    try:
+        options = parse_url(url)
+    except ValueError:
+        raise ValueError("malformed redis URL") from None
+    return [RedisAddress(str(options.get("host") or LOCALHOST), scheme == "rediss")]
+
+
 def redis_client(
-    url: str, *, socket_timeout: float | None, socket_connect_timeout: float
+    url: str, *, socket_timeout: float | None, socket_connect_timeout: float, allow_plaintext: bool = False
 ) -> Redis | RedisCluster:
     """The client for a store URL: one endpoint (redis://, rediss://), or the primary that the
     sentinels of a redis+sentinel:// URL name, found again after a failover (redis-py's Sentinel:
     a connection opened after the failover asks the sentinels; one still open to the demoted
     primary is closed by Sentinel, or fails with READONLY, so the call in flight fails and the
-    next reaches the new primary)."""
+    next reaches the new primary). Every connection it opens, to whichever address, talks plain
+    text only to this machine unless `allow_plaintext` (`plaintext.connect_hook`)."""
+    checked = connect_hook(allow_plaintext)
     options: dict[str, Any] = {
         "socket_timeout": socket_timeout,
         "socket_connect_timeout": socket_connect_timeout,
@@ -1115,7 +1142,7 @@ def redis_client(
     if scheme == CLUSTER_SCHEME:
         nodes = ClusterURL.parse(url)
         cluster_options = {k: v for k, v in options.items() if k != "retry"}
-        return RedisCluster(
+        cluster = RedisCluster(
             startup_nodes=[ClusterNode(host, port) for host, port in nodes.nodes],
             username=nodes.username,
             password=nodes.password,
@@ -1124,12 +1151,16 @@ def redis_client(
             retry=Retry(NoBackoff(), 0),
             **cluster_options,
         )
+        _on_every_cluster_connection(cluster, checked)
+        return cluster
+    options["redis_connect_func"] = checked
     if scheme == SENTINEL_SCHEME:
         parsed = SentinelURL.parse(url)
         sentinel_options = {
             "socket_timeout": socket_connect_timeout,
             "socket_connect_timeout": socket_connect_timeout,
             "retry": Retry(NoBackoff(), 0),
+            "redis_connect_func": checked,
         }
         sentinel = Sentinel(list(parsed.sentinels), sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
         primary: Redis = sentinel.master_for(
@@ -1147,6 +1178,26 @@ def redis_client(
     except (ValueError, TypeError):
         # Name nothing from the URL: it may carry a password.
         raise ValueError("malformed redis URL") from None
+
+
+def _on_every_cluster_connection(cluster: RedisCluster, hook: Callable[..., Awaitable[None]]) -> None:
+    """`hook` as the `redis_connect_func` of every connection `cluster` opens. RedisCluster takes
+    no such option (the single-node clients do), so it goes into the connection options of its
+    nodes manager, which every node it creates copies (the nodes the cluster announces, a MOVED
+    target), and of the startup nodes already made, as redis-py itself installs its maintenance
+    handler. A private part of redis-py, checked here: RuntimeError when its shape changed."""
+    manager = getattr(cluster, "nodes_manager", None)
+    options = getattr(manager, "connection_kwargs", None)
+    startup = getattr(manager, "startup_nodes", None)
+    if (
+        not isinstance(options, dict)
+        or not isinstance(startup, dict)
+        or not all(isinstance(getattr(node, "connection_kwargs", None), dict) for node in startup.values())
+    ):
+        raise RuntimeError("redis-py's RedisCluster changed: cannot check where its connections go")
+    options["redis_connect_func"] = hook
+    for node in startup.values():
+        node.connection_kwargs["redis_connect_func"] = hook
 
 
 def _no_maintenance_notifications() -> dict[str, Any]:

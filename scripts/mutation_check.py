@@ -887,6 +887,22 @@ CHECKS: tuple[Check, ...] = (
         "on Redis Cluster an id or state lies in its user's hash slot, or is refused",
     ),
     check(
+        "redis.slot_tag_masked",
+        [
+            f"{UNIT_CHECKS}::test_an_id_tells_nobody_without_the_servers_key_whose_it_is",
+            "tests/integration/token_store/backends/redis/test_store_cluster.py::test_an_id_names_its_users_slot_only_to_whoever_holds_the_key",
+        ],
+        "on Redis Cluster an id carries its user's slot tag masked under the server's key",
+    ),
+    check(
+        "settings.slot_tags_only_on_cluster",
+        [
+            f"{UNIT_CHECKS}::test_an_id_tells_nobody_without_the_servers_key_whose_it_is",
+            "tests/security/test_ids_and_states.py::test_a_link_or_a_state_does_not_tell_whose_it_is",
+        ],
+        "off Redis Cluster an id is random bits alone, with no slot tag",
+    ),
+    check(
         "admin.own_port",
         ["tests/security/test_admin_api.py::test_admin_api_refuses_a_request_on_the_public_port"],
         "the admin API answers only on its own port",

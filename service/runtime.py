@@ -167,6 +167,7 @@ class Runtime:
                 wait_replicas=self.settings.store_wait_replicas,
                 wait_timeout=self.settings.store_wait_timeout,
                 allow_plaintext_redis=self.settings.allow_plaintext_redis,
+                slot_tags=self.settings.slot_tags(),
             )
         except StoreUnavailable as exc:
             if not (self.settings.uses_redis or self.settings.uses_postgres):

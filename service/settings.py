@@ -12,6 +12,8 @@ or from a file named by `MCPUC_<NAME>_FILE` (a Kubernetes Secret mounted as file
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import importlib
 import os
 import re
@@ -49,10 +51,12 @@ from service.urls import (
     https_unless_loopback,
 )
 from token_store import (
+    CLUSTER_SCHEME,
     DEFAULT_REDIS_PREFIX,
     POSTGRES_SCHEMES,
     REDIS_SCHEMES,
     PlaintextToRemoteRedis,
+    SlotTags,
     check_store_url,
     redis_addresses,
     require_tls_to_redis_unless_loopback,
@@ -67,6 +71,7 @@ REPLICA_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 # The one definition of these defaults (the CLI imports them); the Redis key prefix's default is
 # the token store's (DEFAULT_REDIS_PREFIX, imported above).
 DEFAULT_DATA_DIR = Path(".mcp-url-connect")
+SLOT_TAG_KEY_LABEL = b"mcp-url-connect cluster slot tags v1"  # derives `Settings.slot_tags`' key
 DEFAULT_METRICS_PORT = 9464  # the port Prometheus exporters commonly take (OpenTelemetry's too)
 # The bounds on request heads (service/http/server.py: BoundedHeadH11Protocol).
 REQUEST_HEAD_TIMEOUT_SECONDS = 10.0
@@ -331,6 +336,18 @@ class Settings(BaseSettings):
                 "MCPUC_WEBHOOK_URL: https (or http to loopback), with MCPUC_WEBHOOK_SECRET set"
             )
         return self
+
+    def slot_tags(self) -> SlotTags | None:
+        """On Redis Cluster, how the ids, states and nonces minted for a user name the user's hash
+        slot, masked so that nobody without the key can tell whose they are (`SlotTags`); None on
+        every other store, whose ids carry nothing but random bits. The key is derived from
+        MCPUC_SESSION_SECRET, as the log pseudonyms' is (`Pseudonyms`): a secret every replica
+        already shares, whose rotation already ends what is in flight (here, flows started before
+        it: minutes), under a label of its own, so neither use tells anything about the other."""
+        # mutant: settings.slot_tags_only_on_cluster
+        if urlsplit(self.effective_store_url).scheme.lower() != CLUSTER_SCHEME:
+            return None
+        return SlotTags(hmac.new(self.session_secret.encode(), SLOT_TAG_KEY_LABEL, hashlib.sha256).digest())
 
     def require_tls_to_redis(self, url: str, setting: str) -> None:
         """A Redis store URL (held in `setting`) reaches Redis over TLS or on this machine, unless

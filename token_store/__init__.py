@@ -26,6 +26,7 @@ from token_store.backends.redis.store import (
     ClusterURL,
     RedisStore,
     SentinelURL,
+    SlotTags,
     redis_addresses,
     slot_tag,
 )
@@ -48,6 +49,7 @@ from token_store.models import (
 )
 
 __all__ = [
+    "CLUSTER_SCHEME",
     "DEFAULT_REDIS_PREFIX",
     "LIVE_STATUSES",
     "POSTGRES_SCHEMES",
@@ -68,6 +70,7 @@ __all__ = [
     "RedisStore",
     "SQLiteStore",
     "SentinelURL",
+    "SlotTags",
     "Store",
     "StoreError",
     "StoreUnavailable",
@@ -95,13 +98,15 @@ async def open_store(
     wait_replicas: int = 0,
     wait_timeout: float = 1.0,
     allow_plaintext_redis: bool = False,
+    slot_tags: SlotTags | None = None,
 ) -> Store:
     """Open the backend `url` names (`check_store_url` says which).
 
     Supported: `sqlite:///absolute/path.db`, `sqlite:///./relative.db`,
     `redis://[[user]:password@]host[:port][/db]` or `rediss://...` (TLS; see docs/redis.md),
     `redis+sentinel://[[user]:password@]host:port[,host:port...]/service_name[/db]`,
-    `redis+cluster://[[user]:password@]host:port[,host:port...]` (ids then carry `slot_tag`), and
+    `redis+cluster://[[user]:password@]host:port[,host:port...]` (ids then carry their user's
+    `slot_tag`, masked: `slot_tags` unmasks it), and
     `postgresql://user:password@host[:port]/database[?sslmode=...]` or `postgres://...`
     (docs/postgres.md). `prefix` namespaces the Redis keys (`DEFAULT_REDIS_PREFIX` unless given);
     the others ignore it. `clock` judges every TTL of every backend (Redis locks excepted: they
@@ -121,6 +126,7 @@ async def open_store(
             wait_replicas=wait_replicas,
             wait_timeout=wait_timeout,
             allow_plaintext=allow_plaintext_redis,
+            slot_tags=slot_tags,
         )
     return await PostgresStore.open(url, keyring, clock=clock)
 

@@ -26,6 +26,7 @@ from tests.support.store_contract import (
     ALICE,
     BOB,
     REDIS_URL,
+    SLOT_TAGS,
     T0,
     ClusterHarness,
     Harness,
@@ -778,6 +779,29 @@ async def test_get_elicitation_with_connection_reads_both(store: Store, harness:
 # --- one-time records -----------------------------------------------------------------------
 
 
+async def test_ids_minted_before_slot_tags_were_masked_still_resolve(store: Store) -> None:
+    """An id, state and nonce minted before (the user's slot tag in clear, then the random bits),
+    during a rolling upgrade or in flight at it, still find their records, on Cluster too (the
+    slot named in clear is the user's); another user's flow, minted now, works beside them."""
+    legacy = replace(make_elicitation(ALICE), id=slot_tag(ALICE) + secrets.token_urlsafe(32))
+    state = replace(make_state(), elicitation=legacy, state=slot_tag(ALICE) + secrets.token_urlsafe(32))
+    bob = make_elicitation(BOB)
+    for elicitation in (legacy, bob):
+        await store.create_elicitation(elicitation, max_live_per_user=5)
+    assert (await store.get_elicitation(legacy.id)) is not None
+    opened = await store.open_elicitation(state)
+    assert opened is not None and opened.id == legacy.id
+    assert (await store.take_oauth_state(state.state)) is not None
+    completed = await store.complete_elicitation(make_connection(ALICE), legacy.id)
+    assert completed is not None and completed.status is ElicitationStatus.COMPLETE
+    assert await store.get_connection(ALICE, "github") is not None
+    nonce = slot_tag(ALICE) + secrets.token_urlsafe(32)
+    await store.put_nonce(nonce, ttl_seconds=30, slot="alice-question")
+    assert await store.take_nonce(nonce) is True
+    await store.transition_elicitation(bob.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
+    assert await store.complete_elicitation(make_connection(BOB), bob.id) is not None
+
+
 async def test_oauth_state_single_use(store: Store) -> None:
     state = make_state()
     await store.put_oauth_state(state)
@@ -834,8 +858,8 @@ async def test_a_nonce_slot_holds_one_live_nonce(store: Store, harness: Harness)
 
 
 async def test_concurrent_puts_in_one_slot_leave_one_live_nonce(store: Store, harness: Harness) -> None:
-    # One slot's nonces begin alike, as the service mints them (`mint_opaque_id(owner)`).
-    nonces = [slot_tag(ALICE) + f"n{i}" for i in range(8)]
+    # One slot's nonces carry the same slot tag, as the service mints them (`mint_opaque_id(owner)`).
+    nonces = [SLOT_TAGS.mint(ALICE) for _ in range(8)]
     before = harness.count_nonces()
     await asyncio.gather(*(store.put_nonce(nonce, ttl_seconds=30, slot="s") for nonce in nonces))
     assert harness.count_nonces() == before + 1

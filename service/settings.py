@@ -34,6 +34,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 
 from service.http.server import (
     MAX_CONNECTIONS_AWAITING_HEAD,
+    REQUEST_BODY_TIMEOUT_SECONDS,
     REQUEST_HEAD_TIMEOUT_SECONDS,
     EventLoopChoice,
     event_loop_name,
@@ -160,10 +161,12 @@ class Settings(BaseSettings):
     # upstream connections after 4 s, before this.
     keep_alive_seconds: float = 5.0
     # A connection whose request head is not complete this long after it opened (or after its
-    # previous response) is closed (service/http/server.py: BoundedHeadH11Protocol).
+    # previous response) is closed (service/http/server.py: BoundedRequestH11Protocol).
     request_head_timeout_seconds: float = REQUEST_HEAD_TIMEOUT_SECONDS
-    # At most this many connections wait for a request head; past it the one waiting longest is
-    # closed. Keep it well under the process's open-file limit (`ulimit -n`).
+    # A connection whose request body is not complete this long after its head is closed.
+    request_body_timeout_seconds: float = REQUEST_BODY_TIMEOUT_SECONDS
+    # At most this many connections wait for a request head or body; past it the one waiting
+    # longest is closed. Never more than half the process's open-file limit (`ulimit -n`).
     max_connections_awaiting_head: int = MAX_CONNECTIONS_AWAITING_HEAD
     # The admin API (service/ops/admin_api.py, docs/admin.md): on this port only, never the public one
     # (0: no admin API). Callers present a bearer from the MCP authorization server carrying
@@ -286,8 +289,9 @@ class Settings(BaseSettings):
         ):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
-        if not 0 < self.request_head_timeout_seconds <= 3600:
-            raise SettingsError("MCPUC_REQUEST_HEAD_TIMEOUT_SECONDS must be more than 0 and at most 3600")
+        for name in ("request_head_timeout_seconds", "request_body_timeout_seconds"):
+            if not 0 < getattr(self, name) <= 3600:
+                raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be more than 0 and at most 3600")
         if not 0 <= self.metrics_port <= 65535 or (self.metrics_port and self.metrics_port == self.port):
             raise SettingsError("MCPUC_METRICS_PORT: 0 (the main port) or another free port")
         try:

@@ -153,8 +153,8 @@ class BoundedRequestH11Protocol(H11Protocol):
     def handle_events(self) -> None:
         super().handle_events()
         state = self.conn.their_state
-        if self.transport.is_closing():
-            self._stop_waiting()
+        if self.transport.is_closing() or self.transport.get_protocol() is not self:
+            self._stop_waiting()  # closed, or handed to the WebSocket protocol (an upgrade)
         elif state is h11.SEND_BODY:
             if self._awaiting != "body":
                 self._stop_waiting()  # the head is complete

@@ -19,6 +19,7 @@ import httpx
 import pytest
 import uvicorn
 import uvloop
+import websockets
 from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 
@@ -35,7 +36,7 @@ from service.http.server import (
 )
 from service.ops.cli import build_server
 from service.settings import load_settings
-from tests.support.settle import wait_until
+from tests.support.settle import quiet_for, wait_until
 
 
 def test_auto_takes_uvloop_when_installed() -> None:
@@ -94,6 +95,13 @@ class SlowApp:
             while (await receive())["type"] != "lifespan.shutdown":
                 await send({"type": "lifespan.startup.complete"})
             await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] == "websocket":  # echoes one message
+            await receive()
+            await send({"type": "websocket.accept"})
+            message = await receive()
+            await send({"type": "websocket.send", "text": message.get("text")})
+            await send({"type": "websocket.close"})
             return
         self.paths.append(scope["path"])
         if scope["path"] == "/slow":  # an answer that takes longer than the head timeout
@@ -191,6 +199,14 @@ async def test_a_body_still_coming_after_its_answer_is_bounded_too() -> None:
             writer.write(b"c")
             assert await reader.read() == b""  # closed, nothing more written
         writer.close()
+
+
+async def test_a_websocket_outlives_the_request_timeouts() -> None:
+    """An upgraded connection is the WebSocket protocol's: no head or body timeout closes it."""
+    async with serving(awaiting=512) as (port, _server), websockets.connect(f"ws://{HOST}:{port}/ws") as ws:
+        await quiet_for(max(HEAD_TIMEOUT, BODY_TIMEOUT) + 1, "the request timeouts to pass")
+        await ws.send("still here")
+        assert await ws.recv() == "still here"
 
 
 async def test_at_most_max_connections_wait_for_a_head_or_a_body() -> None:

@@ -520,8 +520,6 @@ def test_nginx_reads_each_body_whole_before_a_replica_and_times_out_a_stalled_on
     a replica (every route's body is read whole first, `proxy_request_buffering on`), and after
     `client_body_timeout` nginx ends the request (408) and closes. Another client is served
     meanwhile."""
-    conf = NGINX_CONF.read_text()
-    assert f"client_body_timeout {BODY_TIMEOUT}s;" in conf
     host, port = router.base.removeprefix("http://").rsplit(":", 1)
     stalled = []
     for path in ("/logout", "/connect/api-key", "/mcp") * 4:

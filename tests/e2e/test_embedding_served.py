@@ -40,15 +40,6 @@ class Example:
     log: Path
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 @pytest.fixture(scope="module", params=["embed_sdk", "embed_fastmcp"])
 def example(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Example]:
     root = tmp_path_factory.mktemp(request.param)
@@ -57,10 +48,11 @@ def example(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     args += ["--mcp-public-url", f"http://{HOST}:{mcp_port}", "--data-dir", str(root)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     log = root / "example.log"
-    with (root / "providers.log").open("wb") as out:
-        providers = subprocess.Popen([*CLI, *args], stdout=out, stderr=subprocess.STDOUT, env=env)
+    running: list[subprocess.Popen[bytes]] = []
     try:
-        wait_for(f"http://{HOST}:{port}/.well-known/openid-configuration", providers, root / "providers.log")
+        with (root / "providers.log").open("wb") as out:
+            running.append(subprocess.Popen([*CLI, *args], stdout=out, stderr=subprocess.STDOUT, env=env))
+        wait_for(f"http://{HOST}:{port}/.well-known/openid-configuration", running[0], root / "providers.log")
         written = dict(line.split("=", 1) for line in (root / "serve.env").read_text().splitlines())
         env |= written | {
             "MCPUC_HOST": HOST,
@@ -72,14 +64,13 @@ def example(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         }
         with log.open("wb") as out:
             command = [sys.executable, str(REPO / "examples" / f"{request.param}.py")]
-            served = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-        try:
-            wait_for(f"http://{HOST}:{mcp_port}/static/mcpuc.css", served, log)
-            yield Example(f"http://{HOST}:{mcp_port}/mcp", root, mcp_port, log)
-        finally:
-            stop(served)
+            running.append(subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env))
+        wait_for(f"http://{HOST}:{mcp_port}/static/mcpuc.css", running[1], log)
+        yield Example(f"http://{HOST}:{mcp_port}/mcp", root, mcp_port, log)
     finally:
-        stop(providers)
+        for process in reversed(running):
+            process.terminate()
+            process.wait(timeout=30)
 
 
 async def _answer(reader: asyncio.StreamReader) -> bytes:

@@ -386,6 +386,14 @@ CHECKS: tuple[Check, ...] = (
         "associated data = (iss, sub, provider, account) of the record",
     ),
     check(
+        "store.transition_table",
+        [
+            f"{CONTRACT}::test_the_store_makes_exactly_the_transitions_of_the_status_machine[sqlite]",
+            "tests/unit/service/flow/test_connect_table.py::test_a_transition_outside_the_table_is_refused",
+        ],
+        "a status change outside the status machine (Transition) refused by the flow and every store",
+    ),
+    check(
         "sqlite.take_oauth_state",
         [f"{CONTRACT}::test_oauth_state_single_use[sqlite]"],
         "OAuth state taken once (DELETE ... RETURNING)",

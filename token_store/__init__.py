@@ -37,8 +37,10 @@ from token_store.models import (
     OAuthState,
     PendingElicitation,
     TokenSet,
+    Transition,
     UserRef,
     WebhookMessage,
+    require_transition,
 )
 
 __all__ = [
@@ -65,11 +67,13 @@ __all__ = [
     "StoreUnavailable",
     "TokenSet",
     "TooManyPending",
+    "Transition",
     "UserRef",
     "WebhookMessage",
     "check_store_url",
     "models",
     "open_store",
+    "require_transition",
     "slot_tag",
 ]
 

@@ -14,10 +14,20 @@ import json
 import logging
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import astuple
 from typing import Any
 
 from token_store.crypto import DecryptError, KeyRing
-from token_store.models import Connection, ConnectionKey, ConnectionStatus, OAuthState, TokenSet, UserRef
+from token_store.models import (
+    Connection,
+    ConnectionKey,
+    ConnectionStatus,
+    OAuthState,
+    PendingElicitation,
+    TokenSet,
+    UserRef,
+    WebhookMessage,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -149,6 +159,64 @@ def open_any_connection_rows(keyring: KeyRing, rows: Iterable[Sequence[Any]]) ->
     for iss, sub, *columns in rows:
         connections.extend(open_connection_rows(keyring, UserRef(iss, sub), [columns]))
     return connections
+
+
+def resealed_connection_rows(
+    keyring: KeyRing, rows: Iterable[Sequence[Any]]
+) -> list[tuple[bytes, str, str, str, str, bytes]]:
+    """Key rotation of the SQL backends: for each `(iss, sub, provider, account, blob)` row whose
+    token set opens and is not under the primary key, `(new blob, iss, sub, provider, account,
+    blob)`: the parameters of an UPDATE that replaces the blob only if it is still the one read."""
+    updates = []
+    for iss, sub, provider, account, blob in rows:
+        new = reseal_tokens(keyring, ConnectionKey(UserRef(iss, sub), provider, account), blob)
+        if new is not None:
+            updates.append((new, iss, sub, provider, account, blob))
+    return updates
+
+
+def resealed_state_rows(keyring: KeyRing, rows: Iterable[Sequence[Any]]) -> list[tuple[bytes, str, bytes]]:
+    """`resealed_connection_rows` for `(key, blob)` rows of OAuth states: `(new blob, key, blob)`."""
+    updates = []
+    for key, blob in rows:
+        new = reseal_state(keyring, key, blob)
+        if new is not None:
+            updates.append((new, key, blob))
+    return updates
+
+
+def elicitation_of_rows(rows: Sequence[Sequence[Any]]) -> PendingElicitation | None:
+    """The elicitation whose JSON record is the first column of the first row; None with no row."""
+    return PendingElicitation.from_json(rows[0][0]) if rows else None
+
+
+def elicitation_with_connection_rows(
+    keyring: KeyRing, rows: Sequence[Sequence[Any]]
+) -> tuple[PendingElicitation, Connection | None] | None:
+    """`Store.get_elicitation_with_connection` from the rows of the SQL backends' join: each is the
+    elicitation's record, then one of its user's connections at its provider
+    (`CONNECTION_READ_COLUMNS`, all NULL when there is none), most recently updated first."""
+    elicitation = elicitation_of_rows(rows)
+    if elicitation is None:
+        return None
+    joined = [tuple(row)[1:] for row in rows if row[1] is not None]
+    held = open_connection_rows(keyring, elicitation.user, joined)
+    return elicitation, held[0] if held else None
+
+
+# The `webhook_outbox` table of the SQL backends, in `WebhookMessage`'s field order.
+WEBHOOK_COLUMNS = ("id", "type", "body", "created_at", "next_attempt_at", "attempts")
+
+
+def webhook_values(message: WebhookMessage) -> tuple[Any, ...]:
+    """The `webhook_outbox` row of `message`, in `WEBHOOK_COLUMNS` order."""
+    return astuple(message)
+
+
+def webhook_messages(rows: Iterable[Sequence[Any]]) -> list[WebhookMessage]:
+    """The messages of `rows` (`WEBHOOK_COLUMNS`), oldest first (`created_at`, then `id`): the order
+    `claim_webhooks` promises, which an `UPDATE … RETURNING` does not give."""
+    return sorted((WebhookMessage(*row) for row in rows), key=lambda m: (m.created_at, m.id))
 
 
 def check_lock_ttl(ttl_seconds: float) -> None:

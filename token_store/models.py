@@ -117,6 +117,41 @@ class ElicitationStatus(enum.StrEnum):
 LIVE_STATUSES: frozenset[ElicitationStatus] = frozenset({ElicitationStatus.PENDING, ElicitationStatus.OPENED})
 
 
+class Transition(enum.Enum):
+    """The status machine of an elicitation: every change of status there is, as (old, new).
+
+    The one statement of the rules. `ConnectFlow` (service/flow/connect.py) makes each one and
+    says who; every backend's compare-and-set takes its statuses from here (`Store.open_elicitation`
+    is `OPEN`, `Store.complete_elicitation` is `COMPLETE`) and `Store.transition_elicitation`
+    refuses any other pair (`require_transition`). Creation (→ pending) is `create_elicitation`;
+    expiry is not a status (an expired record reads as absent)."""
+
+    OPEN = (ElicitationStatus.PENDING, ElicitationStatus.OPENED)
+    DECLINE = (ElicitationStatus.PENDING, ElicitationStatus.FAILED)
+    COMPLETE = (ElicitationStatus.OPENED, ElicitationStatus.COMPLETE)
+    FAIL = (ElicitationStatus.OPENED, ElicitationStatus.FAILED)
+
+    @property
+    def old(self) -> ElicitationStatus:
+        return self.value[0]
+
+    @property
+    def new(self) -> ElicitationStatus:
+        return self.value[1]
+
+
+_TRANSITION_PAIRS = frozenset(transition.value for transition in Transition)
+
+
+def require_transition(old: ElicitationStatus, new: ElicitationStatus) -> None:
+    """ValueError unless `old → new` is a `Transition`: a caller's bug, refused before anything is
+    sent to the backend, so no store ever makes a change the status machine does not have (a
+    failed or completed link opened again, a pending one completed without its state)."""
+    # mutant: store.transition_table
+    if (old, new) not in _TRANSITION_PAIRS:
+        raise ValueError(f"{old.value} -> {new.value} is not a transition of an elicitation")
+
+
 @dataclass(frozen=True)
 class PendingElicitation:
     """A connect request bound to the user and MCP session that asked for it."""

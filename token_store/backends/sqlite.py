@@ -44,8 +44,10 @@ from token_store.models import (
     ElicitationStatus,
     OAuthState,
     PendingElicitation,
+    Transition,
     UserRef,
     WebhookMessage,
+    require_transition,
 )
 
 _T = TypeVar("_T")
@@ -189,7 +191,7 @@ class SQLiteStore:
             where, args = "AND provider = ? AND account = ?", [provider, account]
         rows = await self._select_connections("get_connection", user, where, args)
         # A row that fails to decrypt reads as absent; with no account, the next most recent one answers.
-        found = self._decrypt_rows(user, rows)
+        found = codec.open_connection_rows(self._keyring, user, rows)
         return found[0] if found else None
 
     async def list_connections(self, user: UserRef, provider: str | None = None) -> list[Connection]:
@@ -198,7 +200,7 @@ class SQLiteStore:
         else:
             where, args = "AND provider = ? ORDER BY account", [provider]
         rows = await self._select_connections("list_connections", user, where, args)
-        return self._decrypt_rows(user, rows)
+        return codec.open_connection_rows(self._keyring, user, rows)
 
     async def delete_connection(self, key: ConnectionKey) -> bool:
         delete = partial(
@@ -218,7 +220,7 @@ class SQLiteStore:
 
         rows = await self._run("delete_connections", delete)
         rows.sort(key=lambda r: r[1])  # RETURNING order is unspecified
-        return self._decrypt_rows(user, rows)
+        return codec.open_connection_rows(self._keyring, user, rows)
 
     async def replace_connection(self, connection: Connection, expected_updated_at: float) -> bool:
         # One compare-and-set statement: only the version that was read is replaced.
@@ -346,7 +348,7 @@ class SQLiteStore:
             "SELECT record FROM elicitations WHERE id = ? AND expires_at > ?",
             (elicitation_id, now),
         )
-        return PendingElicitation.from_json(rows[0][0]) if rows else None
+        return codec.elicitation_of_rows(rows)
 
     async def live_elicitations(self, user: UserRef) -> list[PendingElicitation]:
         now = self._clock()
@@ -372,27 +374,18 @@ class SQLiteStore:
             "WHERE e.id = ? AND e.expires_at > ? ORDER BY c.updated_at DESC, c.account",
             (elicitation_id, now),
         )
-        if not rows:
-            return None
-        elicitation = PendingElicitation.from_json(rows[0][0])
-        held = self._decrypt_rows(elicitation.user, [row[1:] for row in rows if row[1] is not None])
-        return elicitation, held[0] if held else None
+        return codec.elicitation_with_connection_rows(self._keyring, rows)
 
     async def transition_elicitation(
         self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
     ) -> PendingElicitation | None:
+        require_transition(expected, new)
         transition = partial(_transition, elicitation_id, expected, new, self._clock())
         return await self._run("transition_elicitation", transition)
 
     async def open_elicitation(self, state: OAuthState) -> PendingElicitation | None:
         key, blob = codec.seal_state(self._keyring, state)
-        transition = partial(
-            _transition,
-            state.elicitation.id,
-            ElicitationStatus.PENDING,
-            ElicitationStatus.OPENED,
-            self._clock(),
-        )
+        transition = partial(_transition, state.elicitation.id, *Transition.OPEN.value, self._clock())
 
         def open_(conn: sqlite3.Connection) -> PendingElicitation | None:
             # One transaction: the state is stored only when this call opened the elicitation.
@@ -408,9 +401,7 @@ class SQLiteStore:
         self, connection: Connection, elicitation_id: str
     ) -> PendingElicitation | None:
         row = self._connection_row(connection)
-        transition = partial(
-            _transition, elicitation_id, ElicitationStatus.OPENED, ElicitationStatus.COMPLETE, self._clock()
-        )
+        transition = partial(_transition, elicitation_id, *Transition.COMPLETE.value, self._clock())
 
         def complete(conn: sqlite3.Connection) -> PendingElicitation | None:
             _upsert_connection(conn, row)  # the token set first, whatever the elicitation's status
@@ -477,22 +468,13 @@ class SQLiteStore:
             if not page:
                 break
             after = page[-1][0]
-            updates = []
-            for _, iss, sub, provider, account, blob in page:
-                key = ConnectionKey(UserRef(iss, sub), provider, account)
-                new = codec.reseal_tokens(self._keyring, key, blob)
-                if new is not None:
-                    updates.append((new, iss, sub, provider, account, blob))
+            updates = codec.resealed_connection_rows(self._keyring, (row[1:] for row in page))
             rewritten += await self._run(
                 "reencrypt_all", partial(_update_each, _CAS_CONNECTION, updates), transaction=True
             )
 
         states = await self._run("reencrypt_all", partial(_stale_states, fresh=fresh, now=self._clock()))
-        state_updates = []
-        for key, blob in states:
-            new = codec.reseal_state(self._keyring, key, blob)
-            if new is not None:
-                state_updates.append((new, key, blob))
+        state_updates = codec.resealed_state_rows(self._keyring, states)
         rewritten += await self._run(
             "reencrypt_all", partial(_update_each, _CAS_STATE, state_updates), transaction=True
         )
@@ -516,30 +498,21 @@ class SQLiteStore:
 
     # --- webhook outbox --------------------------------------------------------------------
     async def enqueue_webhook(self, message: WebhookMessage) -> None:
-        row = (
-            message.id,
-            message.type,
-            message.body,
-            message.created_at,
-            message.next_attempt_at,
-            message.attempts,
-        )
         await self._run(
             "enqueue_webhook",
-            partial(_changes, "INSERT OR IGNORE INTO webhook_outbox VALUES (?, ?, ?, ?, ?, ?)", row),
+            partial(_changes, _ENQUEUE_WEBHOOK, codec.webhook_values(message)),
         )
 
     async def claim_webhooks(self, now: float, lease_seconds: float, limit: int) -> list[WebhookMessage]:
         # One statement, so atomic: the rows it picks are leased before any other writer runs.
         claim = partial(
             _fetch,
-            "UPDATE webhook_outbox SET next_attempt_at = :lease WHERE id IN (SELECT id FROM webhook_outbox "
+            "UPDATE webhook_outbox SET next_attempt_at = :lease WHERE id IN (SELECT id FROM webhook_outbox "  # noqa: S608 - constant
             "WHERE next_attempt_at <= :now ORDER BY next_attempt_at, created_at LIMIT :limit) "
-            "RETURNING id, type, body, created_at, next_attempt_at, attempts",
+            f"RETURNING {_WEBHOOK_COLUMNS}",
             {"lease": now + lease_seconds, "now": now, "limit": limit},
         )
-        rows = await self._run("claim_webhooks", claim)
-        return sorted((WebhookMessage(*row) for row in rows), key=lambda m: (m.created_at, m.id))
+        return codec.webhook_messages(await self._run("claim_webhooks", claim))
 
     async def settle_webhook(self, message_id: str, retry_at: float | None) -> None:
         if retry_at is None:
@@ -594,9 +567,6 @@ class SQLiteStore:
     ) -> list[Any]:
         sql = f"SELECT {_CONNECTION_COLUMNS} FROM connections WHERE iss = ? AND sub = ? {where_tail}"  # noqa: S608 - constant fragments only
         return await self._read(op, sql, (user.iss, user.sub, *args))
-
-    def _decrypt_rows(self, user: UserRef, rows: Sequence[Any]) -> list[Connection]:
-        return codec.open_connection_rows(self._keyring, user, rows)
 
     async def _run_ttl_write(self, op: str, fn: Callable[[sqlite3.Connection], _T], now: float) -> _T:
         """Run a write of a record with a TTL; when a purge is due, purge in the same transaction."""
@@ -842,6 +812,11 @@ _REPLACE_CONNECTION = (
     + " AND ".join(f"{c} = :{c}" for c in _ROW_KEY)
     + " AND updated_at = :expected"
 )
+_WEBHOOK_COLUMNS = ", ".join(codec.WEBHOOK_COLUMNS)
+_ENQUEUE_WEBHOOK = (
+    f"INSERT OR IGNORE INTO webhook_outbox ({_WEBHOOK_COLUMNS}) "  # noqa: S608 - constant
+    f"VALUES ({', '.join('?' for _ in codec.WEBHOOK_COLUMNS)})"
+)
 # `_CONNECTION_COLUMNS` of the `c` in a join.
 _JOINED_CONNECTION_COLUMNS = ", ".join(f"c.{c}" for c in codec.CONNECTION_READ_COLUMNS)
 
@@ -873,7 +848,7 @@ def _transition(
         "WHERE id = :id AND status = :expected AND expires_at > :now RETURNING record",
         {"new": new.value, "id": elicitation_id, "expected": expected.value, "now": now},
     ).fetchall()
-    return PendingElicitation.from_json(rows[0][0]) if rows else None
+    return codec.elicitation_of_rows(rows)
 
 
 def _error_name(exc: sqlite3.Error) -> str:

@@ -40,6 +40,7 @@ from tests.support.store_contract import (
     make_elicitation,
     make_state,
     make_tokens,
+    reach,
     redis_prefix,
 )
 from token_store import (
@@ -51,6 +52,7 @@ from token_store import (
     Store,
     StoreUnavailable,
     TooManyPending,
+    Transition,
     UserRef,
     WebhookMessage,
     slot_tag,
@@ -546,7 +548,7 @@ async def test_live_elicitations_are_the_users_pending_and_opened_ones(
         await store.create_elicitation(e, max_live_per_user=5)
     await store.create_elicitation(make_elicitation(BOB), max_live_per_user=5)
     await store.transition_elicitation(opened.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
-    await store.transition_elicitation(done.id, ElicitationStatus.PENDING, ElicitationStatus.COMPLETE)
+    await reach(store, done, ElicitationStatus.COMPLETE)
     await store.transition_elicitation(failed.id, ElicitationStatus.PENDING, ElicitationStatus.FAILED)
     live = await store.live_elicitations(ALICE)
     assert [(e.id, e.status) for e in live] == [
@@ -568,7 +570,7 @@ async def test_opened_counts_expired_and_finished_do_not(store: Store, harness: 
     with pytest.raises(TooManyPending):
         await store.create_elicitation(make_elicitation(), max_live_per_user=4)
 
-    await store.transition_elicitation(done.id, ElicitationStatus.PENDING, ElicitationStatus.COMPLETE)
+    await reach(store, done, ElicitationStatus.COMPLETE)
     await store.create_elicitation(make_elicitation(), max_live_per_user=4)  # complete frees a slot
     with pytest.raises(TooManyPending):
         await store.create_elicitation(make_elicitation(), max_live_per_user=4)
@@ -623,6 +625,41 @@ async def test_concurrent_transitions_exactly_one_wins(store: Store) -> None:
     winners = [r for r in results if r is not None]
     assert len(winners) == 1
     assert await store.get_elicitation(e.id) == winners[0]
+
+
+async def test_the_store_makes_exactly_the_transitions_of_the_status_machine(store: Store) -> None:
+    """Every (from, to) pair through `transition_elicitation`, and `open_elicitation` and
+    `complete_elicitation` from every status: each backend's SQL or Lua changes a status exactly
+    when `Transition` has the change, and refuses every other pair before writing anything."""
+    allowed = {transition.value for transition in Transition}
+    for old in ElicitationStatus:
+        for new in ElicitationStatus:
+            e = make_elicitation()
+            await store.create_elicitation(e, max_live_per_user=100)
+            await reach(store, e, old)
+            if (old, new) in allowed:
+                changed = await store.transition_elicitation(e.id, old, new)
+                assert changed == replace(e, status=new), (old, new)
+            else:
+                with pytest.raises(ValueError, match="not a transition"):
+                    await store.transition_elicitation(e.id, old, new)
+            stored = await store.get_elicitation(e.id)
+            assert stored == replace(e, status=new if (old, new) in allowed else old), (old, new)
+        # The batched steps are `Transition.OPEN` and `Transition.COMPLETE`, from `old` only.
+        opening, completing = make_elicitation(), make_elicitation()
+        for e in (opening, completing):
+            await store.create_elicitation(e, max_live_per_user=100)
+            await reach(store, e, old)
+        opened = await store.open_elicitation(replace(make_state(), elicitation=opening))
+        assert (opened is not None) == (old is Transition.OPEN.old), old
+        completed = await store.complete_elicitation(make_connection(), completing.id)
+        assert (completed is not None) == (old is Transition.COMPLETE.old), old
+        assert await store.get_elicitation(opening.id) == replace(
+            opening, status=Transition.OPEN.new if opened else old
+        )
+        assert await store.get_elicitation(completing.id) == replace(
+            completing, status=Transition.COMPLETE.new if completed else old
+        )
 
 
 # --- batched flow steps ---------------------------------------------------------------------

@@ -40,8 +40,10 @@ from token_store.models import (
     ElicitationStatus,
     OAuthState,
     PendingElicitation,
+    Transition,
     UserRef,
     WebhookMessage,
+    require_transition,
 )
 
 _T = TypeVar("_T")
@@ -71,6 +73,13 @@ _PUT_CONNECTION = _INSERT_ROW + ", ".join(f"{c} = excluded.{c}" for c in _ROW_CO
 # `Store.complete_elicitation`).
 _UPSERT_CONNECTION = _INSERT_ROW + ", ".join(
     f"{c} = excluded.{c}" for c in _ROW_COLUMNS[4:] if c != "connected_at"
+)
+
+_WEBHOOK_COLUMNS = ", ".join(codec.WEBHOOK_COLUMNS)
+_ENQUEUE_WEBHOOK = (
+    f"INSERT INTO webhook_outbox ({_WEBHOOK_COLUMNS}) "  # noqa: S608 - constant
+    f"VALUES ({', '.join(f'${i}' for i in range(1, len(codec.WEBHOOK_COLUMNS) + 1))}) "
+    "ON CONFLICT (id) DO NOTHING"
 )
 
 
@@ -363,7 +372,7 @@ class PostgresStore:
             elicitation_id,
             self._clock(),
         )
-        return PendingElicitation.from_json(rows[0][0]) if rows else None
+        return codec.elicitation_of_rows(rows)
 
     async def live_elicitations(self, user: UserRef) -> list[PendingElicitation]:
         rows = await self._read(
@@ -390,21 +399,16 @@ class PostgresStore:
             elicitation_id,
             self._clock(),
         )
-        if not rows:
-            return None
-        elicitation = PendingElicitation.from_json(rows[0][0])
-        held = codec.open_connection_rows(
-            self._keyring, elicitation.user, [tuple(row)[1:] for row in rows if row[1] is not None]
-        )
-        return elicitation, held[0] if held else None
+        return codec.elicitation_with_connection_rows(self._keyring, rows)
 
     async def transition_elicitation(
         self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
     ) -> PendingElicitation | None:
+        require_transition(expected, new)
         rows = await self._fetch(
-            "transition_elicitation", _TRANSITION, new.value, elicitation_id, expected.value, self._clock()
+            "transition_elicitation", _TRANSITION, *self._transition_params(elicitation_id, expected, new)
         )
-        return PendingElicitation.from_json(rows[0][0]) if rows else None
+        return codec.elicitation_of_rows(rows)
 
     async def open_elicitation(self, state: OAuthState) -> PendingElicitation | None:
         key, blob = codec.seal_state(self._keyring, state)
@@ -415,15 +419,12 @@ class PostgresStore:
             f"WITH opened AS ({_TRANSITION}), stored AS (INSERT INTO oauth_states "  # noqa: S608 - constant
             # mutant: postgres.open_elicitation_single_use " FROM opened)" -> ")"
             "(key, blob, expires_at) SELECT $5, $6, $7 FROM opened) SELECT record FROM opened",
-            ElicitationStatus.OPENED.value,
-            state.elicitation.id,
-            ElicitationStatus.PENDING.value,
-            self._clock(),
+            *self._transition_params(state.elicitation.id, *Transition.OPEN.value),
             key,
             blob,
             state.expires_at,
         )
-        return PendingElicitation.from_json(rows[0][0]) if rows else None
+        return codec.elicitation_of_rows(rows)
 
     async def complete_elicitation(
         self, connection: Connection, elicitation_id: str
@@ -434,12 +435,9 @@ class PostgresStore:
             "complete_elicitation",
             f"WITH stored AS ({_UPSERT_CONNECTION}) {_transition_sql(len(_ROW_COLUMNS) + 1)}",
             *self._connection_row(connection),
-            ElicitationStatus.COMPLETE.value,
-            elicitation_id,
-            ElicitationStatus.OPENED.value,
-            self._clock(),
+            *self._transition_params(elicitation_id, *Transition.COMPLETE.value),
         )
-        return PendingElicitation.from_json(rows[0][0]) if rows else None
+        return codec.elicitation_of_rows(rows)
 
     # --- one-time records -----------------------------------------------------------------
     async def put_oauth_state(self, state: OAuthState) -> None:
@@ -516,12 +514,7 @@ class PostgresStore:
             if not page:
                 break
             after = tuple(page[-1])[:4]
-            updates = []
-            for iss, sub, provider, account, blob in page:
-                key = ConnectionKey(UserRef(iss, sub), provider, account)
-                new = codec.reseal_tokens(self._keyring, key, blob)
-                if new is not None:
-                    updates.append((new, iss, sub, provider, account, blob))
+            updates = codec.resealed_connection_rows(self._keyring, page)
             rewritten += await self._update_each(
                 "UPDATE connections SET blob = $1 WHERE iss = $2 AND sub = $3 AND provider = $4 "
                 "AND account = $5 AND blob = $6 RETURNING 1",
@@ -536,11 +529,7 @@ class PostgresStore:
             len(fresh),
             fresh,
         )
-        state_updates = []
-        for key, blob in states:
-            new = codec.reseal_state(self._keyring, key, blob)
-            if new is not None:
-                state_updates.append((new, key, blob))
+        state_updates = codec.resealed_state_rows(self._keyring, states)
         rewritten += await self._update_each(
             "UPDATE oauth_states SET blob = $1 WHERE key = $2 AND blob = $3 RETURNING 1", state_updates
         )
@@ -570,28 +559,23 @@ class PostgresStore:
     async def enqueue_webhook(self, message: WebhookMessage) -> None:
         await self._execute(
             "enqueue_webhook",
-            "INSERT INTO webhook_outbox VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
-            message.id,
-            message.type,
-            message.body,
-            message.created_at,
-            message.next_attempt_at,
-            message.attempts,
+            _ENQUEUE_WEBHOOK,
+            *codec.webhook_values(message),
         )
 
     async def claim_webhooks(self, now: float, lease_seconds: float, limit: int) -> list[WebhookMessage]:
         # SKIP LOCKED: replicas claiming at once take different rows instead of waiting in line.
         rows = await self._fetch(
             "claim_webhooks",
-            "UPDATE webhook_outbox SET next_attempt_at = $1 WHERE id IN (SELECT id FROM webhook_outbox "
+            "UPDATE webhook_outbox SET next_attempt_at = $1 WHERE id IN (SELECT id FROM webhook_outbox "  # noqa: S608 - constant
             "WHERE next_attempt_at <= $2 ORDER BY next_attempt_at, created_at LIMIT $3 "
             "FOR UPDATE SKIP LOCKED) "
-            "RETURNING id, type, body, created_at, next_attempt_at, attempts",
+            f"RETURNING {_WEBHOOK_COLUMNS}",
             now + lease_seconds,
             now,
             limit,
         )
-        return sorted((WebhookMessage(*row) for row in rows), key=lambda m: (m.created_at, m.id))
+        return codec.webhook_messages(rows)
 
     async def settle_webhook(self, message_id: str, retry_at: float | None) -> None:
         if retry_at is None:
@@ -630,6 +614,12 @@ class PostgresStore:
                 pool.terminate()
 
     # --- helpers --------------------------------------------------------------------------
+    def _transition_params(
+        self, elicitation_id: str, old: ElicitationStatus, new: ElicitationStatus
+    ) -> tuple[str, str, str, float]:
+        """The parameters of `_transition_sql`, in its order."""
+        return new.value, elicitation_id, old.value, self._clock()
+
     def _connection_row(self, connection: Connection) -> tuple[Any, ...]:
         """The `connections` row of `connection` in `_ROW_COLUMNS` order, its token set sealed."""
         return codec.connection_values(self._keyring, connection)

@@ -53,8 +53,10 @@ from token_store.models import (
     ElicitationStatus,
     OAuthState,
     PendingElicitation,
+    Transition,
     UserRef,
     WebhookMessage,
+    require_transition,
 )
 
 _log = logging.getLogger(__name__)
@@ -476,6 +478,7 @@ class RedisStore:
     async def transition_elicitation(
         self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
     ) -> PendingElicitation | None:
+        require_transition(expected, new)
         args = self._transition_args(elicitation_id, expected, new)
         async with self._guard("transition_elicitation") as client:
             live = await self._declared_live_set(client, elicitation_id)
@@ -499,7 +502,7 @@ class RedisStore:
     async def open_elicitation(self, state: OAuthState) -> PendingElicitation | None:
         elicitation_id = state.elicitation.id
         digest, blob = codec.seal_state(self._keyring, state)
-        args = self._transition_args(elicitation_id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
+        args = self._transition_args(elicitation_id, *Transition.OPEN.value)
         args += [blob, _ttl_ms(state.expires_at, self._clock())]
         if self._keys.cluster:
             require_slot_tag(state.state, elicitation_id[:SLOT_TAG_CHARS])
@@ -513,14 +516,14 @@ class RedisStore:
             raise StoreUnavailable("redis store: open_elicitation failed (state already exists)")
         if reply[0] != 1:
             return None
-        return replace(PendingElicitation.from_json(reply[1]), status=ElicitationStatus.OPENED)
+        return replace(PendingElicitation.from_json(reply[1]), status=Transition.OPEN.new)
 
     async def complete_elicitation(
         self, connection: Connection, elicitation_id: str
     ) -> PendingElicitation | None:
         key = connection.key
         tag = user_tag(key.user)
-        args = self._transition_args(elicitation_id, ElicitationStatus.OPENED, ElicitationStatus.COMPLETE)
+        args = self._transition_args(elicitation_id, *Transition.COMPLETE.value)
         args += [key.account, key.provider, self._connection_value(connection)]
         keys = [
             self._keys.elic(elicitation_id),
@@ -538,7 +541,7 @@ class RedisStore:
             record = await self._complete_elicitation(keys=keys, args=args, client=client)
         if record is None:
             return None
-        return replace(PendingElicitation.from_json(record), status=ElicitationStatus.COMPLETE)
+        return replace(PendingElicitation.from_json(record), status=Transition.COMPLETE.new)
 
     def _transition_args(
         self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus

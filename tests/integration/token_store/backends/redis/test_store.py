@@ -33,6 +33,7 @@ from tests.support.store_contract import (
     make_elicitation,
     make_state,
     make_tokens,
+    reach,
     record_wire,
     redis_prefix,
     redis_server,
@@ -84,7 +85,7 @@ async def test_every_key_that_is_not_a_token_has_a_ttl(store: RedisStore, harnes
     done, opened = make_elicitation(), make_elicitation(BOB)
     for e in (done, opened, make_elicitation()):
         await store.create_elicitation(e, max_live_per_user=5)
-    await store.transition_elicitation(done.id, ElicitationStatus.PENDING, ElicitationStatus.COMPLETE)
+    await reach(store, done, ElicitationStatus.COMPLETE)
     await store.transition_elicitation(opened.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
     await store.put_oauth_state(make_state())
     taken = make_state()
@@ -181,7 +182,7 @@ async def test_finished_and_expired_elicitations_leave_the_live_set(
     )
     for e in (done, failed, opened, short):
         await store.create_elicitation(e, max_live_per_user=10)
-    await store.transition_elicitation(done.id, ElicitationStatus.PENDING, ElicitationStatus.COMPLETE)
+    await reach(store, done, ElicitationStatus.COMPLETE)
     await store.transition_elicitation(failed.id, ElicitationStatus.PENDING, ElicitationStatus.FAILED)
     await store.transition_elicitation(opened.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
     assert {m.decode() for m in harness.raw.zrange(live_set, 0, -1)} == {opened.id, short.id}

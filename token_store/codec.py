@@ -19,11 +19,14 @@ from typing import Any
 
 from token_store.crypto import DecryptError, KeyRing
 from token_store.models import (
+    DELETIONS_KEPT,
     Connection,
     ConnectionKey,
     ConnectionStatus,
+    Deletion,
     OAuthState,
     PendingElicitation,
+    SealedConnection,
     TokenSet,
     UserRef,
     WebhookMessage,
@@ -117,21 +120,66 @@ CONNECTION_COLUMNS = (
 CONNECTION_READ_COLUMNS = CONNECTION_COLUMNS[2:]
 
 
+def seal_connection(keyring: KeyRing, connection: Connection) -> SealedConnection:
+    c = connection
+    blob = seal_tokens(keyring, c.key, c.tokens)
+    return SealedConnection(
+        c.key, blob, c.account_label, c.connected_at, c.updated_at, c.status, c.refreshed_at
+    )
+
+
 def connection_values(keyring: KeyRing, connection: Connection) -> tuple[Any, ...]:
     """The `connections` row of `connection` in `CONNECTION_COLUMNS` order, its token set sealed."""
-    key = connection.key
+    return sealed_values(seal_connection(keyring, connection))
+
+
+def sealed_values(sealed: SealedConnection) -> tuple[Any, ...]:
+    """The `connections` row of a sealed connection, in `CONNECTION_COLUMNS` order."""
+    key = sealed.key
     return (
         key.user.iss,
         key.user.sub,
         key.provider,
         key.account,
-        connection.account_label,
-        seal_tokens(keyring, key, connection.tokens),
-        connection.connected_at,
-        connection.updated_at,
-        connection.status.value,
-        connection.refreshed_at,
+        sealed.account_label,
+        sealed.blob,
+        sealed.connected_at,
+        sealed.updated_at,
+        sealed.status.value,
+        sealed.refreshed_at,
     )
+
+
+def sealed_of_row(row: Sequence[Any]) -> SealedConnection | None:
+    """The sealed connection of a `connections` row (`CONNECTION_COLUMNS`); None when its status is
+    unknown (only an edit underneath the store, or a newer writer, leaves one)."""
+    iss, sub, provider, account, label, blob, connected_at, updated_at, status, refreshed_at = row
+    try:
+        parsed_status = ConnectionStatus(status)
+    except ValueError:
+        return None
+    key = ConnectionKey(UserRef(iss, sub), provider, account)
+    return SealedConnection(key, bytes(blob), label, connected_at, updated_at, parsed_status, refreshed_at)
+
+
+def key_values(key: ConnectionKey) -> tuple[str, str, str, str]:
+    """A connection key as the SQL backends' `CONNECTION_KEY` columns."""
+    return key.user.iss, key.user.sub, key.provider, key.account
+
+
+# The `deleted_connections` table of the SQL backends (`Deletion`, kept until `expires_at`).
+DELETION_COLUMNS = (*CONNECTION_KEY, "deleted_at", "expires_at")
+
+
+def deletion_values(deletion: Deletion) -> tuple[Any, ...]:
+    """The `deleted_connections` row of `deletion`, in `DELETION_COLUMNS` order."""
+    return *key_values(deletion.key), deletion.deleted_at, deletion.deleted_at + DELETIONS_KEPT
+
+
+def deletion_of_row(row: Sequence[Any]) -> Deletion:
+    """The deletion of an `(iss, sub, provider, account, deleted_at)` row."""
+    iss, sub, provider, account, deleted_at = row
+    return Deletion(ConnectionKey(UserRef(iss, sub), provider, account), deleted_at)
 
 
 def open_connection_rows(keyring: KeyRing, user: UserRef, rows: Iterable[Sequence[Any]]) -> list[Connection]:
@@ -145,12 +193,20 @@ def open_connection_rows(keyring: KeyRing, user: UserRef, rows: Iterable[Sequenc
             # Only an edit underneath the store (or a newer writer) leaves an unknown status.
             _log.warning("stored %s has an unknown status; treating it as absent", describe_connection(key))
             continue
-        tokens = open_tokens(keyring, key, blob)
-        if tokens is not None:
-            connections.append(
-                Connection(key, tokens, label, connected_at, updated_at, parsed_status, refreshed_at)
-            )
+        sealed = SealedConnection(key, blob, label, connected_at, updated_at, parsed_status, refreshed_at)
+        connection = open_sealed(keyring, sealed)
+        if connection is not None:
+            connections.append(connection)
     return connections
+
+
+def open_sealed(keyring: KeyRing, sealed: SealedConnection) -> Connection | None:
+    """The connection `sealed` holds, its token set opened; None when it does not open."""
+    tokens = open_tokens(keyring, sealed.key, sealed.blob)
+    if tokens is None:
+        return None
+    s = sealed
+    return Connection(s.key, tokens, s.account_label, s.connected_at, s.updated_at, s.status, s.refreshed_at)
 
 
 def open_any_connection_rows(keyring: KeyRing, rows: Iterable[Sequence[Any]]) -> list[Connection]:

@@ -99,6 +99,41 @@ class Connection:
         }
 
 
+@dataclass(frozen=True)
+class SealedConnection:
+    """A connection as a store holds it: its token set still sealed. What `store copy-from` moves
+    (token_store/store_copy.py): the sealed blob's associated data is the connection key, never
+    where a backend keeps it, so it opens in any store under the same key ring, and the copy
+    never opens it."""
+
+    key: ConnectionKey
+    blob: bytes
+    account_label: str
+    connected_at: float
+    updated_at: float
+    status: ConnectionStatus = ConnectionStatus.OK
+    refreshed_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """A store deleted the connection at `key` at `deleted_at` (its clock). Every backend keeps one
+    for each connection it deletes, `DELETIONS_KEPT` seconds, so that a copy between stores never
+    brings back what was deleted (token_store/store_copy.py). Not secret: the key and a time."""
+
+    key: ConnectionKey
+    deleted_at: float
+
+    def covers(self, connected_at: float) -> bool:
+        """Was a connection made at `connected_at` deleted by this? One made later is a new grant."""
+        return connected_at <= self.deleted_at
+
+
+# How long a store remembers a deletion: the longest a migration between stores may take, from
+# its first `store copy-from` to its last (token_store/store_copy.py, `COPY_WINDOW`).
+DELETIONS_KEPT = 7 * 24 * 3600.0
+
+
 class ElicitationStatus(enum.StrEnum):
     PENDING = "pending"  # created by a tool call, URL not yet opened
     OPENED = "opened"  # /connect passed the user check and sent the browser to the provider

@@ -11,8 +11,10 @@ deleted by a purge that TTL writes run at most once every `_PURGE_INTERVAL` seco
 Schema versions (`PRAGMA user_version`): 1 the first release; 2 adds `connections.status` and
 `connections.refreshed_at` (metadata, not secret) and the `locks` table; 3 adds the
 `default_accounts` table (the account a user chose per provider, not secret); 4 adds `nonces.slot`
-(a hash; one live nonce per slot); 5 adds the `webhook_outbox` table (no secret). Opening an older database
-migrates it in place (one transaction); a newer one is refused.
+(a hash; one live nonce per slot); 5 adds the `webhook_outbox` table (no secret); 6 adds the
+`deleted_connections` table (each connection deleted and when: no secret, kept `DELETIONS_KEPT`)
+and `copy_window` (when the first `store copy-from` into this store began). Opening an older
+database migrates it in place (one transaction); a newer one is refused.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,20 +43,23 @@ from token_store.models import (
     Connection,
     ConnectionKey,
     ConnectionStatus,
+    Deletion,
     ElicitationStatus,
     OAuthState,
     PendingElicitation,
+    SealedConnection,
     Transition,
     UserRef,
     WebhookMessage,
     require_transition,
 )
+from token_store.store_copy import Change, Decision
 
 _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
 
 _MIN_SQLITE = (3, 35, 0)  # DELETE/UPDATE ... RETURNING
-_SCHEMA_VERSION = 5
+_SCHEMA_VERSION = 6
 _LIVE_JSON = json.dumps(sorted(s.value for s in LIVE_STATUSES))  # bound to `json_each` in SQL
 _PURGE_INTERVAL = 10.0  # seconds of the store's clock between purges of expired rows
 
@@ -120,6 +125,20 @@ _SCHEMA = (
     attempts INTEGER NOT NULL DEFAULT 0
 )""",
     "CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox (next_attempt_at)",
+    """CREATE TABLE IF NOT EXISTS deleted_connections (
+    iss TEXT NOT NULL,
+    sub TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    account TEXT NOT NULL,
+    deleted_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (iss, sub, provider, account)
+)""",
+    "CREATE INDEX IF NOT EXISTS deleted_connections_expiry ON deleted_connections (expires_at)",
+    """CREATE TABLE IF NOT EXISTS copy_window (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    opened_at REAL NOT NULL
+)""",
 )
 
 # Columns added after version 1: (table, column, declaration). ADD COLUMN fills existing rows with
@@ -134,7 +153,8 @@ _ADDED_COLUMNS = (
 # mutant: sqlite.nonce_slot "UNIQUE " -> ""
 _ADDED_INDEXES = ("CREATE UNIQUE INDEX IF NOT EXISTS nonces_slot ON nonces (slot)",)
 
-_TTL_TABLES = ("elicitations", "oauth_states", "nonces", "locks")
+_TTL_TABLES = ("elicitations", "oauth_states", "nonces", "locks", "deleted_connections")
+_COPY_PAGE = 256
 _CONNECTION_COLUMNS = ", ".join(codec.CONNECTION_READ_COLUMNS)
 
 
@@ -203,22 +223,33 @@ class SQLiteStore:
         return codec.open_connection_rows(self._keyring, user, rows)
 
     async def delete_connection(self, key: ConnectionKey) -> bool:
-        delete = partial(
-            _changes,
-            "DELETE FROM connections WHERE iss = ? AND sub = ? AND provider = ? AND account = ?",
-            (key.user.iss, key.user.sub, key.provider, key.account),
-        )
-        return await self._run("delete_connection", delete) > 0
+        now = self._clock()
+
+        def delete(conn: sqlite3.Connection) -> bool:
+            # The deletion is remembered in the same transaction (token_store/store_copy.py).
+            deleted = _changes(_DELETE_CONNECTION, codec.key_values(key), conn) > 0
+            # mutant: sqlite.remember_deletion
+            if deleted:
+                _remember_deletion(conn, Deletion(key, now))
+            return deleted
+
+        return await self._run("delete_connection", delete, transaction=True)
 
     async def delete_connections(self, user: UserRef, provider: str) -> list[Connection]:
+        now = self._clock()
+
         def delete(conn: sqlite3.Connection) -> list[Any]:
-            return conn.execute(
+            rows = conn.execute(
                 f"DELETE FROM connections WHERE iss = ? AND sub = ? AND provider = ? "  # noqa: S608 - constant
                 f"RETURNING {_CONNECTION_COLUMNS}",
                 (user.iss, user.sub, provider),
             ).fetchall()
+            for row in rows:
+                # mutant: sqlite.remember_deletion
+                _remember_deletion(conn, Deletion(ConnectionKey(user, provider, row[1]), now))
+            return rows
 
-        rows = await self._run("delete_connections", delete)
+        rows = await self._run("delete_connections", delete, transaction=True)
         rows.sort(key=lambda r: r[1])  # RETURNING order is unspecified
         return codec.open_connection_rows(self._keyring, user, rows)
 
@@ -522,6 +553,64 @@ class SQLiteStore:
             args = (retry_at, message_id)  # type: ignore[assignment]
         await self._run("settle_webhook", partial(_changes, sql, args))
 
+    # --- moving to another store (token_store/store_copy.py) ------------------------------
+    async def sealed_connections(self) -> AsyncIterator[SealedConnection]:
+        after = 0
+        while True:
+            page = await self._run("sealed_connections", partial(_fetch, _SEALED_PAGE, (after, _COPY_PAGE)))
+            if not page:
+                return
+            after = page[-1][0]
+            for row in page:
+                sealed = codec.sealed_of_row(row[1:])
+                if sealed is not None:
+                    yield sealed
+
+    async def deletions(self) -> AsyncIterator[Deletion]:
+        sql = "SELECT iss, sub, provider, account, deleted_at FROM deleted_connections WHERE expires_at > ?"
+        for row in await self._run("deletions", partial(_fetch, sql, (self._clock(),))):
+            yield codec.deletion_of_row(row)
+
+    async def default_accounts(self) -> AsyncIterator[tuple[UserRef, str, str]]:
+        sql = "SELECT iss, sub, provider, account FROM default_accounts"
+        for iss, sub, provider, account in await self._run("default_accounts", partial(_fetch, sql, ())):
+            yield UserRef(iss, sub), provider, account
+
+    async def change_connection(self, key: ConnectionKey, decide: Decision) -> Change:
+        now = self._clock()
+
+        def change(conn: sqlite3.Connection) -> Change:
+            # One transaction under the write lock: nothing changes between the reads and the write.
+            row = conn.execute(_SELECT_CONNECTION, codec.key_values(key)).fetchone()
+            remembered = conn.execute(_SELECT_DELETION, (*codec.key_values(key), now)).fetchone()
+            made = decide(
+                None if row is None else codec.sealed_of_row(row),
+                None if remembered is None else Deletion(key, remembered[0]),
+            )
+            if made.remove:
+                conn.execute(_DELETE_CONNECTION, codec.key_values(key))
+            if made.put is not None:
+                _put_connection(conn, dict(zip(_ROW_COLUMNS, codec.sealed_values(made.put), strict=True)))
+            if made.deletion is not None:
+                _remember_deletion(conn, made.deletion)
+            return made
+
+        return await self._run("change_connection", change, transaction=True)
+
+    async def copy_default_account(self, user: UserRef, provider: str, account: str) -> None:
+        sql = "INSERT OR IGNORE INTO default_accounts (iss, sub, provider, account) VALUES (?, ?, ?, ?)"
+        await self._run(
+            "copy_default_account", partial(_changes, sql, (user.iss, user.sub, provider, account))
+        )
+
+    async def open_copy_window(self, now: float, *, new: bool) -> float:
+        def open_(conn: sqlite3.Connection) -> float:
+            verb = "INSERT OR REPLACE" if new else "INSERT OR IGNORE"
+            conn.execute(f"{verb} INTO copy_window (id, opened_at) VALUES (1, ?)", (now,))
+            return float(conn.execute("SELECT opened_at FROM copy_window").fetchone()[0])
+
+        return await self._run("open_copy_window", open_, transaction=True)
+
     # --- lifecycle ------------------------------------------------------------------------
     async def purge_expired(self) -> int:
         """Delete every expired non-token row now; returns how many. TTL writes also purge, at most
@@ -819,6 +908,25 @@ _ENQUEUE_WEBHOOK = (
 )
 # `_CONNECTION_COLUMNS` of the `c` in a join.
 _JOINED_CONNECTION_COLUMNS = ", ".join(f"c.{c}" for c in codec.CONNECTION_READ_COLUMNS)
+
+
+_KEY_WHERE = " AND ".join(f"{c} = ?" for c in _ROW_KEY)
+_DELETE_CONNECTION = f"DELETE FROM connections WHERE {_KEY_WHERE}"  # noqa: S608 - constant
+_SELECT_CONNECTION = f"SELECT {', '.join(_ROW_COLUMNS)} FROM connections WHERE {_KEY_WHERE}"  # noqa: S608
+_SELECT_DELETION = f"SELECT deleted_at FROM deleted_connections WHERE {_KEY_WHERE} AND expires_at > ?"  # noqa: S608
+_SEALED_PAGE = (
+    f"SELECT rowid, {', '.join(_ROW_COLUMNS)} FROM connections "  # noqa: S608 - constant
+    "WHERE rowid > ? ORDER BY rowid LIMIT ?"
+)
+# A later deletion of the same key replaces the earlier one.
+_REMEMBER_DELETION = (
+    f"INSERT OR REPLACE INTO deleted_connections ({', '.join(codec.DELETION_COLUMNS)}) "  # noqa: S608
+    f"VALUES ({', '.join('?' for _ in codec.DELETION_COLUMNS)})"
+)
+
+
+def _remember_deletion(conn: sqlite3.Connection, deletion: Deletion) -> None:
+    conn.execute(_REMEMBER_DELETION, codec.deletion_values(deletion))
 
 
 def _put_connection(conn: sqlite3.Connection, row: dict[str, Any]) -> None:

@@ -15,9 +15,9 @@ import logging
 import uvicorn
 from starlette.types import ASGIApp
 
-from service.http.server import event_loop_name, loop_factory, request_bounds, server_config
+from service.http.server import loop_factory, request_bounds, server_config
 from service.observability.logs import configure_logging
-from service.settings import Settings
+from service.settings import Settings, event_loop_name
 
 logger = logging.getLogger(__name__)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
 import anyio
@@ -58,25 +59,30 @@ async def logout_head(servers: Servers, http: httpx.AsyncClient, length: int) ->
     ).encode()
 
 
-async def drip(servers: Servers, head: bytes) -> bytes:
-    """A slowloris body: the head, then one byte of the body every half second, until the server
-    answers or closes; what it answered (nothing if it reset the connection)."""
+async def drip(servers: Servers, head: bytes) -> Callable[[], Awaitable[bytes]]:
+    """A slowloris body: its connection opened and its head sent now; the returned call then
+    sends one byte of the body every half second until the server answers or closes, and gives
+    what it answered (nothing if it reset the connection)."""
     parts = urlsplit(servers.public_url)
     reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
     writer.write(head + b"csrf=")
-    try:
-        while True:
-            await writer.drain()
-            try:
-                answered = await asyncio.wait_for(reader.read(1024), timeout=0.5)
-            except TimeoutError:
-                writer.write(b"a")
-                continue
-            return answered + await reader.read()  # to the end: closed
-    except OSError:
-        return b""  # reset: closed too
-    finally:
-        writer.close()
+
+    async def dripping() -> bytes:
+        try:
+            while True:
+                await writer.drain()
+                try:
+                    answered = await asyncio.wait_for(reader.read(1024), timeout=0.5)
+                except TimeoutError:
+                    writer.write(b"a")
+                    continue
+                return answered + await reader.read()  # to the end: closed
+        except OSError:
+            return b""  # reset: closed too
+        finally:
+            writer.close()
+
+    return dripping
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -90,7 +96,10 @@ async def test_a_body_dripped_a_byte_at_a_time_is_cut_and_others_are_served(
         other = await bystander(servers, http, mode)
         head = await logout_head(servers, http, 1000)
         async with attack(servers) as a:
-            drips = [asyncio.create_task(drip(servers, head)) for _ in range(DRIPS)]
+            # All open first: a client that connects while newer connections keep arriving past
+            # the bound is among the longest waiting, and may be closed with them.
+            opened = [await drip(servers, head) for _ in range(DRIPS)]
+            drips = [asyncio.create_task(dripping()) for dripping in opened]
             a.check(await still_served(servers, http, other), "another user is served while the bodies drip")
             with anyio.fail_after(BODY_TIMEOUT + 30):
                 answers = await asyncio.gather(*drips)

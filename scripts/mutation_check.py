@@ -577,8 +577,45 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "server.max_waiting_heads",
-        ["tests/unit/service/http/test_server.py::test_at_most_max_connections_wait_for_a_head"],
-        "at most max_connections_awaiting_head connections wait for a head (oldest closed first)",
+        ["tests/unit/service/http/test_server.py::test_at_most_max_connections_wait_for_a_head_or_a_body"],
+        "at most max_connections_awaiting_head connections wait for a head or a body (oldest closed first)",
+    ),
+    check(
+        "server.body_timeout",
+        [
+            "tests/unit/service/http/test_server.py::test_a_slow_body_is_closed_and_a_prompt_client_is_served_meanwhile",
+            "tests/unit/service/http/test_server.py::test_a_body_still_coming_after_its_answer_is_bounded_too",
+        ],
+        "a connection whose request body is not complete in time is closed",
+    ),
+    check(
+        "server.body_waiters_counted",
+        ["tests/unit/service/http/test_server.py::test_at_most_max_connections_wait_for_a_head_or_a_body"],
+        "connections waiting for a body count with those waiting for a head",
+    ),
+    check(
+        "server.waiting_within_file_limit",
+        [
+            "tests/unit/service/http/test_server.py::test_waiting_connections_are_bounded_by_half_the_open_file_limit"
+        ],
+        "at most half the open-file limit of connections wait for a request",
+    ),
+    check(
+        "server.one_body_framing",
+        [
+            "tests/unit/service/http/test_server.py::test_a_request_that_frames_its_body_twice_is_refused_and_its_connection_closed"
+        ],
+        "a request with both Content-Length and Transfer-Encoding gets 400 and its connection closes",
+    ),
+    check(
+        "requests.client_gone_not_an_error",
+        ["tests/unit/service/http/test_client_gone.py::test_a_client_gone_before_its_body_is_an_info_line"],
+        "a client that disconnects before its body was read is an INFO line, not an ERROR",
+    ),
+    check(
+        "embedding.browser_half_bounded",
+        ["tests/kit/test_embedding.py::test_the_browser_half_refuses_what_our_server_refuses"],
+        "an embedding server's browser half runs the request pass (431, 413, single-valued fields)",
     ),
     check(
         "logs.request_id_shape",
@@ -678,6 +715,20 @@ CHECKS: tuple[Check, ...] = (
         "nginx.connections_per_client",
         ["tests/integration/test_deploy_kit.py::test_nginx_limits_each_client_and_serves_the_others"],
         "a client past 100 connections at once gets 429",
+    ),
+    check(
+        "nginx.body_timeout",
+        [
+            "tests/integration/test_deploy_kit.py::test_nginx_reads_each_body_whole_before_a_replica_and_times_out_a_stalled_one"
+        ],
+        "nginx ends a request whose body stops coming (client_body_timeout)",
+    ),
+    check(
+        "nginx.bodies_buffered",
+        [
+            "tests/integration/test_deploy_kit.py::test_nginx_reads_each_body_whole_before_a_replica_and_times_out_a_stalled_one"
+        ],
+        "nginx reads every body whole before a replica is chosen, browser routes included",
     ),
     check(
         "nginx.head_limits_under_the_replicas",

@@ -30,14 +30,12 @@ from starlette.types import ASGIApp
 from service.errors import UnknownProvider
 from service.flow.operator import DEFAULT_REVOKE_CONCURRENCY, DEFAULT_REVOKE_RATE
 from service.http.drain import Drain
-from service.http.server import loop_factory, with_head_timeout
+from service.http.server import DEFAULT_BOUNDS, RequestBounds, loop_factory, request_bounds, server_config
 from service.mcp.sdk.hooks import SdkHookMissing
 from service.observability.logs import configure_logging
 from service.providers.catalogue import ProviderError, resolve_discovery
 from service.settings import (
     DEFAULT_DATA_DIR,
-    MAX_CONNECTIONS_AWAITING_HEAD,
-    REQUEST_HEAD_TIMEOUT_SECONDS,
     EventLoopChoice,
     Settings,
     SettingsError,
@@ -115,26 +113,10 @@ def build_server(
     keep_alive: float = 5.0,
     grace: float = 20.0,
     drain: Drain | None = None,
-    head_timeout: float = REQUEST_HEAD_TIMEOUT_SECONDS,
-    awaiting_head: int = MAX_CONNECTIONS_AWAITING_HEAD,
+    bounds: RequestBounds = DEFAULT_BOUNDS,
 ) -> _Server:
-    # log_config=None: uvicorn's loggers propagate to our root handler and its redacting filter.
-    # timeout_graceful_shutdown: after SIGTERM, requests in flight get `grace` seconds to finish
-    # (with a `drain`, tool calls on 2025-11-25 sessions too: see service/http/drain.py).
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_config=None,
-        # h11 by class: "auto" would switch to httptools wherever something installs it, which
-        # accepts header fields of any size (service/http/server.py, docs/performance.md);
-        # ours bounds how long, and how many, connections wait for a request head.
-        http=with_head_timeout(head_timeout, awaiting_head),
-        lifespan="on",
-        timeout_keep_alive=int(keep_alive),
-        timeout_graceful_shutdown=int(grace),
-    )
-    return _Server(config, drain)
+    # With a `drain`, tool calls on 2025-11-25 sessions get the grace period too (service/http/drain.py).
+    return _Server(server_config(app, host, port, keep_alive=keep_alive, grace=grace, bounds=bounds), drain)
 
 
 async def _serve_labelled(label: str, server: _Server) -> bool:
@@ -252,8 +234,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 app,
                 args.host,
                 args.port,
-                head_timeout=demo.settings.request_head_timeout_seconds,
-                awaiting_head=demo.settings.max_connections_awaiting_head,
+                bounds=request_bounds(demo.settings),
             ),
             "metrics": build_server(metrics_app(app.state.runtime), args.host, metrics_port),
         }
@@ -288,8 +269,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         settings.port,
         **timing,
         drain=app.state.drain,
-        head_timeout=settings.request_head_timeout_seconds,
-        awaiting_head=settings.max_connections_awaiting_head,
+        bounds=request_bounds(settings),
     )
     servers = {"mcp": server}
     if settings.metrics_port:

@@ -414,8 +414,8 @@ class ProviderDenied(DomainError):
 
 
 class UnknownTransition(RuntimeError):
-    """A status change outside `ConnectFlow`'s `TRANSITIONS`: a programming error, never a user's
-    doing."""
+    """A status change the status machine does not have (`token_store.Transition`): a programming
+    error, never a user's doing."""
 
 
 class InvalidApiKey(DomainError):

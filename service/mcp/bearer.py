@@ -22,6 +22,7 @@ import jwt
 from mcp.server.auth.provider import AccessToken
 
 from service.providers.discovery import discover_metadata
+from service.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -233,3 +234,16 @@ class JwtTokenVerifier:
         if not isinstance(claims.get("sub"), str) or not claims["sub"] or len(claims["sub"]) > 255:
             raise jwt.InvalidTokenError("sub missing or malformed")
         return claims
+
+
+def mcp_token_verifier(settings: Settings, http: httpx.AsyncClient) -> JwtTokenVerifier:
+    """The verifier of the access tokens `/mcp` takes: JWTs of the configured issuer for this
+    server's audience (MCP 2025-11-25, basic/authorization, "Token Audience Binding and
+    Validation"; RFC 8707), keys from the issuer's JWKS fetched over `http`."""
+    return JwtTokenVerifier(
+        issuer=settings.auth_issuer,
+        audience=settings.audience,
+        resource=settings.resource_url,
+        algorithms=settings.auth_algorithms,
+        jwks=JwksCache(settings.auth_issuer, http, settings.auth_jwks_url),
+    )

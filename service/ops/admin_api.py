@@ -23,7 +23,7 @@ from starlette.routing import Route
 
 from service.errors import AdminRequestRefused, UnknownProvider
 from service.flow.operator import DEFAULT_REVOKE_RATE
-from service.mcp.bearer import JwksCache, JwtTokenVerifier
+from service.mcp.bearer import mcp_token_verifier
 from service.observability.audit import audit_operator
 from service.runtime import Runtime
 from token_store import StoreUnavailable
@@ -70,17 +70,11 @@ def refusal_response(refused: AdminRequestRefused, admin_scope: str) -> Response
     )
 
 
-def admin_app(runtime: Runtime, verifier: JwtTokenVerifier | None = None) -> Starlette:
+def admin_app(runtime: Runtime) -> Starlette:
     """The admin API for `MCPUC_ADMIN_PORT` (the runtime is the main app's)."""
     settings = runtime.settings
     operator = runtime.operator
-    verifier = verifier or JwtTokenVerifier(
-        issuer=settings.auth_issuer,
-        audience=settings.audience,
-        resource=settings.resource_url,
-        algorithms=settings.auth_algorithms,
-        jwks=JwksCache(settings.auth_issuer, runtime.http, settings.auth_jwks_url),
-    )
+    verifier = mcp_token_verifier(settings, runtime.http)
 
     async def actor_of(request: Request) -> str:
         # mutant: admin.own_port

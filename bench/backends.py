@@ -112,7 +112,7 @@ async def store_operations(backend: str, url: str, prefix: str, root: Path, flow
     async with demo_in_process(root, overrides) as servers:
         await plain_flow(servers, "ops-warm")
         if backend == "SQLite":
-            store = servers.apps["mcp"].state.runtime.store
+            store = servers.apps["mcp"].state.runtime.store.backend
             statements: list[str] = []
             store.trace(statements.append)
             try:

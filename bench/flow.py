@@ -255,7 +255,7 @@ async def store_operations(root: Path, flows: int) -> list[str]:
     lines = [f"{'store':<8} {'flows':>6} {'operations per flow':>20}  counted"]
     async with demo_in_process(root / "sqlite", {}) as servers:
         await plain_flow(servers, "store-warm")
-        store = servers.apps["mcp"].state.runtime.store
+        store = servers.apps["mcp"].state.runtime.store.backend
         statements: list[str] = []
         store.trace(statements.append)
         try:

@@ -29,7 +29,7 @@ class ConnectionsPage:
     def __init__(self, runtime: Runtime, login: Login) -> None:
         self._runtime = runtime
         self._login = login
-        self._connections = Connections(lambda: runtime.store)
+        self._connections = Connections(runtime.store)
 
     def routes(self) -> list[Route]:
         return [

@@ -721,7 +721,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     code: int = args.func(args)
     return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -34,7 +34,8 @@ from bench.tool_call import add_in_memory_tool
 from service.app import create_app, mcp_http_app, transport_security
 from service.mcp.bearer import mcp_token_verifier
 from service.observability.logs import configure_logging
-from service.ops.cli import build_server, resolve_providers, run_until_stopped
+from service.ops.cli.preamble import resolve_providers
+from service.ops.cli.serving import build_server, run_until_stopped
 from service.providers.outbound_http import OutboundHttp
 from service.settings import Settings, load_settings
 

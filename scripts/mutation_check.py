@@ -895,7 +895,7 @@ CHECKS: tuple[Check, ...] = (
     check(
         "keys.retire_only_unused",
         [
-            "tests/unit/service/ops/test_cli.py::test_keys_retire_refuses_while_a_record_is_sealed_under_the_key"
+            "tests/unit/service/ops/cli/test_keys.py::test_keys_retire_refuses_while_a_record_is_sealed_under_the_key"
         ],
         "a key is retired while records are still sealed under it",
     ),

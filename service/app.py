@@ -187,7 +187,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
         exception_handlers=dict(ERROR_PAGES),
     )
     app.state.runtime = runtime
-    app.state.drain = drain  # `serve` stops through it (service/ops/cli.py)
+    app.state.drain = drain  # `serve` stops through it (service/ops/cli/serving.py)
     # For embedding, tests and benchmarks: add tools (with `uses(app.state.broker.session, ...)`).
     app.state.mcp_server = server
     app.state.sessions = sessions  # the SDK's session manager with our steps (service/mcp/sdk/hooks.py)

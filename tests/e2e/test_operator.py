@@ -49,7 +49,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LifecycleStack]:
 @pytest.fixture
 def configured(stack: LifecycleStack, monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI reads the replicas' own settings (what --config and MCPUC_* load for `serve`)."""
-    monkeypatch.setattr("service.ops.cli.load_settings", lambda **_: stack.settings)
+    monkeypatch.setattr("service.ops.cli.preamble.load_settings", lambda **_: stack.settings)
 
 
 async def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -25,7 +25,7 @@ from service.http.server import (
     event_loop_name,
     loop_factory,
 )
-from service.ops.cli import _Server, build_server
+from service.ops.cli.serving import Server, build_server
 from service.settings import load_settings
 from tests.support.settle import wait_until
 
@@ -81,7 +81,7 @@ async def _slow_app(scope: Scope, receive: Receive, send: Send) -> None:
 
 
 @contextlib.asynccontextmanager
-async def serving(awaiting_head: int) -> AsyncIterator[tuple[int, _Server]]:
+async def serving(awaiting_head: int) -> AsyncIterator[tuple[int, Server]]:
     port = free_port()
     server = build_server(_slow_app, HOST, port, head_timeout=HEAD_TIMEOUT, awaiting_head=awaiting_head)
     task = asyncio.create_task(server.serve())

@@ -9,7 +9,16 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from service.flow.operator import DEFAULT_REVOKE_CONCURRENCY, DEFAULT_REVOKE_RATE
-from service.ops.cli.preamble import EXIT_USAGE, CommandFailed, add_config_option, cli_actor, on_runtime, say
+from service.ops.cli.preamble import (
+    EXIT_USAGE,
+    CommandFailed,
+    Subcommands,
+    add_command,
+    add_group,
+    cli_actor,
+    on_runtime,
+    say,
+)
 
 if TYPE_CHECKING:
     from service.runtime import Runtime
@@ -89,18 +98,18 @@ def cmd_connections_revoke(args: argparse.Namespace) -> int:
     return on_runtime(args, act, resolve_providers_first=not args.dry_run)
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    connections = sub.add_parser("connections", help="every user's connections (operators)")
-    connections_sub = connections.add_subparsers(dest="connections_command", required=True)
-    listing = connections_sub.add_parser("list", help="one row per connection, never a secret")
+def add_parsers(sub: Subcommands) -> None:
+    connections = add_group(sub, "connections", "every user's connections (operators)")
+    listing = add_command(connections, "list", cmd_connections_list, "one row per connection, never a secret")
     listing.add_argument("--user", metavar="SUB", default=None)
     listing.add_argument("--iss", default=None)
     listing.add_argument("--provider", metavar="P", default=None)
     listing.add_argument("--json", action="store_true")
-    add_config_option(listing)
-    listing.set_defaults(func=cmd_connections_list)
-    revoking = connections_sub.add_parser(
-        "revoke", help="delete connections here, then revoke them at the provider (RFC 7009)"
+    revoking = add_command(
+        connections,
+        "revoke",
+        cmd_connections_revoke,
+        "delete connections here, then revoke them at the provider (RFC 7009)",
     )
     revoking.add_argument("--user", metavar="SUB", default=None)
     revoking.add_argument("--iss", default=None, help="the user's issuer (default: MCPUC_AUTH_ISSUER)")
@@ -112,5 +121,3 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     revoking.add_argument("--concurrency", type=int, default=DEFAULT_REVOKE_CONCURRENCY)
     revoking.add_argument("--json", action="store_true")
-    add_config_option(revoking)
-    revoking.set_defaults(func=cmd_connections_revoke)

@@ -7,7 +7,9 @@ import argparse
 
 from service.ops.cli.preamble import (
     CommandFailed,
-    add_config_option,
+    Subcommands,
+    add_command,
+    add_group,
     configured,
     keyring_of,
     opened_store,
@@ -50,14 +52,8 @@ def cmd_keys_retire(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    keys = sub.add_parser("keys", help="encryption key maintenance")
-    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
-    rotate = keys_sub.add_parser("rotate", help="re-encrypt every record under the newest key (online)")
-    add_config_option(rotate)
-    rotate.set_defaults(func=cmd_keys_rotate)
-
-    retire = keys_sub.add_parser("retire", help="check that no record is sealed only under KID")
+def add_parsers(sub: Subcommands) -> None:
+    keys = add_group(sub, "keys", "encryption key maintenance")
+    add_command(keys, "rotate", cmd_keys_rotate, "re-encrypt every record under the newest key (online)")
+    retire = add_command(keys, "retire", cmd_keys_retire, "check that no record is sealed only under KID")
     retire.add_argument("kid")
-    add_config_option(retire)
-    retire.set_defaults(func=cmd_keys_retire)

@@ -15,7 +15,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import httpx
 
@@ -58,8 +58,27 @@ def complain(message: str) -> None:
     print(f"{PROG}: {message}", file=sys.stderr)
 
 
-def add_config_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, default=None, help="TOML settings file (MCPUC_CONFIG_FILE)")
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+Command = Callable[[argparse.Namespace], int]
+
+
+def add_group(sub: Subcommands, name: str, help: str) -> Subcommands:
+    """A command group (`keys`, `connections`...), whose commands are added to what it returns."""
+    return sub.add_parser(name, help=help).add_subparsers(dest=f"{name}_command", required=True)
+
+
+def add_command(
+    sub: Subcommands, name: str, command: Command, help: str, *, configured: bool = True
+) -> argparse.ArgumentParser:
+    """The parser of one command that runs `command`; a `configured` command takes `--config`
+    (it runs on the settings `serve` runs on)."""
+    parser = sub.add_parser(name, help=help)
+    if configured:
+        parser.add_argument(
+            "--config", type=Path, default=None, help="TOML settings file (MCPUC_CONFIG_FILE)"
+        )
+    parser.set_defaults(func=command)
+    return parser
 
 
 def configured(args: argparse.Namespace) -> Settings:

@@ -16,7 +16,8 @@ from service.mcp.sdk.hooks import SdkHookMissing
 from service.observability.logs import configure_logging
 from service.ops.cli.preamble import (
     CommandFailed,
-    add_config_option,
+    Subcommands,
+    add_command,
     configuration_error,
     configured,
     resolve_providers,
@@ -160,8 +161,14 @@ def cmd_dev_token(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    demo = sub.add_parser("demo", help="run the whole flow locally: MCP server, dev AS, mock provider")
+def add_parsers(sub: Subcommands) -> None:
+    demo = add_command(
+        sub,
+        "demo",
+        cmd_demo,
+        "run the whole flow locally: MCP server, dev AS, mock provider",
+        configured=False,
+    )
     demo.add_argument("--host", default="127.0.0.1")
     demo.add_argument("--port", type=int, default=8000)
     demo.add_argument("--providers-port", type=int, default=0, help="dev AS + mockhub port (default PORT+1)")
@@ -174,13 +181,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="REFS",
         help="tool packages to serve, package.module:function, comma-separated (MCPUC_TOOLS)",
     )
-    demo.set_defaults(func=cmd_demo)
+    add_command(sub, "serve", cmd_serve, "run the MCP server configured by MCPUC_* variables")
 
-    serve = sub.add_parser("serve", help="run the MCP server configured by MCPUC_* variables")
-    add_config_option(serve)
-    serve.set_defaults(func=cmd_serve)
-
-    mock = sub.add_parser("mock-providers", help="run the dev AS and mockhub alone (development only)")
+    mock = add_command(
+        sub,
+        "mock-providers",
+        cmd_mock_providers,
+        "run the dev AS and mockhub alone (development only)",
+        configured=False,
+    )
     mock.add_argument("--host", default="127.0.0.1")
     mock.add_argument("--port", type=int, default=8001)
     mock.add_argument(
@@ -210,9 +219,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         action=argparse.BooleanOptionalAction,
         help="a retired refresh token presented again revokes its grant (default yes)",
     )
-    mock.set_defaults(func=cmd_mock_providers)
 
-    token = sub.add_parser("dev-token", help="print a bearer token for SUB signed by the demo's dev AS keys")
+    token = add_command(
+        sub,
+        "dev-token",
+        cmd_dev_token,
+        "print a bearer token for SUB signed by the demo's dev AS keys",
+        configured=False,
+    )
     token.add_argument("sub")
     token.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
-    token.set_defaults(func=cmd_dev_token)

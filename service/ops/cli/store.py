@@ -8,7 +8,9 @@ import os
 from service.ops.cli.preamble import (
     EXIT_USAGE,
     CommandFailed,
-    add_config_option,
+    Subcommands,
+    add_command,
+    add_group,
     configured,
     keyring_of,
     opened_store,
@@ -65,17 +67,17 @@ def cmd_store_copy_from(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    store = sub.add_parser("store", help="store maintenance")
-    store_sub = store.add_subparsers(dest="store_command", required=True)
-    migrate = store_sub.add_parser("migrate", help="create or upgrade the store's schema (docs/postgres.md)")
-    add_config_option(migrate)
-    migrate.set_defaults(func=cmd_store_migrate)
-    copy_from = store_sub.add_parser(
-        "copy-from", help="copy another Redis store's connections into this one (docs/redis.md)"
+def add_parsers(sub: Subcommands) -> None:
+    store = add_group(sub, "store", "store maintenance")
+    add_command(
+        store, "migrate", cmd_store_migrate, "create or upgrade the store's schema (docs/postgres.md)"
+    )
+    copy_from = add_command(
+        store,
+        "copy-from",
+        cmd_store_copy_from,
+        "copy another Redis store's connections into this one (docs/redis.md)",
     )
     copy_from.add_argument(
         "--from-env", default="MCPUC_OLD_STORE_URL", help="variable holding the old store's URL"
     )
-    add_config_option(copy_from)
-    copy_from.set_defaults(func=cmd_store_copy_from)

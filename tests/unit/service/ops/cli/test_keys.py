@@ -4,23 +4,19 @@ that still seals a record, and the primary key."""
 from __future__ import annotations
 
 import asyncio
-import base64
-import os
 from pathlib import Path
 
 import pytest
 
 from service.ops.cli import main
+from tests.support.cli import new_key, serve_environment
 from token_store import Connection, ConnectionKey, KeyRing, SQLiteStore, TokenSet, UserRef
 
 
 def test_keys_rotate_reencrypts_under_the_newest_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def key() -> str:
-        return base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
-
-    old, new = f"old:{key()}", f"new:{key()}"
+    old, new = f"old:{new_key()}", f"new:{new_key()}"
     db = tmp_path / "store.sqlite3"
     conn = Connection(
         ConnectionKey(UserRef("https://as", "alice"), "mockhub", "1"), TokenSet("tok"), "a", 1.0, 1.0
@@ -37,17 +33,7 @@ def test_keys_rotate_reencrypts_under_the_newest_key(
             await store.close()
 
     asyncio.run(put_and_read(old, write=True))
-    environ = {
-        "MCPUC_PUBLIC_URL": "https://mcp.example.com",
-        "MCPUC_AUTH_ISSUER": "https://as.example.com",
-        "MCPUC_LOGIN_CLIENT_ID": "login",
-        "MCPUC_SESSION_SECRET": "s" * 40,
-        "MCPUC_ENCRYPTION_KEYS": f"{new},{old}",
-        "MCPUC_REQUEST_STATE_KEYS": key(),
-        "MCPUC_STORE_URL": f"sqlite:///{db}",
-    }
-    for name, value in environ.items():
-        monkeypatch.setenv(name, value)
+    serve_environment(monkeypatch, store_url=f"sqlite:///{db}", encryption_keys=f"{new},{old}")
     assert main(["keys", "rotate"]) == 0
     assert "re-encrypted 1 record" in capsys.readouterr().out
     # The old key is no longer needed: the record reads under the new key alone.
@@ -57,10 +43,7 @@ def test_keys_rotate_reencrypts_under_the_newest_key(
 def test_keys_retire_refuses_while_a_record_is_sealed_under_the_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def key() -> str:
-        return base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
-
-    old, new = f"old:{key()}", f"new:{key()}"
+    old, new = f"old:{new_key()}", f"new:{new_key()}"
     db = tmp_path / "store.sqlite3"
     users = [UserRef("https://as", sub) for sub in ("alice", "bob")]
 
@@ -75,17 +58,7 @@ def test_keys_retire_refuses_while_a_record_is_sealed_under_the_key(
             await store.close()
 
     asyncio.run(put_under_old())
-    environ = {
-        "MCPUC_PUBLIC_URL": "https://mcp.example.com",
-        "MCPUC_AUTH_ISSUER": "https://as.example.com",
-        "MCPUC_LOGIN_CLIENT_ID": "login",
-        "MCPUC_SESSION_SECRET": "s" * 40,
-        "MCPUC_ENCRYPTION_KEYS": f"{new},{old}",
-        "MCPUC_REQUEST_STATE_KEYS": key(),
-        "MCPUC_STORE_URL": f"sqlite:///{db}",
-    }
-    for name, value in environ.items():
-        monkeypatch.setenv(name, value)
+    serve_environment(monkeypatch, store_url=f"sqlite:///{db}", encryption_keys=f"{new},{old}")
     assert main(["keys", "retire", "old"]) == 1
     assert "2 record(s) are sealed only under 'old'" in capsys.readouterr().err
     assert main(["keys", "retire", "new"]) == 1  # the primary key is never retired

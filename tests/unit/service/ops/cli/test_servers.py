@@ -3,14 +3,12 @@ the demo a newcomer runs starts, refuses and stops in one line each."""
 
 from __future__ import annotations
 
-import base64
 import os
 import signal
 import socket
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -21,6 +19,7 @@ from mock_providers import create_mock_providers_app
 from mock_providers.demo import banner, build_demo
 from mock_providers.testing.servers import free_port
 from service.ops.cli import main
+from tests.support.cli import serve_environment
 from tests.support.settle import eventually, succeeds
 
 
@@ -95,15 +94,6 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
 
 
-@pytest.fixture
-def held_port() -> Iterator[int]:
-    """A port another process could hold: bound and listening for the test's duration."""
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        yield holder.getsockname()[1]
-
-
 @pytest.mark.parametrize("which", ["--port", "--providers-port"])
 def test_demo_on_a_busy_port_exits_at_once_with_one_line(tmp_path: Path, held_port: int, which: str) -> None:
     port, providers_port = (held_port, free_port()) if which == "--port" else (free_port(), held_port)
@@ -173,17 +163,7 @@ def test_banner_commands_run_from_the_repository_root(tmp_path: Path) -> None:
 def test_serve_with_a_placeholder_encryption_key_is_a_configuration_error(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    environ = {
-        "MCPUC_PUBLIC_URL": "https://mcp.example.com",
-        "MCPUC_AUTH_ISSUER": "https://as.example.com",
-        "MCPUC_LOGIN_CLIENT_ID": "login",
-        "MCPUC_SESSION_SECRET": "s" * 40,
-        "MCPUC_ENCRYPTION_KEYS": "REPLACE_ME",
-        "MCPUC_REQUEST_STATE_KEYS": base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("="),
-    }
-    monkeypatch.delenv("MCPUC_CONFIG_FILE", raising=False)
-    for name, value in environ.items():
-        monkeypatch.setenv(name, value)
+    serve_environment(monkeypatch, encryption_keys="REPLACE_ME")
     assert main(["serve"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("mcp-url-connect: configuration error: ") and err.count("\n") == 1

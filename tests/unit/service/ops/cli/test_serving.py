@@ -3,21 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-from collections.abc import Iterator
-
-import pytest
 
 from service.ops.cli.serving import build_server, serve_until_stopped
-
-
-@pytest.fixture
-def held_port() -> Iterator[int]:
-    """A port another process could hold: bound and listening for the test's duration."""
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        yield holder.getsockname()[1]
 
 
 def test_a_server_failing_to_start_stops_the_others(held_port: int) -> None:

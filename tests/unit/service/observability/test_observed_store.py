@@ -7,7 +7,6 @@ import base64
 from pathlib import Path
 
 import pytest
-from prometheus_client import generate_latest
 
 from service.observability.metrics import Metrics
 from service.observability.observed_store import ObservedStore
@@ -21,10 +20,7 @@ def keyring() -> KeyRing:
 
 
 def errors_counted(metrics: Metrics, operation: str) -> float:
-    for line in generate_latest(metrics.registry).decode().splitlines():
-        if line.startswith(f'mcpuc_store_errors_total{{operation="{operation}"}}'):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
+    return metrics.registry.get_sample_value("mcpuc_store_errors_total", {"operation": operation}) or 0.0
 
 
 async def test_before_the_backend_is_open_every_operation_is_an_outage(tmp_path: Path) -> None:

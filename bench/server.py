@@ -32,7 +32,7 @@ from starlette.routing import Mount, Route
 from bench.request_cpu import RequestCpu
 from bench.tool_call import add_in_memory_tool
 from service.app import create_app, mcp_http_app, transport_security
-from service.mcp.bearer import mcp_token_verifier
+from service.mcp.bearer import token_verifier
 from service.observability.logs import configure_logging
 from service.ops.cli.preamble import resolve_providers
 from service.ops.cli.serving import build_server, run_until_stopped
@@ -56,7 +56,7 @@ def ours(settings: Settings, request_cpu: bool = False) -> Starlette:
 
 def sdk(settings: Settings, resumable: bool = False) -> Starlette:
     http = OutboundHttp(settings.http_timeout).client
-    verifier = mcp_token_verifier(settings, http)
+    verifier = token_verifier(settings, http)
     server: MCPServer[Any] = MCPServer(
         "bare-sdk",
         token_verifier=verifier,

@@ -918,6 +918,41 @@ CHECKS: tuple[Check, ...] = (
         ["tests/security/test_admin_api.py::test_admin_api_lets_the_static_token_act_and_audits_it"],
         "a misspelt member of an admin request is refused, never ignored",
     ),
+    check(
+        "admin.own_audience",
+        ["tests/security/test_admin_api.py::test_an_mcp_token_with_the_admin_scope_is_not_an_admin_token"],
+        "the admin API takes MCP access tokens (the MCP resource's audience) as admin tokens",
+    ),
+    check(
+        "settings.admin_resource_of_its_own",
+        ["tests/unit/service/ops/test_admin_api.py::test_the_admin_api_needs_a_resource_of_its_own"],
+        "the admin API starts without an audience of its own, or with the MCP resource's",
+    ),
+    check(
+        "admin.client_allow_list",
+        ["tests/security/test_admin_api.py::test_only_listed_admin_clients_act_as_operators"],
+        "a token of a client not on the admin client list acts as an operator",
+    ),
+    check(
+        "admin.unknown_query_parameters",
+        ["tests/security/test_admin_api.py::test_an_unknown_query_parameter_is_refused_not_ignored"],
+        "a misspelt filter in the admin API's query is ignored (and every user listed)",
+    ),
+    check(
+        "admin.refusals_audited",
+        ["tests/security/test_admin_api.py::test_refused_authentications_are_audited_at_a_bounded_rate"],
+        "a refused admin authentication leaves no audit event",
+    ),
+    check(
+        "admin.refusal_audit_throttled",
+        ["tests/security/test_admin_api.py::test_refused_authentications_are_audited_at_a_bounded_rate"],
+        "a flood of refused admin requests floods the audit log",
+    ),
+    check(
+        "admin.nested_body",
+        ["tests/security/test_admin_api.py::test_malformed_requests_get_the_documented_json_error"],
+        "a deeply nested admin request body is a 500",
+    ),
 )
 # --------------------------------------------------------------------------------------------------
 # Markers: where each check is, and the operator that removes it

@@ -24,7 +24,7 @@ from connect_routes.error_pages import ERROR_PAGES
 from connect_routes.headers import add_security_headers
 from service.http.drain import Drain
 from service.http.request_pass import RequestPass
-from service.mcp.bearer import mcp_token_verifier
+from service.mcp.bearer import token_verifier
 from service.mcp.broker import ConnectionBroker
 from service.mcp.sdk.affinity import SessionAffinityMiddleware
 from service.mcp.sdk.hooks import SessionManager, adopt_session_manager, check_sdk_hooks
@@ -61,7 +61,7 @@ def build_mcp_server(settings: Settings, runtime: Runtime) -> tuple[MCPServer[An
         tracing=runtime.tracing,
         version=package_version(),
         instructions=INSTRUCTIONS,
-        token_verifier=mcp_token_verifier(settings, runtime.http),
+        token_verifier=token_verifier(settings, runtime.http),
         auth=AuthSettings(
             issuer_url=settings.auth_issuer,  # type: ignore[arg-type]  # pydantic coerces str
             resource_server_url=settings.resource_url,  # type: ignore[arg-type]

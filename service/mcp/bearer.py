@@ -236,14 +236,18 @@ class JwtTokenVerifier:
         return claims
 
 
-def mcp_token_verifier(settings: Settings, http: httpx.AsyncClient) -> JwtTokenVerifier:
-    """The verifier of the access tokens `/mcp` takes: JWTs of the configured issuer for this
-    server's audience (MCP 2025-11-25, basic/authorization, "Token Audience Binding and
-    Validation"; RFC 8707), keys from the issuer's JWKS fetched over `http`."""
+def token_verifier(
+    settings: Settings, http: httpx.AsyncClient, resource: str | None = None
+) -> JwtTokenVerifier:
+    """The verifier of the configured issuer's JWT access tokens for one of our resources: `/mcp`
+    (the settings' audience) unless `resource` names another (the admin API's `admin_audience`).
+    A token is good for the resource whose audience it carries only (MCP 2025-11-25,
+    basic/authorization, "Token Audience Binding and Validation"; RFC 8707 §2). Keys come from the
+    issuer's JWKS, fetched over `http`."""
     return JwtTokenVerifier(
         issuer=settings.auth_issuer,
-        audience=settings.audience,
-        resource=settings.resource_url,
+        audience=resource or settings.audience,
+        resource=resource or settings.resource_url,
         algorithms=settings.auth_algorithms,
         jwks=JwksCache(settings.auth_issuer, http, settings.auth_jwks_url),
     )

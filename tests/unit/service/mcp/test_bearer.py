@@ -29,7 +29,7 @@ from service.mcp.bearer import (
     JwksCache,
     JwtTokenVerifier,
     VerifiedTokens,
-    mcp_token_verifier,
+    token_verifier,
 )
 from service.settings import Settings
 
@@ -197,7 +197,7 @@ async def test_the_mcp_verifier_is_built_from_the_settings(signing_key: rsa.RSAP
     issuer = FakeIssuer(jwks=[public_jwk(signing_key, KID)])
     http = httpx.AsyncClient(transport=httpx.MockTransport(issuer.handler))
     settings = Settings(public_url="https://mcp.example.com", auth_issuer=ISSUER, auth_jwks_url=JWKS_URL)
-    verifier = mcp_token_verifier(settings, http)
+    verifier = token_verifier(settings, http)
     access = await verifier.verify_token(mint(signing_key))  # aud: the settings' <public_url>/mcp
     assert access is not None and access.resource == settings.resource_url
     await assert_rejected(verifier, mint(signing_key, aud="https://other.example.com/mcp"))

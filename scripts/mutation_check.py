@@ -949,6 +949,14 @@ CHECKS: tuple[Check, ...] = (
         "a flood of refused admin requests floods the audit log",
     ),
     check(
+        "cli.output_escaped",
+        [
+            "tests/unit/service/ops/cli/test_preamble.py::test_every_line_printed_is_escaped_as_the_text_log_writes_it",
+            "tests/security/test_operator_cli.py::test_provider_supplied_labels_reach_the_operators_terminal_escaped",
+        ],
+        "the CLI prints values from outside (a provider's account label) with their control characters",
+    ),
+    check(
         "admin.nested_body",
         ["tests/security/test_admin_api.py::test_malformed_requests_get_the_documented_json_error"],
         "a deeply nested admin request body is a 500",

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 from typing import TYPE_CHECKING, Any
 
 from service.flow.operator import DEFAULT_REVOKE_CONCURRENCY, DEFAULT_REVOKE_RATE
+from service.observability.logs import escape_control_characters
 from service.ops.cli.preamble import (
     EXIT_USAGE,
     CommandFailed,
@@ -18,6 +18,7 @@ from service.ops.cli.preamble import (
     cli_actor,
     on_runtime,
     say,
+    say_json,
 )
 
 if TYPE_CHECKING:
@@ -27,10 +28,13 @@ COLUMNS = ("sub", "iss", "provider", "account", "account_label", "scopes", "stat
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
-    """`rows` as aligned columns under a header line."""
+    """`rows` as aligned columns under a header line; each cell escaped as `say` escapes a line,
+    before the widths are measured."""
     cells = [
         [
-            " ".join(row[c]) if c == "scopes" else _iso(row[c]) if c == "updated_at" else str(row[c])
+            escape_control_characters(
+                " ".join(row[c]) if c == "scopes" else _iso(row[c]) if c == "updated_at" else str(row[c])
+            )
             for c in COLUMNS
         ]
         for row in rows
@@ -54,7 +58,7 @@ def cmd_connections_list(args: argparse.Namespace) -> int:
             cli_actor(), sub=args.user, iss=args.iss, provider=args.provider
         )
         if args.json:
-            say(json.dumps(rows, indent=2))
+            say_json(rows)
         else:
             say(*table(rows), f"{len(rows)} connection(s)")
         return 0
@@ -83,7 +87,7 @@ def cmd_connections_revoke(args: argparse.Namespace) -> int:
         else:
             removal = await operator.revoke_user(cli_actor(), args.user, iss=args.iss, provider=args.provider)
         if args.json:
-            say(json.dumps(removal.summary(), indent=2))
+            say_json(removal.summary())
             return 0
         for row in removal.deleted:
             confirmed = "revoked at the provider" if row["revoked"] else "NOT confirmed by the provider"

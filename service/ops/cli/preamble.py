@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
+import json
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 import httpx
 
 from service.errors import UnknownProvider
+from service.observability.logs import escape_control_characters
 from service.providers.catalogue import resolve_discovery
 from service.settings import Settings, load_settings
 from token_store import KeyRing, Store, StoreUnavailable, open_store
@@ -48,14 +50,24 @@ def configuration_error(exc: Exception) -> CommandFailed:
 
 
 def say(*lines: str) -> None:
-    """Print `lines` to stdout, each a line."""
+    """Print `lines` to stdout, each a line. What a command prints holds values from outside (a
+    provider's account label, a user's `sub`, an error's text): each line is printed with its
+    control characters escaped, as the text log writes them (`escape_control_characters`), so no
+    value can add a row or send the operator's terminal an escape sequence."""
     for line in lines:
-        print(line, flush=True)
+        # mutant: cli.output_escaped "escape_control_characters(line)" -> "line"
+        print(escape_control_characters(line), flush=True)
+
+
+def say_json(value: object) -> None:
+    """`value` as indented JSON, every character past ASCII (controls included) as a `\\u`
+    escape; DEL, which JSON may leave as it is, too: valid JSON that `say` leaves unchanged."""
+    say(*json.dumps(value, indent=2).replace("\x7f", "\\u007f").splitlines())
 
 
 def complain(message: str) -> None:
-    """One line on stderr, after the program's name."""
-    print(f"{PROG}: {message}", file=sys.stderr)
+    """One line on stderr, after the program's name (escaped as `say` escapes)."""
+    print(f"{PROG}: {escape_control_characters(message)}", file=sys.stderr)
 
 
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"

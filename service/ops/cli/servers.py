@@ -78,7 +78,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         }
     except (ValueError, SdkHookMissing) as exc:  # a malformed key or URL, an SDK without a hook
         raise configuration_error(exc) from None
-    say(banner(demo))
+    say(*banner(demo).splitlines())
     return run_until_stopped(servers)
 
 

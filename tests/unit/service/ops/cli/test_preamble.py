@@ -3,14 +3,18 @@ code; `python -m service.ops.cli` is the same command as the entry point."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from service.observability.logs import escape_control_characters
 from service.ops.cli import main
+from service.ops.cli.preamble import complain, say, say_json
 from tests.support.cli import serve_environment
 
 REPO_ROOT = Path(__file__).resolve().parents[5]
@@ -60,3 +64,15 @@ def test_a_provider_not_configured_is_one_line_and_exit_2(
     assert main(["connections", "revoke", "--user", "alice", "--provider", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("mcp-url-connect: ") and "nope" in err and err.count("\n") == 1
+
+
+def test_every_line_printed_is_escaped_as_the_text_log_writes_it(capsys: pytest.CaptureFixture[str]) -> None:
+    hostile = "label\x1b]52;c;cHduZWQ=\x07\x9b2J\x7f\r\nforged row"
+    say(f"deleted alice mockhub 1 ({hostile})", "done")
+    say_json({"account_label": hostile})
+    complain(f"unknown provider {hostile}")
+    out, err = capsys.readouterr()
+    assert out.splitlines()[:2] == [f"deleted alice mockhub 1 ({escape_control_characters(hostile)})", "done"]
+    assert json.loads("\n".join(out.splitlines()[2:])) == {"account_label": hostile}  # still JSON, exact
+    assert err == f"mcp-url-connect: unknown provider {escape_control_characters(hostile)}\n"
+    assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]", out + err)

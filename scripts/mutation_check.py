@@ -99,6 +99,7 @@ E2E_STATE = "tests/e2e/test_request_state.py"
 SEC_BROWSER = "tests/security/test_browser.py"
 BEARER = "tests/unit/service/mcp/test_bearer.py"
 CONTRACT = "tests/integration/token_store/test_store_contract.py"
+STORE_COPY = "tests/integration/token_store/test_store_copy.py"
 UNIT_CHECKS = "tests/unit/service/flow/test_security_checks.py"
 UNIT_ROUTES = "tests/unit/connect_routes/test_connect.py"
 UNIT_ACCOUNTS = "tests/unit/service/mcp/test_account_choice.py"
@@ -384,6 +385,65 @@ CHECKS: tuple[Check, ...] = (
         "store.connection_binding",
         [f"{CONTRACT}::test_record_moved_under_another_key_reads_as_absent"],
         "associated data = (iss, sub, provider, account) of the record",
+    ),
+    check(
+        "store.transition_table",
+        [
+            f"{CONTRACT}::test_the_store_makes_exactly_the_transitions_of_the_status_machine[sqlite]",
+            "tests/unit/service/flow/test_connect_table.py::test_a_transition_outside_the_table_is_refused",
+        ],
+        "a status change outside the status machine (Transition) refused by the flow and every store",
+    ),
+    check(
+        "store_copy.never_undo_a_deletion",
+        [
+            f"{CONTRACT}::test_a_copy_step_writes_what_the_copy_rules_decide[sqlite]",
+            f"{STORE_COPY}::test_a_second_copy_from_sqlite_to_postgres_brings_back_no_deletion",
+        ],
+        "store copy-from leaves out a grant the target deleted (made at or before the deletion)",
+    ),
+    check(
+        "store_copy.carry_deletions",
+        [
+            f"{CONTRACT}::test_a_copy_step_writes_what_the_copy_rules_decide[sqlite]",
+            f"{STORE_COPY}::test_a_second_copy_from_sqlite_to_postgres_brings_back_no_deletion",
+        ],
+        "store copy-from carries the source's deletions over (a disconnect on the old store)",
+    ),
+    check(
+        "store_copy.window",
+        [f"{STORE_COPY}::test_a_copy_after_the_window_closed_is_refused"],
+        "no store copy-from after the deletions of its window may be forgotten",
+    ),
+    check(
+        "sqlite.remember_deletion",
+        [f"{CONTRACT}::test_every_deletion_is_remembered_until_it_is_forgotten[sqlite]"],
+        "every deleted connection remembered (the copy's deletions)",
+        markers=2,
+    ),
+    check(
+        "postgres.remember_deletion",
+        [
+            f"{CONTRACT}::test_every_deletion_is_remembered_until_it_is_forgotten[postgres]",
+            f"{STORE_COPY}::test_a_second_copy_from_sqlite_to_postgres_brings_back_no_deletion",
+        ],
+        "every deleted connection remembered, in the deleting statement",
+    ),
+    check(
+        "redis.remember_deletion",
+        [
+            f"{CONTRACT}::test_every_deletion_is_remembered_until_it_is_forgotten[redis]",
+            f"{STORE_COPY}::test_a_second_copy_from_redis_to_cluster_brings_back_no_deletion",
+        ],
+        "every deleted connection remembered, in the deleting script (Lua)",
+    ),
+    check(
+        "redis.copy_compare_and_set",
+        [
+            "tests/integration/token_store/backends/redis/test_store.py"
+            "::test_a_copy_step_is_written_only_over_what_it_read"
+        ],
+        "a copy step writes only over the connection and deletion it read (Lua)",
     ),
     check(
         "sqlite.take_oauth_state",

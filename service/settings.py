@@ -12,6 +12,7 @@ or from a file named by `MCPUC_<NAME>_FILE` (a Kubernetes Secret mounted as file
 from __future__ import annotations
 
 import base64
+import importlib
 import os
 import re
 import tomllib
@@ -32,12 +33,6 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
-from service.http.server import (
-    MAX_CONNECTIONS_AWAITING_HEAD,
-    REQUEST_HEAD_TIMEOUT_SECONDS,
-    EventLoopChoice,
-    event_loop_name,
-)
 from service.providers.catalogue import (
     PROVIDER_NAME,
     ProviderConfig,
@@ -73,6 +68,32 @@ REPLICA_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 # the token store's (DEFAULT_REDIS_PREFIX, imported above).
 DEFAULT_DATA_DIR = Path(".mcp-url-connect")
 DEFAULT_METRICS_PORT = 9464  # the port Prometheus exporters commonly take (OpenTelemetry's too)
+# The bounds on request heads (service/http/server.py: BoundedHeadH11Protocol).
+REQUEST_HEAD_TIMEOUT_SECONDS = 10.0
+MAX_CONNECTIONS_AWAITING_HEAD = 512
+
+# The servers' event loop (service/http/server.py runs it): `auto` means what uvicorn's
+# `--loop auto` means, uvloop where it is installed, else asyncio's own.
+EventLoopChoice = Literal["auto", "uvloop", "asyncio"]
+
+
+def event_loop_name(choice: EventLoopChoice) -> Literal["uvloop", "asyncio"]:
+    """The loop `choice` runs on here; naming `uvloop` where it is not installed is a
+    configuration error (`Settings.require_safe_to_serve`), not a silent fallback."""
+    if choice == "auto":
+        return "uvloop" if _installed("uvloop") else "asyncio"
+    if choice == "uvloop" and not _installed("uvloop"):
+        raise ValueError("MCPUC_EVENT_LOOP is uvloop, but uvloop is not installed")
+    return choice
+
+
+def _installed(module: str) -> bool:
+    """Whether `module` imports (present but broken counts as absent, as for uvicorn's `auto`)."""
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
 
 
 class SettingsError(ValueError):

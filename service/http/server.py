@@ -5,7 +5,8 @@ By default uvloop (libuv): measured with bench/flow.py on a 2-core machine, it c
 CPU per request by 10-20 % against asyncio's own loop (docs/performance.md). `auto` means what
 uvicorn's `--loop auto` means: uvloop where it is installed (it is a dependency everywhere but on
 Windows, where it has no build), else asyncio's. Naming `uvloop` where it is not installed is a
-configuration error (`Settings.require_safe_to_serve`), not a silent fallback.
+configuration error (`Settings.require_safe_to_serve`), not a silent fallback; the choice and
+the bounds below are settings (service/settings.py owns their defaults).
 
 The HTTP parser stays h11 (uvicorn's pure-Python one), not uvicorn's faster httptools: httptools
 accepts header fields of any size (h11 stops at 16 KiB) and keeps trailing whitespace in field
@@ -25,28 +26,22 @@ and answers every request 503 while they are open.
 from __future__ import annotations
 
 import asyncio
-import importlib
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Literal
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-EventLoopChoice = Literal["auto", "uvloop", "asyncio"]
-REQUEST_HEAD_TIMEOUT_SECONDS = 10.0
-MAX_CONNECTIONS_AWAITING_HEAD = 512
+from service.settings import (
+    MAX_CONNECTIONS_AWAITING_HEAD,
+    REQUEST_HEAD_TIMEOUT_SECONDS,
+    EventLoopChoice,
+    event_loop_name,
+)
+
 # RFC 9110 §15.5.9, sent only to a connection that had begun a head (an idle keep-alive
 # connection is closed silently: its client may be sending a request on it at that moment).
 REQUEST_TIMEOUT = b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
-
-
-def event_loop_name(choice: EventLoopChoice) -> Literal["uvloop", "asyncio"]:
-    if choice == "auto":
-        return "uvloop" if _installed("uvloop") else "asyncio"
-    if choice == "uvloop" and not _installed("uvloop"):
-        raise ValueError("MCPUC_EVENT_LOOP is uvloop, but uvloop is not installed")
-    return choice
 
 
 def loop_factory(choice: EventLoopChoice) -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -56,15 +51,6 @@ def loop_factory(choice: EventLoopChoice) -> Callable[[], asyncio.AbstractEventL
     import uvloop
 
     return uvloop.new_event_loop
-
-
-def _installed(module: str) -> bool:
-    """Whether `module` imports (present but broken counts as absent, as for uvicorn's `auto`)."""
-    try:
-        importlib.import_module(module)
-    except ImportError:
-        return False
-    return True
 
 
 class BoundedHeadH11Protocol(H11Protocol):

@@ -16,15 +16,14 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from service.http.drain import Drain
-from service.http.server import (
+from service.http.server import loop_factory, with_head_timeout
+from service.ops.cli.preamble import CommandFailed
+from service.settings import (
     MAX_CONNECTIONS_AWAITING_HEAD,
     REQUEST_HEAD_TIMEOUT_SECONDS,
     EventLoopChoice,
     event_loop_name,
-    loop_factory,
-    with_head_timeout,
 )
-from service.ops.cli.preamble import CommandFailed
 
 # Which server a log line comes from, when one process runs two (`demo`); set per server task.
 _SERVER_LABEL: ContextVar[str] = ContextVar("server_label", default="")

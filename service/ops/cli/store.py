@@ -11,6 +11,7 @@ from service.ops.cli.preamble import (
     Subcommands,
     add_command,
     add_group,
+    configuration_error,
     configured,
     keyring_of,
     opened_store,
@@ -35,35 +36,31 @@ def cmd_store_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_store_copy_from(args: argparse.Namespace) -> int:
-    """Copy the connections of another Redis store (the URL in the environment variable
-    `--from-env`, never on the command line: it may hold a password) into MCPUC_STORE_URL's, in
-    its layout: moving a single primary's deployment to Redis Cluster (docs/redis.md, "Moving to
-    Cluster"). Run it before and again after the replicas switch; it never overwrites a newer
-    connection."""
-    from token_store import RedisStore
+    """Copy the connections of another store (the URL in the environment variable `--from-env`,
+    never on the command line: it may hold a password) into MCPUC_STORE_URL's, never bringing
+    back a connection either store deleted (token_store/store_copy.py): moving a deployment to
+    another store (docs/redis.md, "Moving to another store"). Run it before and again after the
+    replicas switch."""
+    from token_store import CopyWindowClosed, copy_between
 
     settings = configured(args)
     source_url = os.environ.get(args.from_env, "")
-    if not settings.uses_redis or not source_url.lower().startswith(("redis://", "rediss://", "redis+")):
-        raise CommandFailed(
-            "store copy-from needs a Redis MCPUC_STORE_URL and a Redis URL in " + args.from_env, EXIT_USAGE
-        )
-
-    async def copy() -> int:
-        keyring = keyring_of(settings)
-        source = await RedisStore.open(source_url, keyring, prefix=settings.redis_prefix)
-        try:
-            async with opened_store(settings, keyring) as target:
-                assert isinstance(target, RedisStore)
-                return await target.copy_connections_from(source)
-        finally:
-            await source.close()
-
+    if not source_url:
+        raise CommandFailed(f"store copy-from needs the old store's URL in {args.from_env}", EXIT_USAGE)
+    copy = copy_between(
+        source_url,
+        settings.effective_store_url,
+        keyring_of(settings),
+        prefix=settings.redis_prefix,
+        new_window=args.new_window,
+    )
     try:
-        count = run(copy())
-    except ValueError as exc:
+        report = run(copy)
+    except ValueError as exc:  # a URL that names no store
+        raise configuration_error(exc) from None
+    except CopyWindowClosed as exc:
         raise CommandFailed(str(exc)) from None
-    say(f"copied {count} connection(s)")
+    say(*report.summary().splitlines())
     return 0
 
 
@@ -76,8 +73,13 @@ def add_parsers(sub: Subcommands) -> None:
         store,
         "copy-from",
         cmd_store_copy_from,
-        "copy another Redis store's connections into this one (docs/redis.md)",
+        "copy another store's connections into this one, deletions kept (docs/redis.md)",
     )
     copy_from.add_argument(
         "--from-env", default="MCPUC_OLD_STORE_URL", help="variable holding the old store's URL"
+    )
+    copy_from.add_argument(
+        "--new-window",
+        action="store_true",
+        help="open a new copy window (a store that served until now only, never one left behind)",
     )

@@ -17,16 +17,10 @@ from starlette.applications import Starlette
 from starlette.types import Receive, Scope, Send
 
 from mock_providers.testing.servers import HOST, free_port
-from service.http import server as server_runtime
-from service.http.server import (
-    REQUEST_TIMEOUT,
-    BoundedHeadH11Protocol,
-    EventLoopChoice,
-    event_loop_name,
-    loop_factory,
-)
+from service import settings as settings_module
+from service.http.server import REQUEST_TIMEOUT, BoundedHeadH11Protocol, loop_factory
 from service.ops.cli.serving import Server, build_server
-from service.settings import load_settings
+from service.settings import EventLoopChoice, event_loop_name, load_settings
 from tests.support.settle import wait_until
 
 
@@ -48,7 +42,7 @@ def test_asyncio_on_request() -> None:
 
 
 def test_without_uvloop_auto_falls_back_to_asyncio(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(server_runtime, "_installed", lambda module: False)
+    monkeypatch.setattr(settings_module, "_installed", lambda module: False)
     assert event_loop_name("auto") == "asyncio" and loop_factory("auto") is None
 
 

@@ -5,4 +5,5 @@ import sys
 
 from service.ops.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing the package's modules one by one runs nothing
+    sys.exit(main())

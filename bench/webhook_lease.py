@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import collections
 import contextlib
-import functools
 import secrets
 import tempfile
 import time
@@ -83,7 +82,7 @@ async def run(messages: int, receiver_seconds: float, backend: str) -> None:
         clients = [httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) for _ in stores]
         senders = [
             WebhookSender(
-                functools.partial(lambda held: held, store),
+                store,
                 client,
                 "http://127.0.0.1:9/hooks",
                 "whsec_" + "A" * 43 + "=",

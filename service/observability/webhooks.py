@@ -73,9 +73,7 @@ def signing_key(secret: str) -> Webhook:
 class ConnectionEvents:
     """Writes connection health events to the outbox; does nothing when no receiver is set."""
 
-    def __init__(
-        self, store: Callable[[], Store], enabled: bool, clock: Callable[[], float] = time.time
-    ) -> None:
+    def __init__(self, store: Store, enabled: bool, clock: Callable[[], float] = time.time) -> None:
         self._store = store
         self.enabled = enabled
         self._clock = clock
@@ -110,7 +108,7 @@ class ConnectionEvents:
         )
         message = WebhookMessage(f"msg_{secrets.token_urlsafe(18)}", event, body, now, now)
         try:
-            await self._store().enqueue_webhook(message)
+            await self._store.enqueue_webhook(message)
         except StoreUnavailable as exc:
             logger.warning("webhook %s not queued: %s", event, exc)
 
@@ -120,7 +118,7 @@ class WebhookSender:
 
     def __init__(
         self,
-        store: Callable[[], Store],
+        store: Store,
         http: httpx.AsyncClient,
         url: str,
         secret: str,
@@ -151,7 +149,7 @@ class WebhookSender:
         many were delivered. One at a time, so that each lease covers the work it claims: a
         batch sent in turn to a slow receiver would outlast any lease short enough to hand a
         dead replica's messages to another quickly."""
-        store = self._store()
+        store = self._store
         delivered = 0
         while claimed := await store.claim_webhooks(self._clock(), self.lease_seconds, 1):
             message = claimed[0]

@@ -50,7 +50,7 @@ async def replicas(request: pytest.FixtureRequest, keyring: KeyRing) -> AsyncIte
 def sender(store: Store, receiver: Receiver, clock: MovableClock) -> WebhookSender:
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=receiver.app()))
     return WebhookSender(
-        lambda: store,
+        store,
         http,
         "http://127.0.0.1:9/hooks",  # never dialled: the transport is the receiver app itself
         receiver.secret,
@@ -72,7 +72,7 @@ async def test_two_replicas_against_a_slow_receiver_deliver_each_message_once(re
     over another replica's lease (with a 60 s lease over a batch of 50, the messages still unsent
     when the lease ended went out a second time, from the other replica)."""
     stores, clock = replicas
-    events = ConnectionEvents(lambda: stores[0], enabled=True, clock=clock)
+    events = ConnectionEvents(stores[0], enabled=True, clock=clock)
     for key in USERS:
         await events.emit(CREATED, key, account_label="octocat", status=ConnectionStatus.OK)
     receiver = Receiver(taking=(clock, RECEIVER_SECONDS))

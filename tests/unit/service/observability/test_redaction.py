@@ -327,11 +327,11 @@ async def test_outbound_urls_are_logged_as_scheme_host_and_path_shape_only(
     receiver = Starlette(routes=[Route("/services/{team}/{bot}/{token}", receive, methods=["POST"])])
     outbound = OutboundHttp(5.0, pool=httpx.ASGITransport(app=receiver), authlib_pool=TokenEndpoint())
     try:
-        await ConnectionEvents(lambda: store, enabled=True).emit(
+        await ConnectionEvents(store, enabled=True).emit(
             CREATED, KEY, account_label="octocat", status=ConnectionStatus.OK
         )
         sender = WebhookSender(
-            lambda: store, outbound.client, WEBHOOK_URL, new_secret(), timeout_seconds=5, metrics=Metrics()
+            store, outbound.client, WEBHOOK_URL, new_secret(), timeout_seconds=5, metrics=Metrics()
         )
         assert await sender.send_due() == 1 and len(delivered) == 1
         async with AsyncOAuth2Client(client_id="c", **outbound.authlib_options()) as client:

@@ -38,7 +38,7 @@ def sender_for(
 ) -> WebhookSender:
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=receiver.app()))
     return WebhookSender(
-        lambda: store,
+        store,
         http,
         URL,
         secret or receiver.secret,
@@ -51,7 +51,7 @@ def sender_for(
 async def emit(
     store: Store, clock: MovableClock, event: str = CREATED, key: ConnectionKey = KEY, **extra: str
 ) -> None:
-    events = ConnectionEvents(lambda: store, enabled=True, clock=clock)
+    events = ConnectionEvents(store, enabled=True, clock=clock)
     await events.emit(event, key, account_label="octocat", status=ConnectionStatus.OK, **extra)
 
 
@@ -130,7 +130,7 @@ async def test_a_replica_that_dies_holding_a_message_loses_nothing(tmp_path: Pat
 
 async def test_events_are_not_queued_without_a_receiver(store: Store) -> None:
     clock = MovableClock()
-    await ConnectionEvents(lambda: store, enabled=False, clock=clock).emit(
+    await ConnectionEvents(store, enabled=False, clock=clock).emit(
         CREATED, KEY, account_label="x", status=ConnectionStatus.OK
     )
     assert await store.claim_webhooks(clock() + 1, 1, 10) == []

@@ -12,7 +12,7 @@ from service.app import create_app
 from service.embedding.sdk import UrlConnect
 from service.errors import ProviderFailure
 from service.mcp.broker import ConnectionBroker
-from service.mcp.provider_session import ProviderSession, uses
+from service.mcp.provider_session import Pages, ProviderSession, uses
 from service.mcp.tool_packages import RegisterTools, ToolPackageError
 from service.settings import Settings, SettingsError, load_settings
 
@@ -23,6 +23,7 @@ except PackageNotFoundError:  # run from a source tree that was never installed
 
 __all__ = [
     "ConnectionBroker",
+    "Pages",
     "ProviderFailure",
     "ProviderSession",
     "RegisterTools",

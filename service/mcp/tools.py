@@ -18,41 +18,58 @@ from service.runtime import Runtime
 
 
 def register_tools(server: MCPServer[Any], broker: ConnectionBroker, runtime: Runtime) -> None:
-    @server.tool(
-        description="Show the caller's profile at a connected provider (connects it first if needed)."
-    )
+    @server.tool(description=WHOAMI)
     @uses(broker.session)
     async def whoami(
         ctx: Context[Any, Any], api: ProviderSession, provider: str = "mockhub", account: str | None = None
     ) -> dict[str, Any]:
-        return await _profile(api)
+        return await profile(api)
 
-    @server.tool(description="List the caller's connections: provider, account, scopes, status, times.")
+    @server.tool(description=LIST_CONNECTIONS)
     async def list_connections(ctx: Context[Any, Any]) -> list[dict[str, Any]]:
         with mcp_errors():
-            caller = current_caller(ctx)
-            return await runtime.lifecycle.describe(await runtime.store.list_connections(caller.user))
+            return await connections_of(ctx, runtime)
 
-    @server.tool(description="Disconnect the caller's account(s) at a provider and revoke the grant there.")
+    @server.tool(description=DISCONNECT)
     async def disconnect(ctx: Context[Any, Any], provider: str) -> dict[str, Any]:
         with mcp_errors():
-            config = broker.provider(provider)  # unknown provider -> clear error
-            caller = current_caller(ctx)
-            done = await disconnect_all(
-                runtime.store, config, caller.user, runtime.outbound, runtime.connection_events
-            )
-        return {
-            "provider": provider,
-            "disconnected": [d.account for d in done],
-            "labels": [d.label for d in done],  # parallel to `disconnected`: what the user calls them
-            "revoked": [d.account for d in done if d.revoked],
-        }
+            return await disconnect_at(ctx, broker, runtime, provider)
 
 
-async def _profile(api: ProviderSession) -> dict[str, Any]:
-    profile = await api.get_json(api.provider.userinfo_url)
-    if not isinstance(profile, dict):
+# What each tool does, as the model reads it: the same on our server and on an embedding's.
+WHOAMI = "Show the caller's profile at a connected provider (connects it first if needed)."
+LIST_CONNECTIONS = "List the caller's connections: provider, account, scopes, status, times."
+DISCONNECT = "Disconnect the caller's account(s) at a provider and revoke the grant there."
+
+
+async def profile(api: ProviderSession) -> dict[str, Any]:
+    """`whoami`: the caller's profile at `api`'s provider."""
+    found = await api.get_json(api.provider.userinfo_url)
+    if not isinstance(found, dict):
         raise ProviderFailure(
             api.provider.display_name, "api", f"{api.provider.display_name}: unexpected answer"
         )
-    return profile
+    return found
+
+
+async def connections_of(ctx: Context[Any, Any], runtime: Runtime) -> list[dict[str, Any]]:
+    """`list_connections`: the caller's connections, as the connections page describes them."""
+    caller = current_caller(ctx)
+    return await runtime.lifecycle.describe(await runtime.store.list_connections(caller.user))
+
+
+async def disconnect_at(
+    ctx: Context[Any, Any], broker: ConnectionBroker, runtime: Runtime, provider: str
+) -> dict[str, Any]:
+    """`disconnect`: every account of the caller at `provider`, revoked there where it can be."""
+    config = broker.provider(provider)  # unknown provider -> clear error
+    caller = current_caller(ctx)
+    done = await disconnect_all(
+        runtime.store, config, caller.user, runtime.outbound, runtime.connection_events
+    )
+    return {
+        "provider": provider,
+        "disconnected": [d.account for d in done],
+        "labels": [d.label for d in done],  # parallel to `disconnected`: what the user calls them
+        "revoked": [d.account for d in done if d.revoked],
+    }

@@ -44,8 +44,7 @@ from uncalled_for import Provider
 from uncalled_for.frames import Frame, current_frame
 
 from service.embedding.sdk import UrlConnect
-from service.errors import ConnectionNeeded
-from service.mcp.errors import PROVIDER_ERRORS, mcp_errors, provider_tool_error
+from service.mcp.errors import PROVIDER_ERRORS, ConnectionNeeded, mcp_errors, provider_tool_error
 from service.mcp.provider_session import ProviderSession
 from service.mcp.sdk.hooks import SdkHookMissing
 from service.mcp.tools import DISCONNECT, LIST_CONNECTIONS, WHOAMI, connections_of, disconnect_at, profile

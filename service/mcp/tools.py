@@ -1,23 +1,46 @@
 """This server's own tools: `whoami`, `list_connections`, `disconnect`. Tools for other services
 come from tool packages (service/mcp/tool_packages.py; examples/provider_tools is one). None ever
-returns a token."""
+returns a token. Their bodies are shared with the FastMCP adapter's `add_connection_tools`
+(service/embedding/fastmcp.py), so the tools answer alike on every server."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from mcp.server.mcpserver import Context, MCPServer
 
 from service.errors import ProviderFailure
 from service.flow.disconnect import disconnect_all
+from service.flow.lifecycle import TokenLifecycle
 from service.mcp.broker import ConnectionBroker
 from service.mcp.errors import mcp_errors
 from service.mcp.identity import current_caller
 from service.mcp.provider_session import ProviderSession, uses
-from service.runtime import Runtime
+from service.observability.webhooks import ConnectionEvents
+from service.providers.outbound_http import OutboundHttp
+from token_store import Store
+
+# What each tool does, as the model reads it: the same on our server and on an embedding's.
+WHOAMI = "Show the caller's profile at a connected provider (connects it first if needed)."
+LIST_CONNECTIONS = "List the caller's connections: provider, account, scopes, status, times."
+DISCONNECT = "Disconnect the caller's account(s) at a provider and revoke the grant there."
 
 
-def register_tools(server: MCPServer[Any], broker: ConnectionBroker, runtime: Runtime) -> None:
+class ToolParts(Protocol):
+    """What these tools use of the process's long-lived objects (service/runtime.py's `Runtime`
+    is one): named here so this layer does not import the composition above it."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def lifecycle(self) -> TokenLifecycle: ...
+    @property
+    def outbound(self) -> OutboundHttp: ...
+    @property
+    def connection_events(self) -> ConnectionEvents: ...
+
+
+def register_tools(server: MCPServer[Any], broker: ConnectionBroker, parts: ToolParts) -> None:
     @server.tool(description=WHOAMI)
     @uses(broker.session)
     async def whoami(
@@ -28,18 +51,12 @@ def register_tools(server: MCPServer[Any], broker: ConnectionBroker, runtime: Ru
     @server.tool(description=LIST_CONNECTIONS)
     async def list_connections(ctx: Context[Any, Any]) -> list[dict[str, Any]]:
         with mcp_errors():
-            return await connections_of(ctx, runtime)
+            return await connections_of(ctx, parts)
 
     @server.tool(description=DISCONNECT)
     async def disconnect(ctx: Context[Any, Any], provider: str) -> dict[str, Any]:
         with mcp_errors():
-            return await disconnect_at(ctx, broker, runtime, provider)
-
-
-# What each tool does, as the model reads it: the same on our server and on an embedding's.
-WHOAMI = "Show the caller's profile at a connected provider (connects it first if needed)."
-LIST_CONNECTIONS = "List the caller's connections: provider, account, scopes, status, times."
-DISCONNECT = "Disconnect the caller's account(s) at a provider and revoke the grant there."
+            return await disconnect_at(ctx, broker, parts, provider)
 
 
 async def profile(api: ProviderSession) -> dict[str, Any]:
@@ -52,21 +69,19 @@ async def profile(api: ProviderSession) -> dict[str, Any]:
     return found
 
 
-async def connections_of(ctx: Context[Any, Any], runtime: Runtime) -> list[dict[str, Any]]:
+async def connections_of(ctx: Context[Any, Any], parts: ToolParts) -> list[dict[str, Any]]:
     """`list_connections`: the caller's connections, as the connections page describes them."""
     caller = current_caller(ctx)
-    return await runtime.lifecycle.describe(await runtime.store.list_connections(caller.user))
+    return await parts.lifecycle.describe(await parts.store.list_connections(caller.user))
 
 
 async def disconnect_at(
-    ctx: Context[Any, Any], broker: ConnectionBroker, runtime: Runtime, provider: str
+    ctx: Context[Any, Any], broker: ConnectionBroker, parts: ToolParts, provider: str
 ) -> dict[str, Any]:
     """`disconnect`: every account of the caller at `provider`, revoked there where it can be."""
     config = broker.provider(provider)  # unknown provider -> clear error
     caller = current_caller(ctx)
-    done = await disconnect_all(
-        runtime.store, config, caller.user, runtime.outbound, runtime.connection_events
-    )
+    done = await disconnect_all(parts.store, config, caller.user, parts.outbound, parts.connection_events)
     return {
         "provider": provider,
         "disconnected": [d.account for d in done],

@@ -16,8 +16,8 @@ from mcp_types import INVALID_PARAMS, CallToolRequestParams, TextContent
 
 import service.embedding.fastmcp as adapter
 from mcp_url_connect.fastmcp import ProviderConnection
-from service.errors import ConnectionNeeded, ProviderApiError, UnknownProvider
-from service.mcp.errors import tool_error
+from service.errors import ProviderApiError, UnknownProvider
+from service.mcp.errors import ConnectionNeeded, tool_error
 from service.mcp.provider_session import ProviderSession
 from service.providers.catalogue import build_provider
 

@@ -340,6 +340,20 @@ CHECKS: tuple[Check, ...] = (
         "a provider token goes only to that provider's own hosts",
     ),
     check(
+        "pagination.next_page_same_origin",
+        [
+            "tests/unit/service/mcp/test_provider_session.py::test_a_next_page_on_another_host_is_refused_before_anything_is_sent_there"
+        ],
+        "a next-page link is followed, with the token, only on the origin of the page that named it",
+    ),
+    check(
+        "api.redact_connection_secrets",
+        [
+            "tests/unit/service/providers/test_api.py::test_the_providers_message_never_carries_the_token_and_stays_short"
+        ],
+        "a provider's error message reaches a tool error without the connection's tokens",
+    ),
+    check(
         "settings.https_outside_loopback",
         ["tests/unit/service/test_settings.py::test_plain_http_is_refused_outside_loopback"],
         "public_url https unless loopback",

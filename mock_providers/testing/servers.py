@@ -21,10 +21,12 @@ import anyio
 import uvicorn
 
 from mock_providers import create_mock_providers_app
+from mock_providers.api.stand_in import StandInApi
+from mock_providers.app import stand_in_for
 from mock_providers.demo import Demo, build_demo, demo_metrics_url
-from mock_providers.presets import with_preset_providers
+from mock_providers.testing.tools import Tools, tool_packages
 from service.app import create_app, metrics_app
-from service.mcp.tool_packages import RegisterTools
+from service.mcp.tool_packages import register_tool_packages
 from service.observability.tracing import Tracing
 from service.providers.catalogue import ProviderConfig
 from service.runtime import Runtime
@@ -143,7 +145,7 @@ class DemoServers:
     providers_port: int = field(default_factory=free_port)
     overrides: dict[str, Any] = field(default_factory=dict)
     providers: dict[str, ProviderConfig] = field(default_factory=dict)
-    tools: RegisterTools | None = None
+    tools: Tools = None
     # Builds the MCP server's app from the demo's settings instead of `create_app`: an
     # integrator's own server with the connect flow embedded (docs/embedding.md).
     app: AppFactory | None = None
@@ -156,7 +158,7 @@ class DemoServers:
     clock: Callable[[], float] = time.time
     demo: Demo = field(init=False)
     apps: dict[str, Any] = field(init=False, default_factory=dict)
-    _threaded: ThreadedServers | None = field(init=False, default=None)
+    _threads: list[ThreadedServers] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
         # Metrics on a port of their own, as `serve` does by default: a free one, not 9464.
@@ -165,9 +167,9 @@ class DemoServers:
             # A server of your own may verify tokens with a JWKS URL it is given (FastMCP's
             # JWTVerifier needs one up front): name the dev AS's keys in the settings it gets.
             overrides.setdefault("auth_jwks_url", f"http://{HOST}:{self.providers_port}/jwks.json")
-        self.demo = build_demo(HOST, self.port, self.providers_port, self.data_dir, **overrides)
-        if self.presets:
-            self.demo = with_preset_providers(self.demo)
+        self.demo = build_demo(
+            HOST, self.port, self.providers_port, self.data_dir, presets=self.presets, **overrides
+        )
 
     def start(self) -> DemoServers:
         settings = self.demo.settings
@@ -185,21 +187,33 @@ class DemoServers:
             ),
         }
         if self.tools is not None:
-            self.tools(self.apps["mcp"].state.mcp_server, self.apps["mcp"].state.broker)
-        served = [
-            (self.wrap("providers", self.apps["providers"]), self.providers_port),
-            (self.wrap("mcp", self.apps["mcp"]), self.port),
-        ]
+            mcp = self.apps["mcp"].state
+            register_tool_packages(tool_packages(self.tools), mcp.mcp_server, mcp.broker)
+        served = [(self.wrap("mcp", self.apps["mcp"]), self.port)]
         if settings.metrics_port and self.app is None:  # an app of your own serves its own metrics
             self.apps["metrics"] = metrics_app(self.apps["mcp"].state.runtime)
             served.append((self.wrap("metrics", self.apps["metrics"]), settings.metrics_port))
-        self._threaded = ThreadedServers(served)
-        self._threaded.start()
+        # The providers on a thread and event loop of their own: an MCP server whose token verifier
+        # blocks its loop while it fetches the dev AS's keys (PyJWT's PyJWKClient) still gets them.
+        providers = ThreadedServers([(self.wrap("providers", self.apps["providers"]), self.providers_port)])
+        self._threads = [providers, ThreadedServers(served)]
+        for threaded in self._threads:
+            threaded.start()
         return self
 
     def stop(self) -> None:
-        if self._threaded is not None:
-            self._threaded.stop()
+        for threaded in reversed(self._threads):  # the MCP server first: it may still call the providers
+            threaded.stop()
+
+    def stand_in(self, provider: str) -> StandInApi:
+        """The mock that serves `provider`'s API (its `api_base_url`): its routes and knobs."""
+        configured = self.demo.settings.providers
+        if provider not in configured:
+            raise ValueError(f"no provider {provider!r} is configured; configured: {', '.join(configured)}")
+        api = stand_in_for(self.apps["providers"], configured[provider].api_base_url)
+        if api is None:
+            raise ValueError(f"provider {provider!r} is not served by the mock providers")
+        return api
 
     @property
     def mcp_url(self) -> str:

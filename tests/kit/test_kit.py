@@ -19,7 +19,6 @@ from mock_providers.testing import FlowError, Mcpuc
 from mock_providers.testing.plugin import __name__ as PLUGIN
 
 ROOT = Path(__file__).parents[2]
-EXAMPLE = ROOT / "examples" / "test_integrator_example.py"
 DOC = ROOT / "docs" / "testing.md"
 
 
@@ -38,19 +37,22 @@ def test_pyproject_registers_the_plugin() -> None:
     assert any(dep.startswith("pytest-asyncio") for dep in project["optional-dependencies"]["testing"])
 
 
-def test_the_documented_example_is_the_example_file() -> None:
+EXAMPLES = {"examples/test_integrator_example.py": 8, "examples/test_stand_ins_example.py": 3}
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def test_the_documented_example_is_the_example_file(example: str) -> None:
     doc = DOC.read_text()
-    found = re.search(
-        r"<!-- example: examples/test_integrator_example.py -->\n```python\n(.*?)```\n", doc, re.S
-    )
-    assert found is not None, "docs/testing.md lost its example block"
-    assert found.group(1) == EXAMPLE.read_text()
+    found = re.search(rf"<!-- example: {re.escape(example)} -->\n```python\n(.*?)```\n", doc, re.S)
+    assert found is not None, f"docs/testing.md lost its example block {example}"
+    assert found.group(1) == (ROOT / example).read_text()
 
 
-def test_the_example_passes_as_written() -> None:
-    result = run_pytest(str(EXAMPLE))
+@pytest.mark.parametrize("example", sorted(EXAMPLES))
+def test_the_example_passes_as_written(example: str) -> None:
+    result = run_pytest(str(ROOT / example))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    assert "6 passed" in result.stdout, result.stdout[-500:]
+    assert f"{EXAMPLES[example]} passed" in result.stdout, result.stdout[-500:]
 
 
 def test_module_scope_shares_one_stack(tmp_path: Path) -> None:

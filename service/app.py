@@ -82,7 +82,7 @@ def build_mcp_server(settings: Settings, runtime: Runtime) -> tuple[MCPServer[An
         ),
     )
     broker = ConnectionBroker(
-        settings, lambda: runtime.store, runtime.hub, runtime.lifecycle, runtime.flow, runtime.http
+        settings, lambda: runtime.store, runtime.hub, runtime.lifecycle, runtime.flow, runtime.provider_calls
     )
     register_tools(server, broker, runtime)
     packages = load_tool_packages(settings.tools, entry_points_too=settings.tool_entry_points)

@@ -21,6 +21,7 @@ from service.flow.lifecycle import TokenLifecycle
 from service.flow.operator import Operator
 from service.mcp.completion.bus import CompletionBus, LocalBus, PostgresBus, RedisBus
 from service.mcp.completion.hub import CompletionHub
+from service.mcp.provider_session import ProviderCalls
 from service.observability.flow_events import FlowEvents
 from service.observability.logs import Pseudonyms
 from service.observability.metrics import Metrics
@@ -76,6 +77,8 @@ class Runtime:
         # One TLS context and one connection pool for every outbound call.
         self.outbound = OutboundHttp(settings.http_timeout)
         self.http = self.outbound.client
+        # What tools' provider API calls share (service/mcp/provider_session.py).
+        self.provider_calls = ProviderCalls(self.http, self.metrics, settings.tool_call_budget_seconds)
         self._store: Store | None = None
         # The webhook sender and the keep-alive sweep run in servers; a CLI command turns them off.
         self.run_sweeps = True

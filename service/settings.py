@@ -128,6 +128,9 @@ class Settings(BaseSettings):
     # backend timeout; nginx and AWS ALB allow 60 s of silence). docs/clients.md, "Budgets".
     retry_wait_seconds: float = 25.0
     http_timeout: float = 10.0
+    # How long one tool call may spend at a provider's API, rate-limit waits included
+    # (service/mcp/provider_session.py): under the tightest proxy limit, as retry_wait_seconds.
+    tool_call_budget_seconds: float = Field(default=25.0, gt=0, le=3600)
     # Tool packages to serve beside ours: "package.module:function", comma-separated (installed
     # packages' `mcp_url_connect.tools` entry points are loaded too; service/mcp/tool_packages.py).
     tools: Annotated[tuple[str, ...], NoDecode] = ()

@@ -27,6 +27,7 @@ from contextvars import ContextVar
 from typing import Any
 
 import mcp_types
+from fastmcp.exceptions import ToolError
 from fastmcp.server.context import Context as FastMCPContext
 from fastmcp.server.dependencies import FastMCPRequestContext
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
@@ -38,7 +39,7 @@ from uncalled_for import Provider
 
 from service.embedding.sdk import UrlConnect
 from service.errors import ConnectionNeeded
-from service.mcp.errors import mcp_errors
+from service.mcp.errors import PROVIDER_ERRORS, mcp_errors, provider_tool_error
 from service.mcp.provider_session import ProviderSession
 from service.mcp.sdk.hooks import SdkHookMissing
 
@@ -96,6 +97,15 @@ def _answer(outcome: mcp_types.CallToolResult | mcp_types.InputRequiredResult | 
     return ToolResult(content=outcome.content, structured_content=outcome.structured_content, is_error=True)
 
 
+def _failed(error: ToolError, provider: str) -> ToolResult:
+    """The tool error for a provider's failure inside the tool (FastMCP wraps what the tool
+    raised in a ToolError, the original as its cause); anything else stays FastMCP's."""
+    cause = error.__cause__
+    if not isinstance(cause, PROVIDER_ERRORS):
+        raise error
+    return _answer(provider_tool_error(cause, provider))
+
+
 class UrlConnectMiddleware(Middleware):
     """Connects before each tool that declares a `ProviderConnection` runs."""
 
@@ -131,9 +141,13 @@ class UrlConnectMiddleware(Middleware):
                 )
         except ConnectionNeeded as needed:
             return _answer(needed.outcome)
+        except PROVIDER_ERRORS as failure:  # refreshing the token failed: the provider's fault
+            return _answer(provider_tool_error(failure))
         token = _provider_session.set(session)
         try:
             result = await call_next(context)
+        except ToolError as failure:
+            return _failed(failure, session.provider.name)
         finally:
             _provider_session.reset(token)
         if session.notice is not None and not result.is_error:

@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-import httpx
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult
@@ -41,7 +40,7 @@ from service.mcp.account_choice import AccountChoice, used_account_notice
 from service.mcp.completion.hub import CompletionHub
 from service.mcp.errors import mcp_errors, tool_error
 from service.mcp.identity import Caller, client_name, current_caller
-from service.mcp.provider_session import ProviderSession
+from service.mcp.provider_session import ProviderCalls, ProviderSession
 from service.mcp.revisions.capabilities import (
     is_stateless_revision,
     supports_form_elicitation,
@@ -90,13 +89,13 @@ class ConnectionBroker:
         hub: CompletionHub,
         lifecycle: TokenLifecycle,
         flow: ConnectFlow,
-        http: httpx.AsyncClient,
+        calls: ProviderCalls,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._settings = settings
         self._hub = hub
         self._lifecycle = lifecycle
-        self._http = http
+        self._calls = calls
         self._clock = clock
         self._flow = flow
         self._connections = Connections(store)
@@ -134,13 +133,7 @@ class ConnectionBroker:
     ) -> ProviderSession:
         """An authenticated session at `provider` for the caller (connecting first if needed)."""
         connection, notice = await self._require(ctx, provider, scopes, account)
-
-        async def reconnect() -> Connection:
-            return await self.require(ctx, provider, scopes, account=account)
-
-        api = ProviderSession(
-            connection, self.provider(provider), self._lifecycle, self._http, tool=tool, reconnect=reconnect
-        )
+        api = ProviderSession(connection, self.provider(provider), self._lifecycle, self._calls, tool=tool)
         api.notice = notice
         return api
 

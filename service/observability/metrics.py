@@ -69,6 +69,14 @@ class Metrics:
             ["provider", "outcome"],
             registry=r,
         )
+        self.rate_limited = Counter(
+            "mcpuc_provider_rate_limited_total",
+            "Provider API answers refusing a tool's request for the provider's rate limit, by "
+            "outcome (waited: sent again once the provider allowed; refused: the wait did not fit "
+            "the call's deadline, or the provider named none, and the tool answered with an error).",
+            ["provider", "outcome"],
+            registry=r,
+        )
         self.notifications = Counter(
             "mcpuc_completion_notifications_total",
             "notifications/elicitation/complete, by outcome.",

@@ -20,10 +20,8 @@ def mcpuc_tools() -> Any:
         async def report_bug(
             ctx: Context[Any, Any], api: ProviderSession, repo: str, title: str
         ) -> dict[str, Any]:
-            response = await api.request(
-                "POST", f"/repos/{repo}/issues", json={"title": title, "labels": ["bug"]}
-            )
-            return {"status": response.status_code, "number": response.json().get("number")}
+            issue = await api.post_json(f"/repos/{repo}/issues", {"title": title, "labels": ["bug"]})
+            return {"number": issue["number"]}
 
         @server.tool(description="The teams you are in.")
         @uses(broker.session, "github", scopes=("read:org",))
@@ -45,7 +43,7 @@ async def test_report_bug_creates_the_issue(mcpuc: Mcpuc, mode: str) -> None:
         result = await connected(
             mcpuc, client, "alice", "report_bug", {"repo": "octocat/repo-001", "title": "Crash"}
         )
-        assert result.structured_content == {"status": 201, "number": 1}
+        assert result.structured_content == {"number": 1}
     [issue] = mcpuc.api("github").issues("octocat/repo-001")
     assert (issue.title, issue.labels, issue.author) == ("Crash", ["bug"], "octocat")
 

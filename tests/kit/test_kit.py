@@ -13,7 +13,6 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
-from mcp.shared.exceptions import MCPError
 
 from mock_providers.testing import FlowError, Mcpuc
 from mock_providers.testing.plugin import __name__ as PLUGIN
@@ -104,6 +103,8 @@ async def test_provider_knobs_reach_mockhub(mcpuc: Mcpuc) -> None:
         revoked_before = mcpuc.providers.revocations
         assert mcpuc.providers.revoke("octocat") >= 1
         assert mcpuc.providers.revocations > revoked_before
+        dead = await client.call_tool("whoami", {})  # the call that finds out: reconnect
+        assert dead.is_error and dead.structured_content["reconnect"] is True
         again = await mcpuc.connect_url(client, "whoami", {})
         assert again.elicitation_id != link.elicitation_id
         await mcpuc.browser("erin").approve(again.url)
@@ -112,6 +113,6 @@ async def test_provider_knobs_reach_mockhub(mcpuc: Mcpuc) -> None:
         mcpuc.providers.fail_token_endpoint("500")
         mcpuc.providers.expire_access_tokens()
         before = mcpuc.providers.refreshes
-        with pytest.raises(MCPError, match="refused the refresh"):
-            await client.call_tool("whoami", {})
+        failed = await client.call_tool("whoami", {})  # a tool error the model reads, not -32603
+        assert failed.is_error and failed.structured_content["provider"] == "mockhub"
         assert mcpuc.providers.refreshes == before + 1  # tried once, failed closed

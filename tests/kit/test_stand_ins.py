@@ -4,7 +4,6 @@ and the stand-in keeps deciding expiry and revocation by the tokens it issued.""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,26 +17,18 @@ DRIVE = "https://www.googleapis.com/auth/drive.metadata.readonly"
 
 
 def register(server: MCPServer[Any], broker: ConnectionBroker) -> None:
-    @server.tool(description="How many repositories the caller has, following GitHub's Link header.")
+    @server.tool(description="How many repositories the caller has, every page of them.")
     @uses(broker.session, "github", scopes=("repo",))
     async def count_repos(ctx: Context[Any, Any], api: ProviderSession) -> dict[str, Any]:
-        url: str | None = "/user/repos?per_page=100"
-        pages, names = 0, set()
-        while url is not None:
-            response = await api.request("GET", url)
-            pages += 1
-            names |= {repo["full_name"] for repo in response.json()}
-            found = re.search(r'<([^>]+)>; rel="next"', response.headers.get("link", ""))
-            url = found.group(1) if found else None
-        return {"pages": pages, "repositories": len(names)}
+        names = {repo["full_name"] async for repo in api.pages("/user/repos", params={"per_page": 100})}
+        return {"repositories": len(names)}
 
     @server.tool(description="Open an issue.")
     @uses(broker.session, "github", scopes=("repo",))
     async def open_issue(
         ctx: Context[Any, Any], api: ProviderSession, repo: str, title: str
     ) -> dict[str, Any]:
-        response = await api.request("POST", f"/repos/{repo}/issues", json={"title": title})
-        return {"status": response.status_code, "number": response.json().get("number")}
+        return {"number": (await api.post_json(f"/repos/{repo}/issues", {"title": title}))["number"]}
 
     @server.tool(description="The caller's GitHub teams (a route the test adds).")
     @uses(broker.session, "github", scopes=("read:user",))
@@ -48,20 +39,15 @@ def register(server: MCPServer[Any], broker: ConnectionBroker) -> None:
     @server.tool(description="How many files the caller's Drive has.")
     @uses(broker.session, "google", scopes=("openid", "email", DRIVE))
     async def count_files(ctx: Context[Any, Any], api: ProviderSession) -> dict[str, Any]:
-        count, params = 0, {"pageSize": "100"}
-        while True:
-            page = await api.get_json("/drive/v3/files", params=params)
-            count += len(page["files"])
-            if "nextPageToken" not in page:
-                return {"files": count}
-            params["pageToken"] = page["nextPageToken"]
+        files = api.pages("/drive/v3/files", params={"pageSize": 100}, items="files")
+        return {"files": len([file async for file in files])}
 
     @server.tool(description="Post to a Slack channel.")
     @uses(broker.session, "slack", scopes=("channels:read", "chat:write"))
     async def post(ctx: Context[Any, Any], api: ProviderSession, channel: str, text: str) -> dict[str, Any]:
-        listed = await api.get_json("/conversations.list")
-        [found] = [c["id"] for c in listed["channels"] if c["name"] == channel]
-        sent = (await api.request("POST", "/chat.postMessage", json={"channel": found, "text": text})).json()
+        channels = api.pages("/conversations.list", params={"limit": 100}, items="channels")
+        [found] = [c["id"] async for c in channels if c["name"] == channel]
+        sent = await api.post_json("/chat.postMessage", {"channel": found, "text": text})
         return {"ok": sent["ok"], "channel": sent["channel"]}
 
 
@@ -89,10 +75,10 @@ async def test_three_pages_of_repositories_then_an_issue(stack: Mcpuc, mode: str
     github.set_repo_count(login, 250)
     async with stack.client(user, mode=mode) as client:
         result = await connected(stack, client, user, "count_repos", {}, login)
-        assert result.structured_content == {"pages": 3, "repositories": 250}
+        assert result.structured_content == {"repositories": 250}
         repo = f"{login}/repo-007"
         created = await client.call_tool("open_issue", {"repo": repo, "title": "Found a bug"})
-        assert created.structured_content == {"status": 201, "number": 1}
+        assert created.structured_content == {"number": 1}
     [issue] = github.issues(repo)
     assert (issue.title, issue.author) == ("Found a bug", login)
     pages = [c for c in github.calls if c.request.path == "/user/repos" and c.request.owner.login == login]
@@ -121,17 +107,37 @@ async def test_a_route_of_the_test_sees_the_owner_and_expiry_stays_the_mocks(sta
 
 
 async def test_drive_and_slack_through_their_presets(stack: Mcpuc) -> None:
-    stack.api("google").set_file_count("drive-user", 130)
+    stack.api("google").set_file_count("drive-user", 230)
     async with stack.client("drive-user") as client:
         result = await connected(stack, client, "drive-user", "count_files", {}, "drive-user")
-        assert result.structured_content == {"files": 130}
+        assert result.structured_content == {"files": 230}  # three pages, by nextPageToken
     slack = stack.api("slack")
+    slack.channel_count = 150  # two pages, by response_metadata.next_cursor
     arguments = {"channel": "random", "text": "hello"}
     async with stack.client("slack-user") as client:
         result = await connected(stack, client, "slack-user", "post", arguments, "slacker")
         assert result.structured_content["ok"] is True
     [message] = [m for m in slack.messages if m.text == "hello"]
     assert message.channel == result.structured_content["channel"]
+    listed = [c.request.query.get("cursor") for c in slack.calls if c.request.path == "/conversations.list"]
+    assert len(listed) == 2 and listed[0] is None and listed[1]
+
+
+async def test_rate_limit_knobs_drive_the_servers_waiting(stack: Mcpuc) -> None:
+    """A 429 with a near Retry-After is waited out within the call; GitHub's secondary limit with
+    a reset an hour away is a tool error naming when to retry."""
+    github = stack.api("github")
+    async with stack.client("limited-user") as client:
+        await connected(stack, client, "limited-user", "count_repos", {}, "limited")
+        github.throttle(times=1, retry_after=1)
+        result = await client.call_tool("count_repos", {})
+        assert result.structured_content == {"repositories": 3}
+        statuses = [c.status for c in github.calls if c.request.owner.login == "limited"]
+        assert statuses[-2:] == [429, 200]
+        github.secondary_limit(times=1, reset_in=3600)
+        refused = await client.call_tool("count_repos", {})
+        assert refused.is_error and refused.structured_content["status"] == 403
+        assert 3500 <= refused.structured_content["retry_after"] <= 3600
 
 
 def test_only_configured_providers_have_a_stand_in(stack: Mcpuc) -> None:

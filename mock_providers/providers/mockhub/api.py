@@ -122,6 +122,11 @@ class Repository:
     def created(self) -> datetime:
         return _EPOCH + timedelta(days=self.index, hours=self.index % 24)
 
+    @property
+    def pushed(self) -> datetime:
+        """Its last push (and update): a month or more after it was created."""
+        return self.created + timedelta(days=30 + self.index % 97)
+
 
 @dataclass
 class Issue:
@@ -161,8 +166,7 @@ def repository_json(api_base: str, repo: Repository, open_issues: int, caller: s
     """A repository as ``GET /user/repos`` lists it."""
     url = f"{api_base}/repos/{repo.full_name}"
     html = f"{WEB}/{repo.full_name}"
-    created = repo.created
-    updated = created + timedelta(days=30 + repo.index % 97)
+    created, updated = repo.created, repo.pushed
     body: dict[str, Any] = {
         "id": repo.id,
         "node_id": _node_id("010:Repository", repo.id),
@@ -417,9 +421,16 @@ class GitHubApi(StandInApi):
         )
 
     def list_repositories(self, request: ApiRequest) -> ApiAnswer:
-        """``GET /user/repos``: the caller's repositories, 30 a page by default, at most 100."""
+        """``GET /user/repos``: the caller's repositories, 30 a page by default, at most 100;
+        ``sort`` by ``full_name`` (ascending by default) or ``created``, ``updated``, ``pushed``
+        (newest first by default), ``direction`` to turn it round."""
         repos = self.repositories_of(request.owner.login)
-        if request.query.get("direction", "asc") == "desc":
+        sort = request.query.get("sort", "full_name")
+        by_date = sort in ("created", "updated", "pushed")
+        if by_date:  # newest first
+            repos.sort(key=lambda r: r.created if sort == "created" else r.pushed, reverse=True)
+        default = "desc" if by_date else "asc"
+        if request.query.get("direction", default) != default:
             repos.reverse()
         page, number, last = page_numbers(repos, request.query, 30, 100)
         base = _api_base(request)

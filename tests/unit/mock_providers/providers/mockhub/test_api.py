@@ -51,6 +51,10 @@ async def test_user_repos_come_in_pages_of_per_page_linked_by_the_link_header(
     assert repo["permissions"]["push"] is True
     default = await client.get("/mockhub/user/repos", headers=headers)
     assert len(default.json()) == 30  # GitHub's default per_page
+    pushed = (await client.get("/mockhub/user/repos?sort=pushed&per_page=100", headers=headers)).json()
+    assert [r["pushed_at"] for r in pushed] == sorted((r["pushed_at"] for r in pushed), reverse=True)
+    oldest = (await client.get("/mockhub/user/repos?sort=created&direction=asc", headers=headers)).json()
+    assert oldest[0]["full_name"] == "octocat/repo-001"
 
 
 async def test_the_identity_endpoint_counts_the_repositories(client: httpx.AsyncClient, hub: MockHub) -> None:

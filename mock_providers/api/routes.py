@@ -4,11 +4,11 @@ the request to its :class:`~mock_providers.api.stand_in.StandInApi`."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from mock_providers.api.exchange import ApiAnswer, ApiRequest, TokenOwner
 from mock_providers.api.stand_in import METHODS, StandInApi
@@ -30,13 +30,23 @@ def api_response(answer: ApiAnswer) -> Response:
 
 
 class ApiEndpoint:
-    """``<prefix>/{path}``: the stand-in's API, listed after the mock's own routes."""
+    """``<prefix>/{path}``: the stand-in's API, listed after the mock's own routes (``own``),
+    whose paths it keeps out of the API (``StandInApi.reserve``)."""
 
-    def __init__(self, api: StandInApi, prefix: str, authenticate: Authenticate, fault: Fault) -> None:
+    def __init__(
+        self,
+        api: StandInApi,
+        prefix: str,
+        own: Sequence[BaseRoute],
+        authenticate: Authenticate,
+        fault: Fault,
+    ) -> None:
         self.api = api
         self.prefix = prefix
         self.authenticate = authenticate
         self.fault = fault
+        paths = [route.path for route in own if isinstance(route, Route)]
+        api.reserve(path.removeprefix(prefix) for path in paths if path.startswith(prefix + "/"))
 
     def route(self) -> Route:
         return Route(self.prefix + "/{path:path}", self.handle, methods=list(METHODS))

@@ -80,9 +80,9 @@ class StandInApi:
     #: The provider's name in messages ("GitHub").
     provider = "the stand-in"
 
-    def __init__(self, reserved: Iterable[str] = ()) -> None:
-        #: The stand-in's own endpoints under its prefix (``/token``): never the API's.
-        self.reserved = frozenset(reserved)
+    def __init__(self) -> None:
+        #: The mock's own endpoints under its prefix (``/token``): never the API's (``reserve``).
+        self.reserved: frozenset[str] = frozenset()
         self._lock = threading.Lock()
         self._routes: list[ApiRoute] = []
         self._builtins = [ApiRoute(method, path, handler) for method, path, handler in self.builtin_routes()]
@@ -111,7 +111,7 @@ class StandInApi:
         canned = ApiAnswer(json, status, dict(headers or {}))
         added = ApiRoute(method, path, handler if handler is not None else (lambda request: canned))
         if added.path in self.reserved:
-            raise ValueError(f"{added.path} is {self.provider}'s own endpoint, not part of its API")
+            raise ValueError(f"{added.path} is served by the {self.provider} mock itself (OAuth or identity)")
         with self._lock:
             self._routes.insert(0, added)
         return added
@@ -137,6 +137,10 @@ class StandInApi:
             self.calls.clear()
 
     # -- what the stand-in's server does ---------------------------------------------------------
+
+    def reserve(self, paths: Iterable[str]) -> None:
+        """The mock's own endpoints (under its prefix): ``route`` refuses them."""
+        self.reserved = frozenset(paths)
 
     async def answer(self, request: ApiRequest) -> ApiAnswer:
         """The answer to an API request whose token the stand-in accepted."""

@@ -12,7 +12,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from mock_providers.api.exchange import TokenOwner
 from mock_providers.api.routes import ApiEndpoint
@@ -112,10 +112,12 @@ class ProviderRoutes:
         except OAuth2Error as error:
             return self.provider.server.handle_error_response(None, error)
 
-    def api_endpoint(self, prefix: str, owner_of: Callable[[Any], TokenOwner]) -> Route:
-        """Every other path under ``prefix``: the provider's API stand-in (``provider.api``),
-        behind the same token check as its own API (``protector``); ``owner_of`` names the owner
-        of an accepted token record."""
+    def api_endpoint(
+        self, prefix: str, own: Sequence[BaseRoute], owner_of: Callable[[Any], TokenOwner]
+    ) -> Route:
+        """Every other path under ``prefix`` than the ``own`` routes': the provider's API
+        stand-in (``provider.api``), behind the same token check as its own API (``protector``);
+        ``owner_of`` names the owner of an accepted token record."""
 
         async def authenticate(request: Request) -> TokenOwner | str:
             try:
@@ -124,4 +126,4 @@ class ProviderRoutes:
                 return str(error.error)
             return owner_of(token)
 
-        return ApiEndpoint(self.provider.api, prefix, authenticate, self.api_fault).route()
+        return ApiEndpoint(self.provider.api, prefix, own, authenticate, self.api_fault).route()

@@ -32,15 +32,6 @@ DRIVE_SCOPES = frozenset(
         "drive.photos.readonly",
     )
 )
-# MockGoogle's OAuth and OpenID endpoints under its prefix: not part of the API.
-OWN_ENDPOINTS = (
-    "/authorize",
-    "/token",
-    "/userinfo",
-    "/revoke",
-    "/jwks.json",
-    "/.well-known/openid-configuration",
-)
 REALM = 'Bearer realm="https://accounts.google.com/"'
 _KINDS = (
     ("application/vnd.google-apps.document", "Meeting notes"),
@@ -79,15 +70,7 @@ class GoogleApi(StandInApi):
         #: How many files an account's Drive holds unless ``set_file_count`` says otherwise.
         self.files_per_user = 5
         self._file_counts: dict[str, int] = {}
-        own = (
-            "/authorize",
-            "/token",
-            "/userinfo",
-            "/revoke",
-            "/jwks.json",
-            "/.well-known/openid-configuration",
-        )
-        super().__init__(reserved=own)
+        super().__init__()
 
     def set_file_count(self, login: str, count: int) -> None:
         """``login`` (an email address, or a bare name at MockGoogle's domain) has ``count`` files."""

@@ -47,15 +47,15 @@ class MockGoogleRoutes(ProviderRoutes):
         self.consent = ConsentFlow(google.server, pages, origin, _CONSENT, account=google.account)
 
     def routes(self) -> list[Route]:
-        return [
+        own = [
             machine_route(DISCOVERY_PATH, self.discovery, ["GET"]),
             machine_route(PREFIX + "/jwks.json", self.jwks, ["GET"]),
             Route(PREFIX + "/authorize", self.consent.handle, methods=["GET", "POST"]),
             machine_route(PREFIX + "/token", self.token, ["POST"]),
             machine_route(PREFIX + "/userinfo", self.userinfo, ["GET", "POST"]),
             machine_route(PREFIX + "/revoke", self.revoke, ["GET", "POST"]),
-            self.api_endpoint(PREFIX, google_owner),  # Google's APIs (Drive): mockgoogle/api.py
         ]
+        return [*own, self.api_endpoint(PREFIX, own, google_owner)]  # Google's APIs: mockgoogle/api.py
 
     def discovery_document(self) -> dict[str, object]:
         issuer = self.google.issuer

@@ -290,7 +290,7 @@ class GitHubApi(StandInApi):
         self._extra: dict[str, Repository] = {}
         self._issues: dict[str, list[Issue]] = {}
         self._limits = _Limits()
-        super().__init__(reserved=("/authorize", "/token", "/revoke", "/user"))
+        super().__init__()
         self.add_repository(SAMPLE_REPOSITORY)
 
     # -- the world -------------------------------------------------------------------------------

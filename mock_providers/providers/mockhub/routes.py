@@ -66,14 +66,14 @@ class MockHubRoutes(ProviderRoutes):
         )
 
     def routes(self) -> list[Route]:
-        return [
+        own = [
             machine_route(METADATA_PATH, self.metadata, ["GET"]),
             Route(PREFIX + "/authorize", self.consent.handle, methods=["GET", "POST"]),
             Route(PREFIX + "/token", self.token, methods=["POST"]),
             Route(PREFIX + "/revoke", self.revoke, methods=["POST"]),
             Route(PREFIX + "/user", self.user, methods=["GET"]),
-            self.api_endpoint(PREFIX, github_owner),  # GitHub's REST API: mockhub/api.py
         ]
+        return [*own, self.api_endpoint(PREFIX, own, github_owner)]  # GitHub's REST API: mockhub/api.py
 
     def metadata_document(self) -> dict[str, object]:
         issuer = self.hub.issuer

@@ -25,10 +25,8 @@ class MockKeysRoutes:
         self.keys = keys
 
     def routes(self) -> list[Route]:
-        return [
-            Route(PREFIX + "/me", self.me, methods=["GET"]),
-            ApiEndpoint(self.keys.api, PREFIX, self.api_owner, self.api_fault).route(),
-        ]
+        own = [Route(PREFIX + "/me", self.me, methods=["GET"])]
+        return [*own, ApiEndpoint(self.keys.api, PREFIX, own, self.api_owner, self.api_fault).route()]
 
     async def api_fault(self, request: Request) -> Response | None:
         return await fault_response(self.keys.api_mode, request, hang_seconds=self.keys.hang_seconds)

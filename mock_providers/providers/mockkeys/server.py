@@ -61,7 +61,7 @@ class MockKeys:
         self.me_requests = 0
         self.rejected_requests = 0
         #: The API a key opens, under ``/mockkeys`` (mock_providers/api/stand_in.py).
-        self.api = KeysApi(reserved=("/me",))
+        self.api = KeysApi()
 
     def issue(self, login: str) -> str:
         """A new key for ``login`` (several keys per login are fine)."""

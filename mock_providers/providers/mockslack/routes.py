@@ -93,14 +93,14 @@ class MockSlackRoutes:
         )
 
     def routes(self) -> list[Route]:
-        return [
+        own = [
             Route(PREFIX + "/authorize", self.consent.handle, methods=["GET", "POST"]),
             Route(PREFIX + "/oauth.v2.access", self.access, methods=["POST"]),
             Route(PREFIX + "/auth.test", self.auth_test, methods=["GET", "POST"]),
             Route(PREFIX + "/auth.revoke", self.auth_revoke, methods=["GET", "POST"]),
-            # Slack's Web API methods (mockslack/api.py), behind the same token check as auth.test.
-            ApiEndpoint(self.slack.api, PREFIX, self._api_owner, self._api_fault).route(),
         ]
+        # Slack's Web API methods (mockslack/api.py), behind the same token check as auth.test.
+        return [*own, ApiEndpoint(self.slack.api, PREFIX, own, self._api_owner, self._api_fault).route()]
 
     async def access(self, request: Request) -> Response:
         """``oauth.v2.access``: exchange a code for the bot and/or user token."""

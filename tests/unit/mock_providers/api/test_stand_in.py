@@ -82,14 +82,16 @@ async def test_throttle_refuses_the_next_requests_with_retry_after() -> None:
     [
         ({"method": "FETCH", "path": "/x"}, "method 'FETCH' is not one of"),
         ({"method": "GET", "path": "x"}, "must start with '/'"),
-        ({"method": "GET", "path": "/token"}, "/token is Example's own endpoint"),
+        ({"method": "GET", "path": "/token"}, "/token is served by the Example mock itself"),
         ({"method": "GET", "path": "/x", "status": 700}, "is not an HTTP status"),
         ({"method": "GET", "path": "/x", "json": 1, "handler": lambda r: 1}, "either a handler or a canned"),
     ],
 )
 def test_a_route_that_cannot_be_served_is_refused(arguments: dict[str, Any], message: str) -> None:
+    api = Builtin()
+    api.reserve(["/token"])
     with pytest.raises(ValueError, match=message):
-        Builtin(reserved=("/token",)).route(**arguments)
+        api.route(**arguments)
 
 
 def test_the_body_reads_as_json_or_form() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import httpx
+import pytest
 
 from mock_providers import MockHub
 from mock_providers.api.exchange import ApiRequest
@@ -192,4 +193,7 @@ async def test_faults_and_own_endpoints(client: httpx.AsyncClient, hub: MockHub)
     assert (await client.get("/mockhub/user/repos", headers=token(hub))).status_code == 500
     hub.api_mode = "ok"
     assert (await client.get("/mockhub/token")).status_code == 405  # its own endpoint, another method
+    assert hub.api.reserved == {"/authorize", "/token", "/revoke", "/user"}  # from MockHub's routes
+    with pytest.raises(ValueError, match="/user is served by the GitHub mock itself"):
+        hub.api.route("GET", "/user", json={})
     assert (await client.get("/mockhub/.well-known/openid-configuration")).status_code == 404

@@ -98,32 +98,49 @@ class ThreadedServers:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._exit_requested: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
 
     def start(self) -> None:
-        ready = threading.Event()
+        self.launch()
+        self.wait_started()
+
+    def launch(self) -> None:
+        """Start the thread; `wait_started` returns once every server listens (so several
+        `ThreadedServers` start side by side)."""
+        self._ready = threading.Event()
 
         async def serve() -> None:
             self._loop = asyncio.get_running_loop()
             self._exit_requested = asyncio.Event()
             self._servers = [_Server(config, self._exit_requested) for config in self._configs]
-            ready.set()
+            self._ready.set()
             await asyncio.gather(*(s.serve() for s in self._servers))
 
         self._thread = threading.Thread(target=lambda: asyncio.run(serve()), daemon=True)
         self._thread.start()
+
+    def wait_started(self) -> None:
+        assert self._thread is not None, "launch() first"
         deadline = time.monotonic() + START_TIMEOUT
-        while not (ready.is_set() and all(s.started for s in self._servers)):
+        while not (self._ready.is_set() and all(s.started for s in self._servers)):
             if time.monotonic() > deadline or not self._thread.is_alive():
                 raise RuntimeError("servers did not start")
             time.sleep(POLL_SECONDS)
 
     def stop(self) -> None:
+        self.request_stop()
+        self.join()
+
+    def request_stop(self) -> None:
+        """Tell the servers to shut down; `join` waits until they have."""
         for server in self._servers:
             server.should_exit = True
         if self._loop is not None and self._exit_requested is not None and not self._loop.is_closed():
             # RuntimeError: the loop closed meanwhile, so the servers are gone already.
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._exit_requested.set)
+
+    def join(self) -> None:
         if self._thread is not None:
             self._thread.join(timeout=START_TIMEOUT)
 
@@ -198,12 +215,16 @@ class DemoServers:
         providers = ThreadedServers([(self.wrap("providers", self.apps["providers"]), self.providers_port)])
         self._threads = [providers, ThreadedServers(served)]
         for threaded in self._threads:
-            threaded.start()
+            threaded.launch()
+        for threaded in self._threads:
+            threaded.wait_started()
         return self
 
     def stop(self) -> None:
-        for threaded in reversed(self._threads):  # the MCP server first: it may still call the providers
-            threaded.stop()
+        for threaded in self._threads:  # side by side: each waits only for its own shutdown
+            threaded.request_stop()
+        for threaded in self._threads:
+            threaded.join()
 
     def stand_in(self, provider: str) -> StandInApi:
         """The mock that serves `provider`'s API (its `api_base_url`): its routes and knobs."""

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test mutation bench clean
+.PHONY: demo test mutation bench dist clean
 
 # Exact, hashed versions from the lock (docs/supply-chain.md), then the project itself and the
 # example tool package (examples/provider_tools: the GitHub, Google and Slack tools).
@@ -41,5 +41,12 @@ mutation: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.flow
 
+# The wheel and the sdist in dist/ (the wheel built from the sdist, so the sdist is complete),
+# with the lock's setuptools and no download: what a release publishes, and what an adopter
+# installs before there is one (docs/testing.md, "Install").
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --no-isolation --outdir dist .
+
 clean:
-	rm -rf $(VENV) .mcp-url-connect .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .mcp-url-connect .pytest_cache .mypy_cache .ruff_cache dist build

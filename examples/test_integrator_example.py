@@ -82,3 +82,15 @@ async def test_someone_elses_link_is_refused(mcpuc: Mcpuc, mode: str) -> None:
         with pytest.raises(FlowError) as refused:
             await mcpuc.browser("mallory").approve(link.url)
         assert refused.value.page == "Not your link"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_client_without_url_mode_relays_the_link(mcpuc: Mcpuc, mode: str) -> None:
+    # Most clients declare form mode only (or no elicitation): the tool answers with the link in a
+    # tool error, which the model shows the user; once they say they are done, it calls again.
+    async with mcpuc.client("carol", mode=mode, elicitation="form") as client:
+        link = await mcpuc.connect_url(client, "hub_login", {})
+        assert link.via == "tool_error" and link.url in link.text
+        await mcpuc.browser("carol").approve(link.url, login="octocat")
+        result = await mcpuc.retry(client, link, "hub_login", {})
+        assert result.structured_content == {"login": "octocat"}

@@ -100,6 +100,43 @@ def _login(body: Mapping[str, object]) -> str:
     return login
 
 
+def _count(body: Mapping[str, object], name: str, default: int | None) -> int | None:
+    """A whole number argument of an action (0 to 1 000 000), or `default` when absent."""
+    value = body.get(name, default)
+    if value is None and default is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1_000_000:
+        raise ValueError(f"'{name}' is a whole number from 0 to 1000000")
+    return value
+
+
+def _throttle(provider: Any, body: Mapping[str, object]) -> object:
+    provider.api.throttle(times=_count(body, "times", 1), retry_after=_count(body, "retry_after", None))
+    return None
+
+
+# The API stand-in's knobs (mock_providers/api/): every provider with an API has `throttle`.
+_API: dict[str, Callable[[Any, Mapping[str, object]], object]] = {"throttle": _throttle}
+_GITHUB_API: dict[str, Callable[[Any, Mapping[str, object]], object]] = {
+    **_API,
+    "secondary_limit": lambda p, body: p.api.secondary_limit(
+        times=_count(body, "times", 1),
+        retry_after=_count(body, "retry_after", None),
+        reset_in=_count(body, "reset_in", 60),
+    ),
+    "exhaust_rate_limit": lambda p, body: p.api.exhaust_rate_limit(reset_in=_count(body, "reset_in", 60)),
+    "set_repo_count": lambda p, body: p.api.set_repo_count(_login(body), _count(body, "count", 3)),
+}
+
+
+def _set_channel_count(slack: Any, body: Mapping[str, object]) -> object:
+    slack.api.channel_count = _count(body, "count", 5)
+    return None
+
+
+#: What an action may be given besides its name.
+ACTION_ARGUMENTS = ("login", "key", "times", "retry_after", "reset_in", "count")
+
 # -- per provider ------------------------------------------------------------------------------
 
 _FAULTS: dict[str, Parse] = {
@@ -167,6 +204,7 @@ SPECS: dict[type, AdminSpec] = {
         ),
         actions={
             **_REVOKING,
+            **_GITHUB_API,
             "expire_access_tokens": lambda p, body: p.expire_access_tokens(),
             "expire_refresh_tokens": lambda p, body: p.expire_refresh_tokens(),
         },
@@ -182,7 +220,12 @@ SPECS: dict[type, AdminSpec] = {
             "issued_id_tokens",
             "revoked_tokens",
         ),
-        actions={**_REVOKING, "expire_access_tokens": lambda p, body: p.expire_access_tokens()},
+        actions={
+            **_REVOKING,
+            **_API,
+            "expire_access_tokens": lambda p, body: p.expire_access_tokens(),
+            "set_file_count": lambda p, body: p.api.set_file_count(_login(body), _count(body, "count", 5)),
+        },
     ),
     MockSlack: AdminSpec(
         knobs={**_FAULTS, "team_id": _label, "team_name": _label},
@@ -193,12 +236,12 @@ SPECS: dict[type, AdminSpec] = {
             "issued_user_tokens",
             "revoked_tokens",
         ),
-        actions=_REVOKING,
+        actions={**_REVOKING, **_API, "set_channel_count": _set_channel_count},
     ),
     MockKeys: AdminSpec(
         knobs={"api_mode": _mode, "hang_seconds": _seconds},
         counters=("me_requests", "rejected_requests", "issued_keys", "revoked_keys", "keys"),
-        actions={"issue": _issue_key, "revoke": _revoke_key, "reset_counters": _reset},
+        actions={"issue": _issue_key, "revoke": _revoke_key, "reset_counters": _reset, **_API},
     ),
 }
 
@@ -289,8 +332,8 @@ class AdminRoutes:
             if not isinstance(action_name, str) or action_name not in spec.actions:
                 raise ValueError(f"unknown action; known: {', '.join(spec.actions)}")
             action = spec.actions[action_name]
-        arguments: dict[str, object] = {name: body.pop(name) for name in ("login", "key") if name in body}
+        arguments: dict[str, object] = {name: body.pop(name) for name in ACTION_ARGUMENTS if name in body}
         if arguments and action is None:
-            raise ValueError("'login' and 'key' go with an 'action'")
+            raise ValueError(f"{', '.join(sorted(arguments))}: arguments of an 'action', sent without one")
         apply_knobs(provider, body)
         return None if action is None else action(provider, arguments)

@@ -10,6 +10,7 @@ from starlette.middleware.sessions import SessionMiddleware
 
 from connect_routes.static import static_routes
 from mock_providers.admin import AdminRoutes, admin_path
+from mock_providers.api.stand_in import StandInApi
 from mock_providers.config import MockProvidersConfig
 from mock_providers.dev_as.keys import ensure_dev_keys
 from mock_providers.dev_as.routes import SESSION_COOKIE, DevAuthorizationRoutes
@@ -98,4 +99,24 @@ def create_mock_providers_app(config: MockProvidersConfig) -> Starlette:
     app.state.mockslack = slack
     app.state.mockkeys = keys_service
     app.state.mock_store = store
+    #: Each served mock's API stand-in, by the URL its API is under (`stand_in_for`).
+    app.state.stand_ins = {
+        url: provider.api
+        for url, provider in (
+            (config.mockhub_issuer, hub),
+            (config.mockgoogle_issuer, google),
+            (config.mockslack_url, slack),
+            (config.mockkeys_url, keys_service),
+        )
+        if provider is not None
+    }
     return app
+
+
+def stand_in_for(app: Starlette, api_base_url: str) -> StandInApi | None:
+    """The API stand-in that serves ``api_base_url`` (a provider's ``api_base_url``), if any."""
+    stand_ins: dict[str, StandInApi] = app.state.stand_ins
+    for url, api in stand_ins.items():
+        if api_base_url.rstrip("/") == url or api_base_url.startswith(url + "/"):
+            return api
+    return None

@@ -1,8 +1,10 @@
 """`mcp-url-connect demo`: the whole flow in one process, on the embedded store, no accounts.
 
 Two listeners: the MCP server on PORT and the development authorization server plus the
-mock provider `mockhub` on PORT+1 (an issuer of its own, as in production). Secrets are
-generated once and kept, mode 0600, under the data directory.
+mock providers on PORT+1 (an issuer of their own, as in production): `mockhub`, and the real
+providers' presets `github`, `google` and `slack` served by MockHub, MockGoogle and MockSlack at
+the real APIs' paths (mock_providers/presets.py), so a tool package written for them runs
+unchanged. Secrets are generated once and kept, mode 0600, under the data directory.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ import base64
 import json
 import os
 import secrets
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from mock_providers.config import ClientSpec, MockProvidersConfig
-from service.providers.catalogue import ProviderConfig
+from mock_providers.presets import GOOGLE_CLIENT_ID, SLACK_CLIENT_ID, preset_providers
+from service.providers.catalogue import ProviderConfig, client_secret_env
 from service.settings import Settings
 from token_store import KeyRing
 
@@ -30,23 +34,24 @@ def _b64(raw: bytes) -> str:
 
 
 def demo_secrets(data_dir: Path) -> dict[str, str]:
-    """Load the demo's generated secrets, creating them on first run."""
+    """Load the demo's generated secrets, creating them on first run (and any a data dir made
+    by an older version lacks)."""
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = data_dir / "demo-secrets.json"
-    if path.exists():
-        loaded: dict[str, str] = json.loads(path.read_text())
-        return loaded
-    values = {
-        "session_secret": secrets.token_urlsafe(48),
-        "encryption_keys": f"demo1:{_b64(KeyRing.generate_key())}",
-        "request_state_keys": _b64(secrets.token_bytes(32)),
-        "login_client_secret": secrets.token_urlsafe(32),
-        "mockhub_client_secret": secrets.token_urlsafe(32),
+    loaded: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
+    makers: dict[str, Callable[[], str]] = {
+        "session_secret": lambda: secrets.token_urlsafe(48),
+        "encryption_keys": lambda: f"demo1:{_b64(KeyRing.generate_key())}",
+        "request_state_keys": lambda: _b64(secrets.token_bytes(32)),
+        "login_client_secret": lambda: secrets.token_urlsafe(32),
+        "mockhub_client_secret": lambda: secrets.token_urlsafe(32),
+        "google_client_secret": lambda: secrets.token_urlsafe(32),
+        "slack_client_secret": lambda: secrets.token_urlsafe(32),
     }
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(values, f)
-    return values
+    missing = {name: make() for name, make in makers.items() if name not in loaded}
+    if missing:
+        _write_private(path, json.dumps({**loaded, **missing}))
+    return {**loaded, **missing}
 
 
 @dataclass(frozen=True)
@@ -59,20 +64,27 @@ class Demo:
         return self.providers.base_url
 
 
-def build_demo(host: str, port: int, providers_port: int, data_dir: Path, **overrides: Any) -> Demo:
-    """The one-process demo: MCP server on `port`, dev AS and mockhub on `providers_port`."""
+def build_demo(
+    host: str, port: int, providers_port: int, data_dir: Path, *, presets: bool = False, **overrides: Any
+) -> Demo:
+    """The one-process demo: MCP server on `port`, dev AS and mock providers on `providers_port`."""
     return build_dev_setup(
         f"http://{host}:{port}",
         f"http://{host}:{providers_port}",
         data_dir,
+        presets=presets,
         host=host,
         port=port,
         **overrides,
     )
 
 
-def build_dev_setup(public_url: str, providers_url: str, data_dir: Path, **overrides: Any) -> Demo:
-    """Settings for MCP server(s) at `public_url` using the dev AS and mockhub at `providers_url`."""
+def build_dev_setup(
+    public_url: str, providers_url: str, data_dir: Path, *, presets: bool = False, **overrides: Any
+) -> Demo:
+    """Settings for MCP server(s) at `public_url` using the dev AS and mockhub at `providers_url`;
+    with `presets`, also `github`, `google` and `slack`, served by MockHub, MockGoogle and
+    MockSlack (which are then served too)."""
     data_dir = data_dir.resolve()
     values = demo_secrets(data_dir)
     mockhub = ProviderConfig(
@@ -115,28 +127,46 @@ def build_dev_setup(public_url: str, providers_url: str, data_dir: Path, **overr
             MOCKHUB_CLIENT_ID, values["mockhub_client_secret"], (settings.callback_url("mockhub"),)
         ),
     )
-    return Demo(settings, providers)
+    demo = Demo(settings, providers)
+    return with_preset_providers(demo, values) if presets else demo
+
+
+def with_preset_providers(demo: Demo, values: dict[str, str] | None = None) -> Demo:
+    """`demo` with `github`, `google` and `slack` configured from their presets and registered at
+    MockHub (beside `mockhub`, with its client), MockGoogle and MockSlack; `values` are the demo's
+    secrets (fresh ones for Google and Slack without them)."""
+    settings, mocks = demo.settings, demo.providers
+    values = values or {}
+    client_secrets = {
+        "github": settings.providers["mockhub"].client_secret,
+        "google": values.get("google_client_secret") or secrets.token_urlsafe(24),
+        "slack": values.get("slack_client_secret") or secrets.token_urlsafe(24),
+    }
+    presets = preset_providers(demo.providers_url, MOCKHUB_CLIENT_ID, client_secrets)
+    settings = settings.replace(providers={**settings.providers, **presets})
+    hub = mocks.mockhub_client
+    mocks = replace(
+        mocks,
+        mockhub_client=replace(hub, redirect_uris=(*hub.redirect_uris, settings.callback_url("github"))),
+        mockgoogle_client=ClientSpec(
+            GOOGLE_CLIENT_ID, client_secrets["google"], (settings.callback_url("google"),)
+        ),
+        mockslack_client=ClientSpec(
+            SLACK_CLIENT_ID, client_secrets["slack"], (settings.callback_url("slack"),)
+        ),
+    )
+    return Demo(settings, mocks)
 
 
 def write_serve_env(demo: Demo) -> Path:
     """Write the `serve` configuration for replicas using these mock providers: an env file and
-    a providers TOML under the data dir, mode 0600 (they hold secrets; nothing is printed)."""
-    s, mockhub = demo.settings, demo.settings.providers["mockhub"]
+    a providers TOML under the data dir, mode 0600 (they hold secrets; nothing is printed). Each
+    provider's table is complete (every field that is not a default, `api_base_url` included),
+    so a replica's tools reach the same APIs as the demo's; its secret is in the env file."""
+    s = demo.settings
     toml_path = s.data_dir / "providers.toml"
-    fields = (
-        "display_name",
-        "authorize_url",
-        "token_url",
-        "userinfo_url",
-        "revocation_url",
-        "client_id",
-        "issuer",
-    )
-    lines = ["[providers.mockhub]", *(f'{f} = "{getattr(mockhub, f)}"' for f in fields)]
-    lines += ['scopes = ["read:user"]', 'account_field = "id"', 'label_field = "login"']
-    if mockhub.insecure_http:
-        lines.append("insecure_http = true  # development only: the mock providers speak plain http")
-    _write_private(toml_path, "\n".join(lines) + "\n")
+    _write_private(toml_path, "\n".join(provider_table(p) for p in s.providers.values()))
+    secrets_env = {client_secret_env(name): p.client_secret for name, p in s.providers.items()}
     env = {
         "MCPUC_PUBLIC_URL": s.public_url,
         "MCPUC_AUTH_ISSUER": s.auth_issuer,
@@ -145,12 +175,37 @@ def write_serve_env(demo: Demo) -> Path:
         "MCPUC_SESSION_SECRET": s.session_secret,
         "MCPUC_ENCRYPTION_KEYS": s.encryption_keys,
         "MCPUC_REQUEST_STATE_KEYS": s.request_state_keys,
-        "MCPUC_PROVIDER_MOCKHUB_CLIENT_SECRET": mockhub.client_secret,
+        **secrets_env,
         "MCPUC_CONFIG_FILE": str(toml_path),
     }
     env_path = s.data_dir / "serve.env"
     _write_private(env_path, "".join(f"{k}={v}\n" for k, v in env.items()))
     return env_path
+
+
+def provider_table(provider: ProviderConfig) -> str:
+    """`[providers.<name>]` with every field of `provider` that is not its default (the secret
+    aside). Written by hand: the values are strings, numbers, booleans, lists and one flat table,
+    and the dependencies have a TOML reader but no writer."""
+    fields = provider.model_dump(exclude_defaults=True, exclude={"name", "client_secret"})
+    lines = [f"[providers.{provider.name}]", *(f"{key} = {_toml(value)}" for key, value in fields.items())]
+    if provider.insecure_http:
+        lines.append("# insecure_http: development only, the mock providers speak plain http")
+    return "\n".join(lines) + "\n"
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a TOML basic string
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"no TOML for {type(value).__name__}")
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -165,18 +220,30 @@ def demo_metrics_url(settings: Settings) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{settings.metrics_port}/metrics"
 
 
+def _served_providers(demo: Demo) -> str:
+    """One banner line per provider: its name and the mock serving it."""
+    mocks = {"/mockhub": "MockHub", "/mockgoogle": "MockGoogle", "/mockslack": "MockSlack"}
+    lines = []
+    for name, provider in demo.settings.providers.items():
+        path = provider.api_base_url.removeprefix(demo.providers_url)
+        mock = mocks.get(path, "a mock")
+        label = f"Provider {name!r}"
+        lines.append(f"  {label:<31}{provider.api_base_url}   ({mock} and its API stand-in)")
+    return "\n".join(lines)
+
+
 def banner(demo: Demo) -> str:
     s = demo.settings
     client = (
         f".venv/bin/python examples/client.py --user alice --server {s.resource_url} --data-dir {s.data_dir}"
     )
     return f"""
-mcp-url-connect demo (development only: dev authorization server, mock provider, local store)
+mcp-url-connect demo (development only: dev authorization server, mock providers, local store)
 
   MCP server (streamable HTTP)   {s.resource_url}
   Protected-resource metadata    {s.public_url}/.well-known/oauth-protected-resource/mcp
   Dev authorization server       {s.auth_issuer}   (login page asks only for a username)
-  Mock provider "mockhub"        {demo.providers_url}/mockhub
+{_served_providers(demo)}
   Your connections page          {s.public_url}/connections
   Metrics (Prometheus)           {demo_metrics_url(s)}   (its own port, as in production)
   Data (store, keys)             {s.data_dir}

@@ -1,17 +1,15 @@
 """The real providers' presets (`github`, `google`, `slack`) pointed at the mock providers, at the
-real APIs' paths: GitHub's `GET /user` under the API base is MockHub's, Google's OpenID userinfo is
-MockGoogle's, Slack's `auth.test` is MockSlack's. A tool written for the real provider runs
-unchanged against them: the testing kit configures them, and so do the token-lifecycle tests.
+real APIs' paths: GitHub's REST API under the API base is MockHub's, Google's OpenID userinfo and
+Drive are MockGoogle's, Slack's `auth.test` and Web API are MockSlack's (each mock's API stand-in,
+mock_providers/api/). A tool written for the real provider runs unchanged against them: `demo`,
+the testing kit and the token-lifecycle tests configure them (`mock_providers.demo`).
 """
 
 from __future__ import annotations
 
-import secrets
-from dataclasses import replace
+from collections.abc import Mapping
 from typing import Any
 
-from mock_providers.config import ClientSpec
-from mock_providers.demo import MOCKHUB_CLIENT_ID, Demo
 from service.providers.catalogue import ProviderConfig, build_provider
 
 GOOGLE_CLIENT_ID = "mcp-url-connect.apps.mockgoogle.test"
@@ -20,8 +18,9 @@ SLACK_BOT_SCOPES = "commands"  # a Slack app that also installs a bot: the respo
 PRESET_PROVIDERS = ("github", "google", "slack")
 
 
-def preset_specs(providers_url: str) -> dict[str, dict[str, Any]]:
-    """`[providers.<name>]` tables for the presets, with the mocks' endpoints."""
+def preset_specs(providers_url: str, github_client_id: str) -> dict[str, dict[str, Any]]:
+    """`[providers.<name>]` tables for the presets, with the mocks' endpoints; GitHub is served by
+    MockHub, whose one client (`github_client_id`) the `mockhub` provider shares."""
     p = providers_url
     return {
         "github": {
@@ -31,7 +30,7 @@ def preset_specs(providers_url: str) -> dict[str, dict[str, Any]]:
             "userinfo_url": f"{p}/mockhub/user",
             "api_base_url": f"{p}/mockhub",
             "issuer": f"{p}/mockhub",
-            "client_id": MOCKHUB_CLIENT_ID,
+            "client_id": github_client_id,
         },
         "google": {
             "preset": "google",
@@ -55,32 +54,10 @@ def preset_specs(providers_url: str) -> dict[str, dict[str, Any]]:
     }
 
 
-def with_preset_providers(demo: Demo) -> Demo:
-    """`demo` with `github`, `google` and `slack` configured from their presets and registered at
-    MockHub, MockGoogle and MockSlack (fresh client secrets for the two new clients)."""
-    settings, mocks = demo.settings, demo.providers
-    hub_secret = settings.providers["mockhub"].client_secret
-    secrets_by_name = {
-        "github": hub_secret,
-        "google": secrets.token_urlsafe(24),
-        "slack": secrets.token_urlsafe(24),
-    }
-    environ = {f"MCPUC_PROVIDER_{n.upper()}_CLIENT_SECRET": s for n, s in secrets_by_name.items()}
-    presets: dict[str, ProviderConfig] = {
-        name: build_provider(name, spec, environ) for name, spec in preset_specs(demo.providers_url).items()
-    }
-    hub = mocks.mockhub_client
-    mocks = replace(
-        mocks,
-        mockhub_client=ClientSpec(
-            hub.client_id, hub.client_secret, (*hub.redirect_uris, settings.callback_url("github"))
-        ),
-        mockgoogle_client=ClientSpec(
-            GOOGLE_CLIENT_ID, secrets_by_name["google"], (settings.callback_url("google"),)
-        ),
-        mockslack_client=ClientSpec(
-            SLACK_CLIENT_ID, secrets_by_name["slack"], (settings.callback_url("slack"),)
-        ),
-    )
-    settings = settings.replace(providers={**settings.providers, **presets})
-    return Demo(settings, mocks)
+def preset_providers(
+    providers_url: str, github_client_id: str, client_secrets: Mapping[str, str]
+) -> dict[str, ProviderConfig]:
+    """The three presets as providers, each with its secret from `client_secrets` (by name)."""
+    environ = {f"MCPUC_PROVIDER_{n.upper()}_CLIENT_SECRET": s for n, s in client_secrets.items()}
+    specs = preset_specs(providers_url, github_client_id)
+    return {name: build_provider(name, spec, environ) for name, spec in specs.items()}

@@ -78,7 +78,8 @@ def build_mcp_server(settings: Settings, runtime: Runtime) -> tuple[MCPServer[An
         settings, runtime.store, runtime.hub, runtime.lifecycle, runtime.flow, runtime.provider_calls
     )
     register_tools(server, broker, runtime)
-    register_tool_packages(load_tool_packages(settings.tools), server, broker)
+    packages = load_tool_packages(settings.tools, entry_points_too=settings.tool_entry_points)
+    register_tool_packages(packages, server, broker)
     return server, broker
 
 

@@ -163,6 +163,8 @@ class Settings(BaseSettings):
     # Tool packages to serve beside ours: "package.module:function", comma-separated (installed
     # packages' `mcp_url_connect.tools` entry points are loaded too; service/mcp/tool_packages.py).
     tools: Annotated[tuple[str, ...], NoDecode] = ()
+    # False: installed packages' entry points are not loaded, only what `tools` names is served.
+    tool_entry_points: bool = True
     # Providers, by name: the TOML file's [providers.<name>] tables (service/providers/catalogue.py).
     providers: Mapping[str, ProviderConfig] = Field(default_factory=dict)
     # This replica's name (for example the pod name): prefixes the MCP session ids it issues so a

@@ -12,8 +12,10 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
+from mock_providers.api.exchange import TokenOwner
+from mock_providers.api.routes import ApiEndpoint
 from mock_providers.faults import MANGLING_MODES, check_mode, fault_label, fault_response, mangle
 from mock_providers.oauth.server import MockProvider
 from mock_providers.oauth.starlette_adapter import StarletteOAuth2Request, read_oauth2_request
@@ -88,20 +90,40 @@ class ProviderRoutes:
             response: Response = self.provider.server.handle_error_response(None, error)
             return response
 
-    async def api_token(self, request: Request) -> Any:
-        """The access token record of an API request, or the :class:`Response` to send instead:
-        the fault ``api_mode`` asks for, or the RFC 6750 error for a missing or bad token."""
+    async def api_fault(self, request: Request) -> Response | None:
+        """The answer the provider's ``api_mode`` asks for instead of its API's, or ``None``."""
         provider = self.provider
-        faulty = await fault_response(
+        return await fault_response(
             provider.api_mode,
             request,
             hang_seconds=provider.hang_seconds,
             huge_body_bytes=provider.huge_body_bytes,
         )
+
+    async def api_token(self, request: Request) -> Any:
+        """The access token record of an API request, or the :class:`Response` to send instead:
+        the fault ``api_mode`` asks for, or the RFC 6750 error for a missing or bad token."""
+        faulty = await self.api_fault(request)
         if faulty is not None:
             return faulty
         try:
             oauth_request = await self.oauth2_request(request)
             return self.protector.validate_request(None, oauth_request)
         except OAuth2Error as error:
-            return provider.server.handle_error_response(None, error)
+            return self.provider.server.handle_error_response(None, error)
+
+    def api_endpoint(
+        self, prefix: str, own: Sequence[BaseRoute], owner_of: Callable[[Any], TokenOwner]
+    ) -> Route:
+        """Every other path under ``prefix`` than the ``own`` routes': the provider's API
+        stand-in (``provider.api``), behind the same token check as its own API (``protector``);
+        ``owner_of`` names the owner of an accepted token record."""
+
+        async def authenticate(request: Request) -> TokenOwner | str:
+            try:
+                token = self.protector.validate_request(None, await self.oauth2_request(request))
+            except OAuth2Error as error:
+                return str(error.error)
+            return owner_of(token)
+
+        return ApiEndpoint(self.provider.api, prefix, own, authenticate, self.api_fault).route()

@@ -25,6 +25,7 @@ from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oidc.core import OpenIDCode
 from joserfc.jwk import KeySet
 
+from mock_providers.api.stand_in import StandInApi
 from mock_providers.clients import TOKEN_AUTH_METHODS, PreRegisteredClient
 from mock_providers.faults import (
     DEFAULT_DRIP_SECONDS,
@@ -53,6 +54,8 @@ class MockProvider:
     #: Authorization codes by value; each provider's own :class:`ProviderCode` subclass.
     codes: MutableMapping[str, Any]
     server: ProviderAuthorizationServer
+    #: The provider's API stand-in: the routes a test adds, the built-in surface, the rate limits.
+    api: StandInApi
 
     def __init__(self, client: PreRegisteredClient, store: MockStore | None = None) -> None:
         self.client = client

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -19,11 +19,16 @@ from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 from mcp_types import URL_ELICITATION_REQUIRED
 
 from mock_providers import mint_access_token
+from mock_providers.testing.declared import DeclaredElicitation
 from mock_providers.testing.tls import client_tls
 
 ElicitHandler = Callable[[mcp_types.ElicitRequestURLParams], Awaitable[str]]
 MODES = ("legacy", "2026-07-28")  # the two revisions: -32042 + notification, InputRequiredResult
 ACCEPT: mcp_types.InputResponses = {"connect": mcp_types.ElicitResult(action="accept")}
+#: What a client declares as `capabilities.elicitation` (docs/clients.md): URL mode (the kit's
+#: default), form mode only (most clients in use), or no elicitation at all.
+Elicitation = Literal["url", "form", "none"]
+ELICITATIONS: tuple[Elicitation, ...] = ("url", "form", "none")
 
 
 @dataclass
@@ -82,8 +87,11 @@ async def mcp_client(
     on_url: ElicitHandler | None = None,
     recorder: Recorder | None = None,
     token: str | None = None,
+    elicitation: Elicitation = "url",
 ) -> AsyncIterator[tuple[Client, Recorder]]:
-    """A connected client for `user`; `on_url` (or none: no URL-mode capability) answers elicitations."""
+    """A connected client for `user`; `on_url` (or none: no URL-mode capability) answers elicitations.
+    `elicitation="form"` declares form mode only and `"none"` no elicitation, as most clients in
+    use do: the server then answers with the link in a tool error."""
     recorder = recorder or Recorder()
     bearer = token or mint_access_token(servers.data_dir, user)
 
@@ -91,12 +99,17 @@ async def mcp_client(
         if "mcp-session-id" in response.headers:
             recorder.session_ids.add(response.headers["mcp-session-id"])
 
+    transport = httpx2.AsyncHTTPTransport(verify=client_tls())
     http = httpx2.AsyncClient(
         headers={"Authorization": f"Bearer {bearer}"},
         timeout=30,
         event_hooks={"response": [record_session]},
-        verify=client_tls(),
+        transport=DeclaredElicitation(transport, {"form": {}}) if elicitation == "form" else transport,
     )
+    if elicitation == "form":
+        on_url = on_url or accept  # the SDK declares URL mode too; DeclaredElicitation takes it back
+    elif elicitation == "none":
+        on_url = None
     callback: Any = None  # the SDK's ElicitationFnT
     if on_url is not None:
         handler = on_url
@@ -130,16 +143,20 @@ async def legacy_elicitation(
 
 @dataclass(frozen=True)
 class ConnectLink:
-    """A URL elicitation the server asked for: the URL to open, its id, and on 2026-07-28 the
-    requestState the retry must echo."""
+    """A connect link the server gave: the URL to open, its elicitation id, on 2026-07-28 the
+    requestState the retry must echo, and `via`: a URL elicitation, or (for a client without
+    URL mode) the link in a tool error, whose `text` is what the model reads."""
 
     url: str
     elicitation_id: str
     request_state: str | None = None
+    via: Literal["elicitation", "tool_error"] = "elicitation"
+    text: str = ""
 
 
 async def connect_url(client: Client, tool: str, arguments: dict[str, Any] | None = None) -> ConnectLink:
-    """Call `tool`, expecting a URL elicitation on either revision; the link it carries."""
+    """Call `tool`, expecting a connect link: a URL elicitation on either revision, or for a
+    client without URL mode the tool error carrying it (docs/clients.md)."""
     try:
         first = await client.session.call_tool(tool, arguments or {}, allow_input_required=True)
     except MCPError as raised:
@@ -147,6 +164,12 @@ async def connect_url(client: Client, tool: str, arguments: dict[str, Any] | Non
             raise
         [elicitation] = UrlElicitationRequiredError.from_error(raised.error).elicitations
         return ConnectLink(str(elicitation.url), str(elicitation.elicitation_id))
+    if isinstance(first, mcp_types.CallToolResult) and first.is_error:
+        facts = first.structured_content or {}
+        if "connect_url" in facts:
+            [content] = first.content
+            text = content.text if isinstance(content, mcp_types.TextContent) else ""
+            return ConnectLink(facts["connect_url"], facts["elicitation_id"], via="tool_error", text=text)
     if not isinstance(first, mcp_types.InputRequiredResult):
         raise AssertionError(f"{tool} answered without asking for a connection: {first}")
     [request] = (first.input_requests or {}).values()
@@ -158,7 +181,8 @@ async def retry(
     client: Client, link: ConnectLink, tool: str, arguments: dict[str, Any] | None = None
 ) -> mcp_types.CallToolResult:
     """The client's retry once the browser leg is done: on 2026-07-28 with the accepted answer and
-    the link's requestState, on the legacy revision a plain call."""
+    the link's requestState; on the legacy revision, and after a link in a tool error, a plain
+    call."""
     if link.request_state is None:
         return await client.call_tool(tool, arguments or {})
     result = await client.session.call_tool(

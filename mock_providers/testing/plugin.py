@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from mock_providers.testing.stack import Mcpuc
-from service.mcp.tool_packages import RegisterTools
+from mock_providers.testing.tools import Tools
 
 SCOPES = ("function", "module", "package", "session")
 
@@ -34,15 +34,17 @@ def _scope(fixture_name: str, config: pytest.Config) -> Any:
 
 
 @pytest.fixture(scope="session")
-def mcpuc_tools() -> RegisterTools | None:
-    """Override to return `register(server, broker)`, which adds your tools (with
-    `@uses(broker.session, provider, scopes=...)`) before the stack starts. None: demo tools only.
-    Keep the override session-scoped (it returns a function), so it suits any `mcpuc` scope."""
+def mcpuc_tools() -> Tools:
+    """Override to return the tool packages to serve: `register(server, broker)` (which adds your
+    tools, with `@uses(broker.session, provider, scopes=...)`), an installed package's entry-point
+    name or a `package.module:function` reference, or a list of them; each registers once, and no
+    other installed package's tools come along. None: our own tools only. Keep the override
+    session-scoped (it returns names and functions), so it suits any `mcpuc` scope."""
     return None
 
 
 @pytest.fixture(scope=_scope)
-def mcpuc(tmp_path_factory: pytest.TempPathFactory, mcpuc_tools: RegisterTools | None) -> Iterator[Mcpuc]:
+def mcpuc(tmp_path_factory: pytest.TempPathFactory, mcpuc_tools: Tools) -> Iterator[Mcpuc]:
     """The demo stack on free loopback ports with a fresh data dir; stopped afterwards."""
     stack = Mcpuc(tmp_path_factory.mktemp("mcpuc") / "data", tools=mcpuc_tools).start()
     try:

@@ -32,7 +32,6 @@ from starlette.applications import Starlette
 
 from mock_providers import create_mock_providers_app
 from mock_providers.demo import Demo, build_dev_setup
-from mock_providers.presets import with_preset_providers
 from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import Recorder, accept, legacy_elicitation, mcp_client
 from mock_providers.testing.servers import HOST, ThreadedServers, free_port
@@ -135,10 +134,9 @@ class LifecycleStack:
     # --- start / stop --------------------------------------------------------------------------
 
     def start(self) -> LifecycleStack:
-        dev = build_dev_setup(
-            self.public_url, self.providers_url, self.data_dir, http_timeout=self.http_timeout
+        demo = build_dev_setup(
+            self.public_url, self.providers_url, self.data_dir, presets=True, http_timeout=self.http_timeout
         )
-        demo = with_preset_providers(dev)
         self.demo = demo
         base = demo.settings
         self.providers_app = create_mock_providers_app(demo.providers)

@@ -21,11 +21,13 @@ import anyio
 import uvicorn
 
 from mock_providers import create_mock_providers_app
+from mock_providers.api.stand_in import StandInApi
+from mock_providers.app import stand_in_for
 from mock_providers.demo import Demo, build_demo, demo_metrics_url
-from mock_providers.presets import with_preset_providers
+from mock_providers.testing.tools import Tools, tool_packages
 from service.app import create_app, metrics_app
 from service.http.server import DEFAULT_BOUNDS, RequestBounds, bounded_protocol, request_bounds
-from service.mcp.tool_packages import RegisterTools
+from service.mcp.tool_packages import register_tool_packages
 from service.observability.tracing import Tracing
 from service.ops.admin_api import admin_app
 from service.providers.catalogue import ProviderConfig
@@ -102,32 +104,49 @@ class ThreadedServers:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._exit_requested: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
 
     def start(self) -> None:
-        ready = threading.Event()
+        self.launch()
+        self.wait_started()
+
+    def launch(self) -> None:
+        """Start the thread; `wait_started` returns once every server listens (so several
+        `ThreadedServers` start side by side)."""
+        self._ready = threading.Event()
 
         async def serve() -> None:
             self._loop = asyncio.get_running_loop()
             self._exit_requested = asyncio.Event()
             self._servers = [_Server(config, self._exit_requested) for config in self._configs]
-            ready.set()
+            self._ready.set()
             await asyncio.gather(*(s.serve() for s in self._servers))
 
         self._thread = threading.Thread(target=lambda: asyncio.run(serve()), daemon=True)
         self._thread.start()
+
+    def wait_started(self) -> None:
+        assert self._thread is not None, "launch() first"
         deadline = time.monotonic() + START_TIMEOUT
-        while not (ready.is_set() and all(s.started for s in self._servers)):
+        while not (self._ready.is_set() and all(s.started for s in self._servers)):
             if time.monotonic() > deadline or not self._thread.is_alive():
                 raise RuntimeError("servers did not start")
             time.sleep(POLL_SECONDS)
 
     def stop(self) -> None:
+        self.request_stop()
+        self.join()
+
+    def request_stop(self) -> None:
+        """Tell the servers to shut down; `join` waits until they have."""
         for server in self._servers:
             server.should_exit = True
         if self._loop is not None and self._exit_requested is not None and not self._loop.is_closed():
             # RuntimeError: the loop closed meanwhile, so the servers are gone already.
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._exit_requested.set)
+
+    def join(self) -> None:
         if self._thread is not None:
             self._thread.join(timeout=START_TIMEOUT)
 
@@ -149,7 +168,7 @@ class DemoServers:
     providers_port: int = field(default_factory=free_port)
     overrides: dict[str, Any] = field(default_factory=dict)
     providers: dict[str, ProviderConfig] = field(default_factory=dict)
-    tools: RegisterTools | None = None
+    tools: Tools = None
     # Builds the MCP server's app from the demo's settings instead of `create_app`: an
     # integrator's own server with the connect flow embedded (docs/embedding.md).
     app: AppFactory | None = None
@@ -162,7 +181,7 @@ class DemoServers:
     clock: Callable[[], float] = time.time
     demo: Demo = field(init=False)
     apps: dict[str, Any] = field(init=False, default_factory=dict)
-    _threaded: ThreadedServers | None = field(init=False, default=None)
+    _threads: list[ThreadedServers] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
         # Metrics on a port of their own, as `serve` does by default: a free one, not 9464.
@@ -171,9 +190,9 @@ class DemoServers:
             # A server of your own may verify tokens with a JWKS URL it is given (FastMCP's
             # JWTVerifier needs one up front): name the dev AS's keys in the settings it gets.
             overrides.setdefault("auth_jwks_url", f"http://{HOST}:{self.providers_port}/jwks.json")
-        self.demo = build_demo(HOST, self.port, self.providers_port, self.data_dir, **overrides)
-        if self.presets:
-            self.demo = with_preset_providers(self.demo)
+        self.demo = build_demo(
+            HOST, self.port, self.providers_port, self.data_dir, presets=self.presets, **overrides
+        )
 
     def start(self) -> DemoServers:
         settings = self.demo.settings
@@ -191,24 +210,43 @@ class DemoServers:
             ),
         }
         if self.tools is not None:
-            self.tools(self.apps["mcp"].state.mcp_server, self.apps["mcp"].state.broker)
-        served = [
-            (self.wrap("providers", self.apps["providers"]), self.providers_port),
-            (self.wrap("mcp", self.apps["mcp"]), self.port),
-        ]
+            mcp = self.apps["mcp"].state
+            register_tool_packages(tool_packages(self.tools), mcp.mcp_server, mcp.broker)
+        served = [(self.wrap("mcp", self.apps["mcp"]), self.port)]
         if settings.metrics_port and self.app is None:  # an app of your own serves its own metrics
             self.apps["metrics"] = metrics_app(self.apps["mcp"].state.runtime)
             served.append((self.wrap("metrics", self.apps["metrics"]), settings.metrics_port))
         if settings.admin_port and self.app is None:  # the admin API, as `serve` runs it
             self.apps["admin"] = admin_app(self.apps["mcp"].state.runtime)
             served.append((self.wrap("admin", self.apps["admin"]), settings.admin_port))
-        self._threaded = ThreadedServers(served, request_bounds(settings))
-        self._threaded.start()
+        # The providers on a thread and event loop of their own: an MCP server whose token verifier
+        # blocks its loop while it fetches the dev AS's keys (PyJWT's PyJWKClient) still gets them.
+        bounds = request_bounds(settings)
+        providers = ThreadedServers(
+            [(self.wrap("providers", self.apps["providers"]), self.providers_port)], bounds
+        )
+        self._threads = [providers, ThreadedServers(served, bounds)]
+        for threaded in self._threads:
+            threaded.launch()
+        for threaded in self._threads:
+            threaded.wait_started()
         return self
 
     def stop(self) -> None:
-        if self._threaded is not None:
-            self._threaded.stop()
+        for threaded in self._threads:  # side by side: each waits only for its own shutdown
+            threaded.request_stop()
+        for threaded in self._threads:
+            threaded.join()
+
+    def stand_in(self, provider: str) -> StandInApi:
+        """The mock that serves `provider`'s API (its `api_base_url`): its routes and knobs."""
+        configured = self.demo.settings.providers
+        if provider not in configured:
+            raise ValueError(f"no provider {provider!r} is configured; configured: {', '.join(configured)}")
+        api = stand_in_for(self.apps["providers"], configured[provider].api_base_url)
+        if api is None:
+            raise ValueError(f"provider {provider!r} is not served by the mock providers")
+        return api
 
     @property
     def mcp_url(self) -> str:

@@ -16,16 +16,28 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from mcp import Client
 
 from mock_providers import mint_access_token
+from mock_providers.api.stand_in import StandInApi
+from mock_providers.providers.mockgoogle.api import GoogleApi
+from mock_providers.providers.mockhub.api import GitHubApi
+from mock_providers.providers.mockslack.api import SlackApi
 from mock_providers.testing.browser import ScriptedUser
-from mock_providers.testing.client import ConnectLink, Recorder, accept, connect_url, mcp_client, retry
+from mock_providers.testing.client import (
+    ConnectLink,
+    Elicitation,
+    Recorder,
+    accept,
+    connect_url,
+    mcp_client,
+    retry,
+)
 from mock_providers.testing.providers import ProviderKnobs, SlowApi
 from mock_providers.testing.servers import AppFactory, DemoServers
-from service.mcp.tool_packages import RegisterTools
+from mock_providers.testing.tools import Tools
 from service.observability.tracing import Tracing
 
 
@@ -36,16 +48,20 @@ class Mcpuc:
         self,
         data_dir: Path,
         *,
-        tools: RegisterTools | None = None,
+        tools: Tools = None,
         app: AppFactory | None = None,
         tracing: Tracing | None = None,
         **settings_overrides: Any,
     ) -> None:
         """`settings_overrides` are Settings fields (e.g. `elicitation_ttl=1`); `tracing` receives
         the server's spans (`service.observability.tracing.tracing_with(SimpleSpanProcessor(exporter))`).
-        `tools` adds tools to our server; `app(settings)` serves your own server instead, with
-        the connect flow embedded (`UrlConnect`), against the same mock providers."""
+        `tools` adds tool packages to our server, and only those: each a `register` function, an
+        installed package's entry-point name or a `package.module:function` reference, each
+        registered once. `app(settings)` serves your own server instead, with the connect flow
+        embedded (`UrlConnect`), against the same mock providers."""
         self._slow: SlowApi | None = None
+        # Installed packages' tools come only when a test names them (`tools`).
+        settings_overrides.setdefault("tool_entry_points", False)
         self.servers = DemoServers(
             data_dir,
             overrides=settings_overrides,
@@ -93,10 +109,16 @@ class Mcpuc:
         return mint_access_token(self.data_dir, user)
 
     @asynccontextmanager
-    async def client(self, user: str, mode: str = "legacy") -> AsyncIterator[Client]:
-        """The SDK `Client` with `user`'s bearer, URL-elicitation capable; `mode` is "legacy"
-        (2025-11-25), "2026-07-28" or "auto". `recorder(client)` holds what it received."""
-        async with mcp_client(self, user, mode, on_url=accept, token=self.token(user)) as (client, recorder):
+    async def client(
+        self, user: str, mode: str = "legacy", *, elicitation: Elicitation = "url"
+    ) -> AsyncIterator[Client]:
+        """The SDK `Client` with `user`'s bearer; `mode` is "legacy" (2025-11-25), "2026-07-28" or
+        "auto". `elicitation` is what it declares: "url" (URL mode), "form" (form mode only) or
+        "none", as most clients in use (docs/clients.md): those get the link in a tool error.
+        `recorder(client)` holds what it received."""
+        async with mcp_client(
+            self, user, mode, on_url=accept, token=self.token(user), elicitation=elicitation
+        ) as (client, recorder):
             self._recorders[id(client)] = recorder
             try:
                 yield client
@@ -111,18 +133,35 @@ class Mcpuc:
     async def connect_url(
         self, client: Client, tool: str, arguments: dict[str, Any] | None = None
     ) -> ConnectLink:
-        """Call `tool` expecting a URL elicitation (either revision): its `url`, `elicitation_id`
-        and, on 2026-07-28, `request_state`."""
+        """Call `tool` expecting a connect link: a URL elicitation (either revision; its `url`,
+        `elicitation_id` and, on 2026-07-28, `request_state`) or, for a client without URL mode,
+        the link in a tool error (`via == "tool_error"`, `text` what the model reads)."""
         return await connect_url(client, tool, arguments)
 
     async def retry(
         self, client: Client, link: ConnectLink, tool: str, arguments: dict[str, Any] | None = None
     ) -> Any:
-        """Call `tool` again after the browser leg: the tool's result (CallToolResult). On the legacy
-        revision it first awaits the completion notification for `link` (5 s at most)."""
-        if link.request_state is None:
+        """Call `tool` again after the browser leg: the tool's result (CallToolResult). After a URL
+        elicitation on the legacy revision it first awaits the completion notification for `link`
+        (5 s at most); after a link in a tool error it calls again, as the model does when the user
+        says they are done."""
+        if link.request_state is None and link.via == "elicitation":
             await self.recorder(client).wait_completed(link.elicitation_id)
         return await retry(client, link, tool, arguments)
+
+    @overload
+    def api(self, provider: Literal["github", "mockhub"]) -> GitHubApi: ...
+    @overload
+    def api(self, provider: Literal["google"]) -> GoogleApi: ...
+    @overload
+    def api(self, provider: Literal["slack"]) -> SlackApi: ...
+    @overload
+    def api(self, provider: str) -> StandInApi: ...
+    def api(self, provider: str) -> StandInApi:
+        """The stand-in serving `provider`'s API (where its `api_base_url` points): `route()` gives
+        it an answer, `throttle()` 429s, `calls` what it answered; GitHub's, Google's and Slack's
+        have their built-in surfaces and world (docs/mock-providers.md, "Stand-ins for real APIs")."""
+        return self.servers.stand_in(provider)
 
     def browser(self, user: str) -> ScriptedUser:
         """A scripted user signed in to the dev AS as `user`, with its own cookie jar."""

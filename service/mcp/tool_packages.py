@@ -84,19 +84,41 @@ def _load_entry_point(point: EntryPoint) -> ToolPackage:
     return load_reference(point.value, source)
 
 
+def load_entry_point(name: str, source: str, installed: Iterable[EntryPoint] | None = None) -> ToolPackage:
+    """The installed tool package whose entry point is called `name` (`installed` for tests)."""
+    points = {p.name: p for p in (entry_points(group=ENTRY_POINT_GROUP) if installed is None else installed)}
+    if name not in points:
+        known = ", ".join(sorted(points)) or "none"
+        raise ToolPackageError(
+            f"{source}: no installed tool package has the entry point {name!r} (group "
+            f"{ENTRY_POINT_GROUP}; installed: {known})"
+        )
+    return _load_entry_point(points[name])
+
+
+def once_each(packages: Iterable[ToolPackage]) -> list[ToolPackage]:
+    """`packages` without repeats of the same `register` function, however each was named (a
+    reference, an entry point, the function itself): the first one stays."""
+    seen: set[int] = set()
+    unique = []
+    for package in packages:
+        if id(package.register) not in seen:
+            seen.add(id(package.register))
+            unique.append(package)
+    return unique
+
+
 def load_tool_packages(
-    references: Sequence[str], installed: Iterable[EntryPoint] | None = None
+    references: Sequence[str], installed: Iterable[EntryPoint] | None = None, *, entry_points_too: bool = True
 ) -> list[ToolPackage]:
-    """The setting's references, then the installed entry points (`installed` for tests); a
-    reference named in both is loaded once."""
+    """The setting's references, then (unless `entry_points_too` is false) the installed entry
+    points in the order of their names (`installed` for tests); a function named both ways is
+    loaded once."""
     packages = [load_reference(ref, f"MCPUC_TOOLS {ref!r}") for ref in references]
-    seen = {ref.strip() for ref in references}
-    points = entry_points(group=ENTRY_POINT_GROUP) if installed is None else installed
-    for point in sorted(points, key=lambda p: p.name):
-        if point.value.strip() not in seen:
-            seen.add(point.value.strip())
-            packages.append(_load_entry_point(point))
-    return packages
+    if entry_points_too:
+        points = entry_points(group=ENTRY_POINT_GROUP) if installed is None else installed
+        packages += [_load_entry_point(point) for point in sorted(points, key=lambda p: p.name)]
+    return once_each(packages)
 
 
 def register_tool_packages(

@@ -56,8 +56,8 @@ async def test_github_profile_via_mockhub(stack: LifecycleStack, store: Store, b
         assert result.structured_content == {
             "login": "octocat",
             "name": "octocat (MockHub)",
-            "public_repos": None,
-            "html_url": None,
+            "public_repos": 3,  # MockHub's GitHub world: each account owns three repositories
+            "html_url": "https://mockhub.test/octocat",
         }
         [authorize] = visited(browser, "/mockhub/authorize")
         assert authorize["scope"] == ["read:user"]

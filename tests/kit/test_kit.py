@@ -1,10 +1,10 @@
-"""The testing kit itself (mock_providers.testing): the plugin's registration, the integrator
-example as documented, the scope option, the provider knobs and the scripted user's errors."""
+"""The testing kit itself (mock_providers.testing): the plugin's registration, the scope option,
+the provider knobs and the scripted user's errors. The documented examples are run by
+tests/project/test_docs_snippets.py."""
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import time
@@ -18,8 +18,6 @@ from mock_providers.testing import FlowError, Mcpuc
 from mock_providers.testing.plugin import __name__ as PLUGIN
 
 ROOT = Path(__file__).parents[2]
-EXAMPLE = ROOT / "examples" / "test_integrator_example.py"
-DOC = ROOT / "docs" / "testing.md"
 
 
 def run_pytest(*args: str) -> subprocess.CompletedProcess[str]:
@@ -35,21 +33,6 @@ def test_pyproject_registers_the_plugin() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["entry-points"]["pytest11"] == {"mcpuc": PLUGIN}
     assert any(dep.startswith("pytest-asyncio") for dep in project["optional-dependencies"]["testing"])
-
-
-def test_the_documented_example_is_the_example_file() -> None:
-    doc = DOC.read_text()
-    found = re.search(
-        r"<!-- example: examples/test_integrator_example.py -->\n```python\n(.*?)```\n", doc, re.S
-    )
-    assert found is not None, "docs/testing.md lost its example block"
-    assert found.group(1) == EXAMPLE.read_text()
-
-
-def test_the_example_passes_as_written() -> None:
-    result = run_pytest(str(EXAMPLE))
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    assert "6 passed" in result.stdout, result.stdout[-500:]
 
 
 def test_module_scope_shares_one_stack(tmp_path: Path) -> None:

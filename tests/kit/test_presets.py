@@ -26,7 +26,7 @@ def mcpuc_tools() -> Any:
         async def hub_api_login(ctx: Context[Any, Any], api: ProviderSession) -> dict[str, Any]:
             return {"login": (await api.get_json("/user"))["login"]}
 
-    return register
+    return [register, "provider-tools"]  # and the example package, by its entry point's name
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from authlib.oauth2.rfc6749.util import scope_to_list
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from mock_providers.api.exchange import TokenOwner
 from mock_providers.oauth.consent import ConsentFlow, ConsentSettings
 from mock_providers.oauth.routes import ProviderRoutes, machine_route
 from mock_providers.pages import Pages
-from mock_providers.providers.mockgoogle.server import ALG, EMAIL_DOMAIN, LOGIN_RULE, MockGoogle
+from mock_providers.providers.mockgoogle.server import (
+    ALG,
+    EMAIL_DOMAIN,
+    LOGIN_RULE,
+    MockGoogle,
+    MockGoogleAccessToken,
+)
 
 PREFIX = "/mockgoogle"
 DISCOVERY_PATH = PREFIX + "/.well-known/openid-configuration"
@@ -27,6 +35,11 @@ _CONSENT = ConsentSettings(
 )
 
 
+def google_owner(token: MockGoogleAccessToken) -> TokenOwner:
+    """Whose an accepted MockGoogle token is: the email address, the ``sub``, the granted scopes."""
+    return TokenOwner(token.email, token.sub, tuple(scope_to_list(token.scope) or ()))
+
+
 class MockGoogleRoutes(ProviderRoutes):
     def __init__(self, google: MockGoogle, pages: Pages, origin: str) -> None:
         super().__init__(google, google.protector, pages, origin)
@@ -34,7 +47,7 @@ class MockGoogleRoutes(ProviderRoutes):
         self.consent = ConsentFlow(google.server, pages, origin, _CONSENT, account=google.account)
 
     def routes(self) -> list[Route]:
-        return [
+        own = [
             machine_route(DISCOVERY_PATH, self.discovery, ["GET"]),
             machine_route(PREFIX + "/jwks.json", self.jwks, ["GET"]),
             Route(PREFIX + "/authorize", self.consent.handle, methods=["GET", "POST"]),
@@ -42,6 +55,7 @@ class MockGoogleRoutes(ProviderRoutes):
             machine_route(PREFIX + "/userinfo", self.userinfo, ["GET", "POST"]),
             machine_route(PREFIX + "/revoke", self.revoke, ["GET", "POST"]),
         ]
+        return [*own, self.api_endpoint(PREFIX, own, google_owner)]  # Google's APIs: mockgoogle/api.py
 
     def discovery_document(self) -> dict[str, object]:
         issuer = self.google.issuer

@@ -49,6 +49,7 @@ from mock_providers.oauth.server import (
     ProviderRevocationEndpoint,
     SignedIDTokens,
 )
+from mock_providers.providers.mockgoogle.api import GoogleApi
 from mock_providers.store import DurableMap, DurableSet, MockStore, RecordCodec
 
 ACCESS_TOKEN_PREFIX = "ya29.mockgoogle-"
@@ -300,6 +301,8 @@ class MockGoogle(IssuingProvider):
     pairs that were given a refresh token (the next consent omits it).
     """
 
+    api: GoogleApi
+
     def __init__(
         self,
         issuer: str,
@@ -337,6 +340,8 @@ class MockGoogle(IssuingProvider):
 
         self._key = self._signing_key(store)
         self.server = MockGoogleAuthorizationServer(self)
+        #: Google's APIs (Drive), stood in for under MockGoogle's prefix (mockgoogle/api.py).
+        self.api = GoogleApi(EMAIL_DOMAIN)
 
     # -- keys ------------------------------------------------------------------
 

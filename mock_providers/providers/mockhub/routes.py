@@ -15,12 +15,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from mock_providers.api.exchange import TokenOwner
 from mock_providers.dev_as.routes import session_user
 from mock_providers.faults import mangle
 from mock_providers.oauth.consent import ConsentFlow, ConsentSettings
 from mock_providers.oauth.routes import ProviderRoutes, machine_route
 from mock_providers.pages import Pages
-from mock_providers.providers.mockhub.server import LOGIN_RULE, MockHub, MockHubAccount
+from mock_providers.providers.mockhub.api import WEB
+from mock_providers.providers.mockhub.server import LOGIN_RULE, MockHub, MockHubAccount, MockHubToken
 
 PREFIX = "/mockhub"
 METADATA_PATH = "/.well-known/oauth-authorization-server" + PREFIX
@@ -48,6 +50,13 @@ def login_for_dev_user(request: Request) -> str | None:
     return stem + LOGIN_SUFFIX if stem else None
 
 
+def github_owner(token: MockHubToken) -> TokenOwner:
+    """Whose an accepted MockHub token is: the login, its GitHub-style id, the granted scopes."""
+    return TokenOwner(
+        token.login, str(MockHubAccount.for_login(token.login).id), tuple(scope_to_list(token.scope) or ())
+    )
+
+
 class MockHubRoutes(ProviderRoutes):
     def __init__(self, hub: MockHub, pages: Pages, origin: str) -> None:
         super().__init__(hub, hub.protector, pages, origin)
@@ -57,13 +66,14 @@ class MockHubRoutes(ProviderRoutes):
         )
 
     def routes(self) -> list[Route]:
-        return [
+        own = [
             machine_route(METADATA_PATH, self.metadata, ["GET"]),
             Route(PREFIX + "/authorize", self.consent.handle, methods=["GET", "POST"]),
             Route(PREFIX + "/token", self.token, methods=["POST"]),
             Route(PREFIX + "/revoke", self.revoke, methods=["POST"]),
             Route(PREFIX + "/user", self.user, methods=["GET"]),
         ]
+        return [*own, self.api_endpoint(PREFIX, own, github_owner)]  # GitHub's REST API: mockhub/api.py
 
     def metadata_document(self) -> dict[str, object]:
         issuer = self.hub.issuer
@@ -92,8 +102,17 @@ class MockHubRoutes(ProviderRoutes):
             return token
         account = MockHubAccount.for_login(token.login)
         scopes = scope_to_list(token.scope) or []
+        profile = {
+            "id": account.id,
+            "login": account.login,
+            "name": account.name,
+            "scopes": scopes,
+            # What GitHub's /user also says that tools read (docs/mock-providers.md, "MockHub").
+            "html_url": f"{WEB}/{account.login}",
+            "type": "User",
+            "public_repos": len(self.hub.api.repositories_of(account.login)),
+        }
         response = JSONResponse(
-            {"id": account.id, "login": account.login, "name": account.name, "scopes": scopes},
-            headers={"X-OAuth-Scopes": ", ".join(scopes), "Cache-Control": "no-store"},
+            profile, headers={"X-OAuth-Scopes": ", ".join(scopes), "Cache-Control": "no-store"}
         )
         return mangle(self.hub.api_mode, response, drip_seconds=self.hub.drip_seconds)

@@ -16,8 +16,6 @@ and counters (``token_requests``, ``issued_access_tokens``,
 
 from __future__ import annotations
 
-import hashlib
-import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,34 +35,23 @@ from mock_providers.oauth.server import (
     ProviderRefreshGrant,
     ProviderRevocationEndpoint,
 )
+from mock_providers.providers.mockhub.accounts import LOGIN_PATTERN, LOGIN_RULE, MockHubAccount
+from mock_providers.providers.mockhub.api import GitHubApi
 from mock_providers.records import TokenRequestRecord
 from mock_providers.store import DurableIndex, DurableMap, MockStore, RecordCodec
 
-__all__ = ["MockHub", "MockHubAccount", "MockHubClient", "MockHubToken", "TokenRequestRecord"]
+__all__ = [
+    "LOGIN_PATTERN",
+    "LOGIN_RULE",
+    "MockHub",
+    "MockHubAccount",
+    "MockHubClient",
+    "MockHubToken",
+    "TokenRequestRecord",
+]
 
 ACCESS_TOKEN_PREFIX = "mhat_"
 REFRESH_TOKEN_PREFIX = "mhrt_"
-LOGIN_PATTERN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?$")
-LOGIN_RULE = "A MockHub login is 1-39 letters, digits or single hyphens, not starting or ending with one."
-
-
-@dataclass(frozen=True)
-class MockHubAccount:
-    """A MockHub user. ``id`` is derived from the login, so it is stable everywhere."""
-
-    id: int
-    login: str
-    name: str
-
-    @classmethod
-    def for_login(cls, login: str) -> MockHubAccount:
-        digest = hashlib.sha256(login.lower().encode("utf-8")).digest()
-        return cls(
-            id=1000 + int.from_bytes(digest[:4], "big") % 90_000_000, login=login, name=f"{login} (MockHub)"
-        )
-
-    def get_user_id(self) -> int:
-        return self.id
 
 
 class MockHubClient(PreRegisteredClient):
@@ -217,6 +204,8 @@ class MockHub(IssuingProvider):
     ``user_requests`` (``/mockhub/user`` calls, authorized or not).
     """
 
+    api: GitHubApi
+
     def __init__(
         self,
         issuer: str,
@@ -259,6 +248,8 @@ class MockHub(IssuingProvider):
         self.used_codes: dict[str, str] = {}
 
         self.server = MockHubAuthorizationServer(self)
+        #: GitHub's REST API, stood in for under MockHub's prefix (mock_providers/providers/mockhub/api.py).
+        self.api = GitHubApi(self.clock_now)
 
     # -- knobs and test helpers ------------------------------------------------
 

@@ -11,6 +11,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from mock_providers.api.exchange import TokenOwner
+from mock_providers.api.routes import ApiEndpoint
 from mock_providers.faults import fault_response
 from mock_providers.providers.mockkeys.server import MockKeys
 
@@ -23,11 +25,23 @@ class MockKeysRoutes:
         self.keys = keys
 
     def routes(self) -> list[Route]:
-        return [Route(PREFIX + "/me", self.me, methods=["GET"])]
+        own = [Route(PREFIX + "/me", self.me, methods=["GET"])]
+        return [*own, ApiEndpoint(self.keys.api, PREFIX, own, self.api_owner, self.api_fault).route()]
+
+    async def api_fault(self, request: Request) -> Response | None:
+        return await fault_response(self.keys.api_mode, request, hang_seconds=self.keys.hang_seconds)
+
+    async def api_owner(self, request: Request) -> TokenOwner | str:
+        """Whose the key in ``X-API-Key`` is, or ``invalid_api_key``."""
+        account = self.keys.account(request.headers.get(HEADER, ""))
+        if account is None:
+            self.keys.rejected_requests += 1
+            return "invalid_api_key"
+        return TokenOwner(account.login, str(account.id))
 
     async def me(self, request: Request) -> Response:
         self.keys.me_requests += 1
-        faulty = await fault_response(self.keys.api_mode, request, hang_seconds=self.keys.hang_seconds)
+        faulty = await self.api_fault(request)
         if faulty is not None:
             return faulty
         account = self.keys.account(request.headers.get(HEADER, ""))

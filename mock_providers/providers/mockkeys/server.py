@@ -16,6 +16,8 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
+from mock_providers.api.exchange import ApiAnswer
+from mock_providers.api.stand_in import StandInApi
 from mock_providers.faults import DEFAULT_HANG_SECONDS, EndpointMode
 from mock_providers.store import DurableMap, MockStore, RecordCodec
 
@@ -35,6 +37,15 @@ class MockKeysAccount:
         return cls(id=5000 + int.from_bytes(digest[:4], "big") % 90_000_000, login=login)
 
 
+class KeysApi(StandInApi):
+    """An API-key service's API: no built-in surface, only the routes a test adds."""
+
+    provider = "MockKeys"
+
+    def unauthorized(self, reason: str) -> ApiAnswer:
+        return ApiAnswer({"error": reason}, 401, {"WWW-Authenticate": 'ApiKey header="X-API-Key"'})
+
+
 class MockKeys:
     """State, knobs and counters of the API-key service (``app.state.mockkeys``)."""
 
@@ -49,6 +60,8 @@ class MockKeys:
         self.revoked_keys: set[str] = set()
         self.me_requests = 0
         self.rejected_requests = 0
+        #: The API a key opens, under ``/mockkeys`` (mock_providers/api/stand_in.py).
+        self.api = KeysApi()
 
     def issue(self, login: str) -> str:
         """A new key for ``login`` (several keys per login are fine)."""

@@ -15,6 +15,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from mock_providers.api.exchange import TokenOwner
+from mock_providers.api.routes import ApiEndpoint
 from mock_providers.faults import check_mode, fault_label, fault_response
 from mock_providers.oauth.consent import ConsentFlow, ConsentSettings, ScopeGroups
 from mock_providers.oauth.starlette_adapter import (
@@ -23,7 +25,8 @@ from mock_providers.oauth.starlette_adapter import (
     read_oauth2_request,
 )
 from mock_providers.pages import Pages
-from mock_providers.providers.mockslack.server import LOGIN_RULE, MockSlack, MockSlackToken, split_scopes
+from mock_providers.providers.mockslack.formats import split_scopes
+from mock_providers.providers.mockslack.server import LOGIN_RULE, MockSlack, MockSlackToken
 from mock_providers.records import TokenRequestRecord, record_fault, requesting_client_id
 
 PREFIX = "/mockslack"
@@ -90,12 +93,14 @@ class MockSlackRoutes:
         )
 
     def routes(self) -> list[Route]:
-        return [
+        own = [
             Route(PREFIX + "/authorize", self.consent.handle, methods=["GET", "POST"]),
             Route(PREFIX + "/oauth.v2.access", self.access, methods=["POST"]),
             Route(PREFIX + "/auth.test", self.auth_test, methods=["GET", "POST"]),
             Route(PREFIX + "/auth.revoke", self.auth_revoke, methods=["GET", "POST"]),
         ]
+        # Slack's Web API methods (mockslack/api.py), behind the same token check as auth.test.
+        return [*own, ApiEndpoint(self.slack.api, PREFIX, own, self._api_owner, self._api_fault).route()]
 
     async def access(self, request: Request) -> Response:
         """``oauth.v2.access``: exchange a code for the bot and/or user token."""
@@ -161,14 +166,26 @@ class MockSlackRoutes:
             return "token_revoked"
         return record
 
-    async def auth_test(self, request: Request) -> Response:
-        self.slack.auth_test_requests += 1
-        faulty = await fault_response(
+    async def _api_fault(self, request: Request) -> Response | None:
+        """The answer ``api_mode`` asks for instead of the Web API's, or ``None``."""
+        return await fault_response(
             self.slack.api_mode,
             request,
             hang_seconds=self.slack.hang_seconds,
             server_error_body=_SLACK_SERVER_ERROR,
         )
+
+    async def _api_owner(self, request: Request) -> TokenOwner | str:
+        """Whose the presented token is, or Slack's error for it."""
+        token, _ = await self._token_from(request)
+        record = self._authenticate(token)
+        if isinstance(record, str):
+            return record
+        return TokenOwner(record.user, record.user_id, tuple(split_scopes(record.scope)))
+
+    async def auth_test(self, request: Request) -> Response:
+        self.slack.auth_test_requests += 1
+        faulty = await self._api_fault(request)
         if faulty is not None:
             return faulty
         token, _ = await self._token_from(request)

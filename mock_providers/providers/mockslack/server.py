@@ -19,8 +19,6 @@ counters; docs/mock-providers.md describes them.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import re
 import secrets
 from collections.abc import Callable
@@ -39,6 +37,8 @@ from mock_providers.oauth.server import (
     ProviderCode,
     ProviderCodeGrant,
 )
+from mock_providers.providers.mockslack.api import SlackApi
+from mock_providers.providers.mockslack.formats import slack_id, split_scopes
 from mock_providers.store import DurableMap, MockStore, RecordCodec
 
 BOT_TOKEN_PREFIX = "xoxb-"
@@ -49,17 +49,6 @@ DEFAULT_TEAM_ID = "T0MOCKTEAM"
 DEFAULT_TEAM_NAME = "MockSlack Workspace"
 BOT_NAME = "mockslack-bot"
 TokenKind = Literal["bot", "user"]
-
-
-def split_scopes(value: str | None) -> list[str]:
-    """Slack scopes are comma-separated; spaces are tolerated too. Duplicates dropped."""
-    return list(dict.fromkeys(part for part in re.split(r"[,\s]+", value or "") if part))
-
-
-def slack_id(prefix: str, seed: str) -> str:
-    """A stable Slack-style id (``U…``, ``B…``, ``A…``): prefix + 10 of [A-Z2-7]."""
-    digest = hashlib.sha256(seed.encode("utf-8")).digest()
-    return prefix + base64.b32encode(digest).decode("ascii")[:10]
 
 
 @dataclass(frozen=True)
@@ -217,6 +206,8 @@ class MockSlack(MockProvider):
     ``auth_test_requests``.
     """
 
+    api: SlackApi
+
     def __init__(self, base_url: str, client: ClientSpec, *, store: MockStore | None = None) -> None:
         self.base_url = base_url
         super().__init__(MockSlackClient.from_spec(client, grant_types=("authorization_code",)), store)
@@ -237,6 +228,8 @@ class MockSlack(MockProvider):
         )
 
         self.server = MockSlackAuthorizationServer(self)
+        #: Slack's Web API, stood in for under MockSlack's prefix (mockslack/api.py).
+        self.api = SlackApi(lambda: self.team_id, lambda: self.clock())
 
     # -- knobs and test helpers ------------------------------------------------
 

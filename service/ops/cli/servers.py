@@ -54,7 +54,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
         raise configuration_error(ValueError(f"--metrics-port {metrics_port} is taken by another server"))
     try:
         demo = build_demo(
-            args.host, args.port, providers_port, args.data_dir, metrics_port=metrics_port, tools=args.tools
+            args.host,
+            args.port,
+            providers_port,
+            args.data_dir,
+            presets=True,  # github, google and slack too, served by the mocks (docs/tools.md)
+            metrics_port=metrics_port,
+            tools=args.tools,
         )
     except SettingsError as exc:
         raise configuration_error(SettingsError(f"{exc} (the demo runs on a loopback host only)")) from None

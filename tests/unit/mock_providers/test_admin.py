@@ -142,6 +142,34 @@ async def test_actions_expire_and_revoke(tmp_path: Path) -> None:
         assert reset.json()["counters"]["user_requests"] == 0
 
 
+async def test_api_stand_in_knobs_through_the_endpoint(tmp_path: Path) -> None:
+    app = full_app(tmp_path)
+    hub = app.state.mockhub
+    hub.store_token({"access_token": "mhat_" + "b" * 40, "scope": "repo"}, HUB_CLIENT_ID, "octocat")
+    bearer = {"Authorization": "Bearer mhat_" + "b" * 40}
+    async with admin(app) as http:
+        await http.post(
+            admin_path("mockhub"), json={"action": "set_repo_count", "login": "octocat", "count": 42}
+        )
+        assert len((await http.get("/mockhub/user/repos?per_page=100", headers=bearer)).json()) == 42
+        await http.post(admin_path("mockhub"), json={"action": "throttle", "times": 1, "retry_after": 9})
+        throttled = await http.get("/mockhub/user/repos", headers=bearer)
+        assert throttled.status_code == 429 and throttled.headers["retry-after"] == "9"
+        await http.post(admin_path("mockhub"), json={"action": "secondary_limit", "retry_after": 3})
+        assert (await http.get("/mockhub/user/repos", headers=bearer)).headers["retry-after"] == "3"
+        await http.post(admin_path("mockhub"), json={"action": "exhaust_rate_limit", "reset_in": 120})
+        exhausted = await http.get("/mockhub/user/repos", headers=bearer)
+        assert exhausted.status_code == 403 and exhausted.headers["x-ratelimit-remaining"] == "0"
+        bad = await http.post(admin_path("mockhub"), json={"action": "throttle", "times": -1})
+        assert bad.status_code == 400 and "'times' is a whole number" in bad.text
+        await http.post(admin_path("mockslack"), json={"action": "set_channel_count", "count": 12})
+        assert app.state.mockslack.api.channel_count == 12
+        await http.post(
+            admin_path("mockgoogle"), json={"action": "set_file_count", "login": "bob", "count": 2}
+        )
+        assert len(app.state.mockgoogle.api.files_of("bob@mockgoogle.test")) == 2
+
+
 async def test_mockkeys_issue_and_revoke_through_the_endpoint(tmp_path: Path) -> None:
     app = full_app(tmp_path)
     async with admin(app) as http:

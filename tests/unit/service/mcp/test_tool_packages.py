@@ -17,8 +17,10 @@ from service.mcp.tool_packages import (
     ENTRY_POINT_GROUP,
     ToolPackage,
     ToolPackageError,
+    load_entry_point,
     load_reference,
     load_tool_packages,
+    once_each,
     register_tool_packages,
 )
 from service.runtime import Runtime
@@ -118,6 +120,35 @@ def test_entry_points_follow_the_setting_in_name_order_and_each_loads_once(tool_
         "MCPUC_TOOLS 'acme_tools:register'",
         f"entry point 'zeta' (beta_tools:register) of group {ENTRY_POINT_GROUP}",
     ]
+
+
+def test_a_function_named_two_ways_registers_once(tool_modules: Path) -> None:
+    """`acme_tools:register` and the same function reached through an alias module are one package."""
+    (tool_modules / "acme_alias.py").write_text("from acme_tools import register as setup\n")
+    installed = [entry_point("acme", "acme_alias:setup")]
+    packages = load_tool_packages(["acme_tools:register"], installed=installed)
+    assert [p.source for p in packages] == ["MCPUC_TOOLS 'acme_tools:register'"]
+    direct = load_reference("acme_tools:register", "x")
+    assert once_each([direct, ToolPackage("y", direct.register), *packages]) == [direct]
+
+
+def test_without_entry_points_only_the_setting_is_loaded(tool_modules: Path) -> None:
+    installed = [entry_point("beta", "beta_tools:register")]
+    packages = load_tool_packages(["acme_tools:register"], installed=installed, entry_points_too=False)
+    assert [p.source for p in packages] == ["MCPUC_TOOLS 'acme_tools:register'"]
+    assert load_settings({"MCPUC_TOOL_ENTRY_POINTS": "false"}).tool_entry_points is False
+
+
+def test_an_entry_point_is_found_by_its_name(tool_modules: Path) -> None:
+    installed = [entry_point("beta", "beta_tools:register")]
+    package = load_entry_point("beta", "mcpuc_tools 'beta'", installed=installed)
+    assert package.register.__module__ == "beta_tools"
+    with pytest.raises(ToolPackageError) as missing:
+        load_entry_point("gamma", "mcpuc_tools 'gamma'", installed=installed)
+    assert str(missing.value) == (
+        f"mcpuc_tools 'gamma': no installed tool package has the entry point 'gamma' (group "
+        f"{ENTRY_POINT_GROUP}; installed: beta)"
+    )
 
 
 def test_a_broken_entry_point_is_named_by_its_distribution_entry(tool_modules: Path) -> None:

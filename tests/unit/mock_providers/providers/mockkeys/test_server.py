@@ -143,3 +143,16 @@ def test_issue_refuses_empty_or_long_login() -> None:
         with pytest.raises(ValueError):
             keys.issue(login)
     assert keys.issued_keys == set()
+
+
+async def test_a_route_the_test_adds_is_answered_for_a_live_key(
+    served: tuple[httpx.AsyncClient, MockKeys],
+) -> None:
+    client, keys = served
+    keys.api.route("GET", "/projects", handler=lambda request: [{"owner": request.owner.login}])
+    key = keys.issue("alice")
+    answer = await client.get("/mockkeys/projects", headers={"X-API-Key": key})
+    assert answer.status_code == 200 and answer.json() == [{"owner": "alice"}]
+    keys.revoke(key)
+    refused = await client.get("/mockkeys/projects", headers={"X-API-Key": key})
+    assert refused.status_code == 401 and refused.headers["www-authenticate"] == 'ApiKey header="X-API-Key"'

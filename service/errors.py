@@ -313,6 +313,13 @@ class InvalidState(BrowserRefusal):
     title, text, status_code = "Link expired", "This sign-in is unknown, expired or already finished.", 400
 
 
+class CallbackEndedBefore(BrowserRefusal):
+    """The same callback again (a reload, the router's retry) after the first one ended without a
+    connection: its outcome again, never a second attempt (RFC 6749 §10.5: a code is used once)."""
+
+    title, text, status_code = "Not connected", "This sign-in already ended without a connection.", 400
+
+
 class WrongBrowser(BrowserRefusal):
     """The callback arrived in another browser than the one that started the flow (RFC 9700 §4.7:
     the state is bound to the user agent)."""

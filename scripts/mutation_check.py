@@ -103,7 +103,10 @@ STORE_COPY = "tests/integration/token_store/test_store_copy.py"
 UNIT_CHECKS = "tests/unit/service/flow/test_security_checks.py"
 UNIT_ROUTES = "tests/unit/connect_routes/test_connect.py"
 UNIT_ACCOUNTS = "tests/unit/service/mcp/test_account_choice.py"
-DEPLOY_KIT_LIMITS = "tests/integration/test_deploy_kit.py::test_nginx_limits_each_address_only_for_requests_without_a_bearer_token"
+DEPLOY_KIT_LIMITS = (
+    "tests/integration/test_deploy_kit.py::"
+    "test_nginx_limits_each_address_only_for_requests_without_a_bearer_token"
+)
 
 
 CHECKS: tuple[Check, ...] = (
@@ -171,7 +174,7 @@ CHECKS: tuple[Check, ...] = (
             "tests/security/test_ids_and_states.py::"
             "test_a_replayed_callback_never_redeems_again_and_shows_the_first_outcome_only_to_its_browser",
         ],
-        "a callback whose state is gone shows the first outcome only to the same request from the same browser",
+        "a callback whose state is gone shows the first outcome only to the same request, same browser",
     ),
     check(
         "connect.opaque_ids",

@@ -577,6 +577,14 @@ CHECKS: tuple[Check, ...] = (
         "a server refuses an SDK that lacks a private part the caps or the replay isolation need",
     ),
     check(
+        "caps.requests_per_second_per_user",
+        [
+            "tests/unit/service/mcp/sdk/test_session_limits.py::"
+            "test_requests_a_second_per_user_are_limited_with_retry_after_and_other_users_are_unaffected",
+        ],
+        "a user past its MCP requests a second (and burst) gets 429 with Retry-After",
+    ),
+    check(
         "caps.requests_per_user",
         ["tests/unit/service/mcp/sdk/test_session_limits.py::test_requests_in_flight_per_user_are_capped"],
         "cap on requests in progress per user (429)",

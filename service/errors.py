@@ -115,7 +115,11 @@ class NotAuthenticated(DomainError):
 
 class SessionCapReached(Exception):
     """No room for another MCP session: raised inside the SDK's admission, answered 429 by
-    `SessionLimits` with this message (RFC 6585 §4)."""
+    `SessionLimits` with this message (RFC 6585 §4); `limit` names the cap."""
+
+    def __init__(self, message: str, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class NewAccountWanted(Exception):

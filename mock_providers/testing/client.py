@@ -82,8 +82,10 @@ async def mcp_client(
     on_url: ElicitHandler | None = None,
     recorder: Recorder | None = None,
     token: str | None = None,
+    local_address: str | None = None,
 ) -> AsyncIterator[tuple[Client, Recorder]]:
-    """A connected client for `user`; `on_url` (or none: no URL-mode capability) answers elicitations."""
+    """A connected client for `user`; `on_url` (or none: no URL-mode capability) answers elicitations.
+    With `local_address` it connects from that source address (a loopback one: 127.0.0.x)."""
     recorder = recorder or Recorder()
     bearer = token or mint_access_token(servers.data_dir, user)
 
@@ -96,6 +98,9 @@ async def mcp_client(
         timeout=30,
         event_hooks={"response": [record_session]},
         verify=client_tls(),
+        transport=None
+        if local_address is None
+        else httpx2.AsyncHTTPTransport(verify=client_tls(), local_address=local_address),
     )
     callback: Any = None  # the SDK's ElicitationFnT
     if on_url is not None:

@@ -448,6 +448,7 @@ class ConnectFlow:
         recorded = require_repeat_of_same_callback(
             await self._store().get_callback_outcome(state_value), request
         )
+        logger.info("callback: the same request again; its first outcome (%s) shown", recorded.outcome)
         provider = self._settings.providers.get(recorded.provider)
         shown = provider.display_name if provider is not None else recorded.provider
         if recorded.outcome != FlowOutcome.COMPLETED:

@@ -28,6 +28,7 @@ __all__ = [
     "AuthorizationResponseIssuerMismatch",
     "BlankClientName",
     "BrowserRefusal",
+    "CallbackEndedBefore",
     "ConnectCsrfTokenMismatch",
     "ConnectionsPageNotSignedIn",
     "CrossSiteRequest",

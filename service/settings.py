@@ -178,8 +178,8 @@ class Settings(BaseSettings):
     # MCP requests a second per user on a replica, with bursts (HTTP 429 with Retry-After past
     # them): the router limits only requests without a bearer token, per address, since many
     # users share one (docs/deploy.md, "Limits").
-    requests_per_second_per_user: float = 10.0
-    request_burst_per_user: int = 50
+    requests_per_second_per_user: float = 20.0
+    request_burst_per_user: int = 100
     # Stopping: requests in flight get this long to finish after SIGTERM.
     shutdown_grace_seconds: float = 20.0
     # Idle keep-alive of client (and proxy) connections; the shipped nginx drops its idle

@@ -598,8 +598,45 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "server.max_waiting_heads",
-        ["tests/unit/service/http/test_server.py::test_at_most_max_connections_wait_for_a_head"],
-        "at most max_connections_awaiting_head connections wait for a head (oldest closed first)",
+        ["tests/unit/service/http/test_server.py::test_at_most_max_connections_wait_for_a_head_or_a_body"],
+        "at most max_connections_awaiting_head connections wait for a head or a body (oldest closed first)",
+    ),
+    check(
+        "server.body_timeout",
+        [
+            "tests/unit/service/http/test_server.py::test_a_slow_body_is_closed_and_a_prompt_client_is_served_meanwhile",
+            "tests/unit/service/http/test_server.py::test_a_body_still_coming_after_its_answer_is_bounded_too",
+        ],
+        "a connection whose request body is not complete in time is closed",
+    ),
+    check(
+        "server.body_waiters_counted",
+        ["tests/unit/service/http/test_server.py::test_at_most_max_connections_wait_for_a_head_or_a_body"],
+        "connections waiting for a body count with those waiting for a head",
+    ),
+    check(
+        "server.waiting_within_file_limit",
+        [
+            "tests/unit/service/http/test_server.py::test_waiting_connections_are_bounded_by_half_the_open_file_limit"
+        ],
+        "at most half the open-file limit of connections wait for a request",
+    ),
+    check(
+        "server.one_body_framing",
+        [
+            "tests/unit/service/http/test_server.py::test_a_request_that_frames_its_body_twice_is_refused_and_its_connection_closed"
+        ],
+        "a request with both Content-Length and Transfer-Encoding gets 400 and its connection closes",
+    ),
+    check(
+        "requests.client_gone_not_an_error",
+        ["tests/unit/service/http/test_client_gone.py::test_a_client_gone_before_its_body_is_an_info_line"],
+        "a client that disconnects before its body was read is an INFO line, not an ERROR",
+    ),
+    check(
+        "embedding.browser_half_bounded",
+        ["tests/kit/test_embedding.py::test_the_browser_half_refuses_what_our_server_refuses"],
+        "an embedding server's browser half runs the request pass (431, 413, single-valued fields)",
     ),
     check(
         "logs.request_id_shape",
@@ -706,6 +743,20 @@ CHECKS: tuple[Check, ...] = (
         "nginx.mcp_limited_per_user_not_per_address",
         [DEPLOY_KIT_LIMITS],
         "an MCP request with a bearer token is never counted per address (the replica limits its user)",
+    ),
+    check(
+        "nginx.body_timeout",
+        [
+            "tests/integration/test_deploy_kit.py::test_nginx_reads_each_body_whole_before_a_replica_and_times_out_a_stalled_one"
+        ],
+        "nginx ends a request whose body stops coming (client_body_timeout)",
+    ),
+    check(
+        "nginx.bodies_buffered",
+        [
+            "tests/integration/test_deploy_kit.py::test_nginx_reads_each_body_whole_before_a_replica_and_times_out_a_stalled_one"
+        ],
+        "nginx reads every body whole before a replica is chosen, browser routes included",
     ),
     check(
         "nginx.head_limits_under_the_replicas",
@@ -983,7 +1034,7 @@ CHECKS: tuple[Check, ...] = (
     check(
         "keys.retire_only_unused",
         [
-            "tests/unit/service/ops/test_cli.py::test_keys_retire_refuses_while_a_record_is_sealed_under_the_key"
+            "tests/unit/service/ops/cli/test_keys.py::test_keys_retire_refuses_while_a_record_is_sealed_under_the_key"
         ],
         "a key is retired while records are still sealed under it",
     ),
@@ -1005,6 +1056,49 @@ CHECKS: tuple[Check, ...] = (
         "admin.unknown_members",
         ["tests/security/test_admin_api.py::test_admin_api_lets_the_static_token_act_and_audits_it"],
         "a misspelt member of an admin request is refused, never ignored",
+    ),
+    check(
+        "admin.own_audience",
+        ["tests/security/test_admin_api.py::test_an_mcp_token_with_the_admin_scope_is_not_an_admin_token"],
+        "the admin API takes MCP access tokens (the MCP resource's audience) as admin tokens",
+    ),
+    check(
+        "settings.admin_resource_of_its_own",
+        ["tests/unit/service/ops/test_admin_api.py::test_the_admin_api_needs_a_resource_of_its_own"],
+        "the admin API starts without an audience of its own, or with the MCP resource's",
+    ),
+    check(
+        "admin.client_allow_list",
+        ["tests/security/test_admin_api.py::test_only_listed_admin_clients_act_as_operators"],
+        "a token of a client not on the admin client list acts as an operator",
+    ),
+    check(
+        "admin.unknown_query_parameters",
+        ["tests/security/test_admin_api.py::test_an_unknown_query_parameter_is_refused_not_ignored"],
+        "a misspelt filter in the admin API's query is ignored (and every user listed)",
+    ),
+    check(
+        "admin.refusals_audited",
+        ["tests/security/test_admin_api.py::test_refused_authentications_are_audited_at_a_bounded_rate"],
+        "a refused admin authentication leaves no audit event",
+    ),
+    check(
+        "admin.refusal_audit_throttled",
+        ["tests/security/test_admin_api.py::test_refused_authentications_are_audited_at_a_bounded_rate"],
+        "a flood of refused admin requests floods the audit log",
+    ),
+    check(
+        "cli.output_escaped",
+        [
+            "tests/unit/service/ops/cli/test_preamble.py::test_every_line_printed_is_escaped_as_the_text_log_writes_it",
+            "tests/security/test_operator_cli.py::test_provider_supplied_labels_reach_the_operators_terminal_escaped",
+        ],
+        "the CLI prints values from outside (a provider's account label) with their control characters",
+    ),
+    check(
+        "admin.nested_body",
+        ["tests/security/test_admin_api.py::test_malformed_requests_get_the_documented_json_error"],
+        "a deeply nested admin request body is a 500",
     ),
 )
 # --------------------------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ from service.flow.lifecycle import TokenLifecycle
 from service.mcp.broker import ConnectionBroker
 from service.mcp.completion.hub import CompletionHub
 from service.mcp.errors import ConnectionNeeded
+from service.mcp.provider_session import ProviderCalls
+from service.observability.metrics import Metrics
 from service.providers.outbound_http import OutboundHttp
 from token_store import (
     Connection,
@@ -65,7 +67,7 @@ async def ask(store: Store, data_dir: Path, calls: int) -> None:
         CompletionHub(),
         TokenLifecycle(store, outbound, timeout_seconds=1),
         ConnectFlow(settings, store, outbound, clock=time.time),
-        outbound.client,
+        ProviderCalls(outbound.client, Metrics()),
     )
     alice = UserRef(settings.auth_issuer, "alice")
     for account, label in (("1", "octocat"), ("2", "hubot")):

@@ -50,6 +50,8 @@ from service.flow.connect import ConnectFlow
 from service.flow.lifecycle import TokenLifecycle
 from service.mcp.broker import ConnectionBroker
 from service.mcp.completion.hub import CompletionHub
+from service.mcp.provider_session import ProviderCalls
+from service.observability.metrics import Metrics
 from service.providers.outbound_http import OutboundHttp
 from service.settings import Settings
 from token_store import Connection, ConnectionKey, KeyRing, SQLiteStore, Store, TokenSet, UserRef
@@ -176,7 +178,7 @@ async def trace(settings: Settings, data_dir: Path, revision: str, case: Case) -
         CompletionHub(),
         TokenLifecycle(store, outbound, timeout_seconds=1),
         ConnectFlow(settings, store, outbound, clock=time.time),
-        outbound.client,
+        ProviderCalls(outbound.client, Metrics()),
     )
     # What the SDK's Context gives the broker on a first call (no requestState).
     ctx = SimpleNamespace(

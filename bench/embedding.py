@@ -1,6 +1,7 @@
 """The connect flow embedded in an integrator's server, against our own server and the bare tool.
 
     .venv/bin/python -m bench.embedding [--calls 300] [--flows 20]
+    .venv/bin/python -m bench.embedding --calls 300 --runs 5 --baseline DIR    # FastMCP ratio, A/B
 
 1. FastMCP (examples/embed_fastmcp.py): the token-backed call through `UrlConnectMiddleware` and
    `ProviderConnection` (store read, the broker's checks, then MockHub's userinfo) against the same
@@ -11,14 +12,18 @@
    differences between rows are the servers'.
 
 Everything runs in this process over real loopback sockets (the kit's threaded servers). Prints
-tables; asserts nothing.
+tables; asserts nothing. `--baseline DIR` runs only part 1, each run in a fresh process, in this
+checkout and in DIR (another checkout, e.g. `git worktree add DIR main`, with this checkout's
+bench/ copied in) taking turns (bench/side_by_side.py), and prints each one's median ratio.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib.util
+import json
 import logging
 import statistics
 import sys
@@ -33,6 +38,7 @@ import httpx
 from fastmcp import FastMCP
 from starlette.applications import Starlette
 
+from bench.side_by_side import figures_in
 from mcp_url_connect import Settings, UrlConnect
 from mcp_url_connect.testing import Mcpuc
 
@@ -92,7 +98,9 @@ async def connect(stack: Mcpuc, user: str, tool: str) -> None:
         await stack.retry(client, link, tool, {})
 
 
-async def fastmcp_calls(root: Path, calls: int) -> None:
+async def fastmcp_rounds(root: Path, calls: int) -> dict[str, list[float]]:
+    """Latency (ms) of `calls` adapter calls and as many bare ones, interleaved, and the process's
+    CPU per call (ms) of each batch of 50."""
     stack = Mcpuc(root / "fastmcp", app=fastmcp_with_bare_tool).start()
     try:
         await connect(stack, "bench", "hub_login")
@@ -104,17 +112,34 @@ async def fastmcp_calls(root: Path, calls: int) -> None:
             bare = lambda: client.call_tool("hub_login_bare", {})  # noqa: E731
             await timed(20, adapter)  # warm both paths
             await timed(20, bare)
-            rounds: dict[str, list[float]] = {"adapter": [], "bare": []}
+            rounds: dict[str, list[float]] = {"adapter": [], "bare": [], "adapter_cpu": [], "bare_cpu": []}
             for _ in range(calls // 50):  # interleaved, so drift hits both alike
-                rounds["adapter"] += await timed(50, adapter)
-                rounds["bare"] += await timed(50, bare)
+                for name, op in (("adapter", adapter), ("bare", bare)):
+                    # A garbage collection landing in one batch and not the other is noise.
+                    gc.collect()
+                    gc.disable()
+                    cpu = time.process_time()
+                    try:
+                        rounds[name] += await timed(50, op)
+                    finally:
+                        gc.enable()
+                    # This process's CPU per call (servers and client alike): steadier than
+                    # latency on a shared machine; the client's part is the same for both tools.
+                    rounds[f"{name}_cpu"].append((time.process_time() - cpu) * 1000 / 50)
     finally:
         stack.stop()
+    return rounds
+
+
+async def fastmcp_calls(root: Path, calls: int) -> None:
+    rounds = await fastmcp_rounds(root, calls)
     print(f"{'FastMCP, token-backed call (ms)':<56} {'calls':>6} {'median':>9} {'p99':>9}")
     print(row("through UrlConnectMiddleware + ProviderConnection", rounds["adapter"]))
     print(row("bare tool, same MockHub request, token in memory", rounds["bare"]))
     ratio = statistics.median(rounds["adapter"]) / statistics.median(rounds["bare"])
-    print(f"{'ratio (median)':<56} {ratio:>26.2f}x\n")
+    print(f"{'ratio (median)':<56} {ratio:>26.2f}x")
+    cpu = statistics.median(rounds["adapter_cpu"]) / statistics.median(rounds["bare_cpu"])
+    print(f"{'ratio of this process CPU per call (median of batches)':<56} {cpu:>26.2f}x\n")
 
 
 async def flows(root: Path, count: int) -> None:
@@ -141,6 +166,24 @@ async def flows(root: Path, count: int) -> None:
         print(row(name, cpu))
 
 
+def side_by_side(trees: dict[str, Path], calls: int, runs: int) -> None:
+    """Part 1 in each tree, `runs` fresh processes each, taking turns."""
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    for _ in range(runs):
+        for name, tree in trees.items():
+            results[name].append(figures_in(tree, "bench.embedding", "--calls", str(calls)))
+    print(f"FastMCP token-backed call / bare tool, median of {calls} calls each, {runs} runs")
+    for name, figures in results.items():
+        for what, unit in (("", "latency"), ("_cpu", "CPU")):
+            ratios = sorted(f[f"{'cpu_' if what else ''}ratio"] for f in figures)
+            adapter = statistics.median(f[f"adapter{what}"] for f in figures)
+            bare = statistics.median(f[f"bare{what}"] for f in figures)
+            print(
+                f"  {name:<14} {unit:<8} adapter {adapter:6.2f} ms  bare {bare:6.2f} ms  "
+                f"ratio {statistics.median(ratios):.3f}x (runs {ratios[0]:.3f}-{ratios[-1]:.3f})"
+            )
+
+
 async def main() -> None:
     # The SDK's MCPServer configures the root logger at INFO (with rich, which FastMCP brings) when
     # nothing has: configure it first, so that no request pays for a log line here.
@@ -150,9 +193,26 @@ async def main() -> None:
     )
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--flows", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--baseline", type=Path, default=None)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    calls = max(50, args.calls)
+    if args.child:
+        with tempfile.TemporaryDirectory() as tmp:
+            rounds = await fastmcp_rounds(Path(tmp), calls)
+        medians = {name: statistics.median(samples) for name, samples in rounds.items()}
+        ratios = {
+            "ratio": medians["adapter"] / medians["bare"],
+            "cpu_ratio": medians["adapter_cpu"] / medians["bare_cpu"],
+        }
+        print(json.dumps(medians | ratios))
+        return
+    if args.baseline is not None:
+        side_by_side({"this checkout": Path.cwd(), "baseline": args.baseline}, calls, args.runs)
+        return
     with tempfile.TemporaryDirectory() as tmp:
-        await fastmcp_calls(Path(tmp), max(50, args.calls))
+        await fastmcp_calls(Path(tmp), calls)
         await flows(Path(tmp), args.flows)
 
 

@@ -20,7 +20,7 @@ from fastmcp.server.auth.providers.jwt import JWTVerifier
 from starlette.applications import Starlette
 
 from mcp_url_connect import ProviderSession, Settings, UrlConnect, load_settings, run_server
-from mcp_url_connect.fastmcp import ProviderConnection, UrlConnectMiddleware
+from mcp_url_connect.fastmcp import ProviderConnection, UrlConnectMiddleware, add_connection_tools
 
 
 def build_server(settings: Settings, connect: UrlConnect) -> FastMCP:
@@ -45,6 +45,7 @@ def build_server(settings: Settings, connect: UrlConnect) -> FastMCP:
         profile = await api.get_json(api.provider.userinfo_url)
         return {"login": profile["login"]}
 
+    add_connection_tools(mcp, connect)  # optional: list_connections, disconnect, whoami
     return mcp
 
 

@@ -48,8 +48,12 @@ async def test_connect_use_refresh_and_reconnect(mcpuc: Mcpuc, mode: str) -> Non
         assert result.structured_content == {"login": "octocat"}
         assert mcpuc.providers.refreshes == before + 1
 
-        # The user revokes the app at the provider: the tool asks to connect again.
+        # The user revokes the app at the provider: the call that finds out says so, for the
+        # model to read (its requests may have been half done), and the next call asks to
+        # connect again.
         mcpuc.providers.revoke("octocat")
+        gone = await client.call_tool("hub_login", {})
+        assert gone.is_error and gone.structured_content["reconnect"] is True
         again = await mcpuc.connect_url(client, "hub_login", {})
         assert again.elicitation_id != link.elicitation_id
         await mcpuc.browser("alice").approve(again.url, login="octocat")

@@ -13,7 +13,7 @@ from service.embedding.sdk import UrlConnect
 from service.embedding.serving import run_server
 from service.errors import ProviderFailure
 from service.mcp.broker import ConnectionBroker
-from service.mcp.provider_session import ProviderSession, uses
+from service.mcp.provider_session import Pages, ProviderSession, uses
 from service.mcp.tool_packages import RegisterTools, ToolPackageError
 from service.settings import Settings, SettingsError, load_settings
 
@@ -24,6 +24,7 @@ except PackageNotFoundError:  # run from a source tree that was never installed
 
 __all__ = [
     "ConnectionBroker",
+    "Pages",
     "ProviderFailure",
     "ProviderSession",
     "RegisterTools",

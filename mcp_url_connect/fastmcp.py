@@ -1,7 +1,7 @@
 """The connect flow in a FastMCP server (docs/embedding.md): `UrlConnectMiddleware` on the server,
-`ProviderConnection` as the default of a tool's `api: ProviderSession` parameter. Needs
-`mcp-url-connect[fastmcp]`."""
+`ProviderConnection` as the default of a tool's `api: ProviderSession` parameter, and optionally
+`add_connection_tools`. Needs `mcp-url-connect[fastmcp]`."""
 
-from service.embedding.fastmcp import ProviderConnection, UrlConnectMiddleware
+from service.embedding.fastmcp import ProviderConnection, UrlConnectMiddleware, add_connection_tools
 
-__all__ = ["ProviderConnection", "UrlConnectMiddleware"]
+__all__ = ["ProviderConnection", "UrlConnectMiddleware", "add_connection_tools"]

@@ -75,7 +75,7 @@ def build_mcp_server(settings: Settings, runtime: Runtime) -> tuple[MCPServer[An
         ),
     )
     broker = ConnectionBroker(
-        settings, runtime.store, runtime.hub, runtime.lifecycle, runtime.flow, runtime.http
+        settings, runtime.store, runtime.hub, runtime.lifecycle, runtime.flow, runtime.provider_calls
     )
     register_tools(server, broker, runtime)
     register_tool_packages(load_tool_packages(settings.tools), server, broker)

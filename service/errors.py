@@ -139,13 +139,27 @@ class NoAccountChosen(Exception):
 class ProviderFailure(DomainError):
     """A provider's API answered something unusable. Carries only non-secret detail: the
     provider's display name, the step, and a message naming the HTTP status or the provider's
-    error code. (`ProviderApiError` and `TokenExchangeError`, raised by the provider modules,
+    error code; optionally what the model can do about it: the provider's HTTP `status`, the
+    seconds after which to try again (`retry_after`), and whether the user must connect again
+    (`reconnect`). (`ProviderApiError` and `TokenExchangeError`, raised by the provider modules,
     are mapped alike: see `PROVIDER_ERRORS` in service/mcp/errors.py.)"""
 
-    def __init__(self, provider: str, step: str, message: str) -> None:
+    def __init__(
+        self,
+        provider: str,
+        step: str,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        reconnect: bool = False,
+    ) -> None:
         super().__init__(message)
         self.provider = provider
         self.step = step  # "token", "userinfo", "api"
+        self.status = status
+        self.retry_after = retry_after
+        self.reconnect = reconnect
 
 
 class TokenExchangeError(Exception):
@@ -159,12 +173,26 @@ class TokenExchangeError(Exception):
 
 
 class ProviderApiError(Exception):
-    """The provider's API failed; the message is safe to show (no token, no response body).
-    `unauthorized`: it answered 401 (RFC 6750 §3.1 invalid_token)."""
+    """The provider's API failed; the message is safe to show (no token, no response body beyond
+    the provider's own short error message, sanitized). `provider` is the provider's configured
+    name; `status` its HTTP status, if it answered; `retry_after` the seconds it asked us to wait
+    (RFC 9110 §10.2.3, RFC 6585 §4); `reconnect`: the grant is gone and only a new connection
+    will do (RFC 6750 §3.1 invalid_token, RFC 6749 §5.2 invalid_grant)."""
 
-    def __init__(self, message: str, *, unauthorized: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        status: int | None = None,
+        retry_after: float | None = None,
+        reconnect: bool = False,
+    ) -> None:
         super().__init__(message)
-        self.unauthorized = unauthorized
+        self.provider = provider
+        self.status = status
+        self.retry_after = retry_after
+        self.reconnect = reconnect
 
 
 class NeedsReauthorization(Exception):

@@ -20,6 +20,7 @@ from service.flow.lifecycle import TokenLifecycle
 from service.flow.operator import Operator
 from service.mcp.completion.bus import CompletionBus, LocalBus, PostgresBus, RedisBus
 from service.mcp.completion.hub import CompletionHub
+from service.mcp.provider_session import ProviderCalls
 from service.observability.flow_events import FlowEvents
 from service.observability.logs import Pseudonyms
 from service.observability.metrics import Metrics
@@ -61,6 +62,8 @@ class Runtime:
         # One TLS context and one connection pool for every outbound call.
         self.outbound = OutboundHttp(settings.http_timeout)
         self.http = self.outbound.client
+        # What tools' provider API calls share (service/mcp/provider_session.py).
+        self.provider_calls = ProviderCalls(self.http, self.metrics, settings.tool_call_budget_seconds)
         # The webhook sender and the keep-alive sweep run in servers; a CLI command turns them off.
         self.run_sweeps = True
         # Connection health events into the store's outbox, sent by every replica's sender.
@@ -140,6 +143,8 @@ class Runtime:
                 clock=self.clock,
                 wait_replicas=self.settings.store_wait_replicas,
                 wait_timeout=self.settings.store_wait_timeout,
+                allow_plaintext_redis=self.settings.allow_plaintext_redis,
+                slot_tags=self.settings.slot_tags(),
             )
         except StoreUnavailable as exc:
             if not (self.settings.uses_redis or self.settings.uses_postgres):
@@ -178,7 +183,11 @@ def completion_bus(
     confirms each id it names), or the process itself for SQLite."""
     if settings.uses_redis:
         return RedisBus(
-            settings.effective_store_url, settings.redis_prefix, hub, on_resubscribed=on_resubscribed
+            settings.effective_store_url,
+            settings.redis_prefix,
+            hub,
+            on_resubscribed=on_resubscribed,
+            allow_plaintext=settings.allow_plaintext_redis,
         )
     if settings.uses_postgres:
         return PostgresBus(

@@ -94,6 +94,11 @@ class TokenLifecycle:
             return connection  # expiring soon but still valid, and nothing to refresh with
         return await self._single_flight(connection, provider)
 
+    async def refused(self, connection: Connection) -> None:
+        """The provider refused an access token it had just issued (RFC 6750 §3.1 invalid_token):
+        the grant is unusable, so it is marked and the next call asks the user to connect again."""
+        await self._needs_reauthorization(connection)
+
     async def describe(self, connections: list[Connection]) -> list[dict[str, Any]]:
         """What `list_connections` and the connections page show: each connection's record, with
         the status `refreshing` while a refresh of it is in flight anywhere (its single-flight lock
@@ -147,7 +152,9 @@ class TokenLifecycle:
                     raise NeedsReauthorization(current.status.value)
                 return current
             if self._clock() > deadline:
-                raise ProviderApiError(f"refreshing the {provider.display_name} token timed out")
+                raise ProviderApiError(
+                    f"refreshing the {provider.display_name} token timed out", provider=provider.name
+                )
 
     async def _refresh_once(self, seen: Connection, provider: ProviderConfig) -> Connection:
         store = self._store
@@ -171,7 +178,9 @@ class TokenLifecycle:
             self._count(provider, "failed", started)
             audit("refresh.failed", current.key, reason=exc.error or "unavailable")
             await store.acquire_lock(f"{refresh_lock_name(seen.key)}:failed", FAILURE_COOLDOWN)
-            raise ProviderApiError(f"{provider.display_name}: {exc}") from None
+            raise ProviderApiError(
+                f"{provider.display_name}: {exc}", provider=provider.name, retry_after=FAILURE_COOLDOWN
+            ) from None
         now = self._clock()
         renewed = replace(
             current, tokens=tokens, updated_at=now, refreshed_at=now, status=ConnectionStatus.OK
@@ -201,7 +210,11 @@ class TokenLifecycle:
         """Raise when the failure marker is set (a lock with a TTL doubles as a flag shared by
         replicas; the failing holder sets it before it releases the refresh lock)."""
         if await self._store.lock_held(f"{name}:failed"):
-            raise ProviderApiError(f"{provider.display_name} could not refresh the token; try again shortly")
+            raise ProviderApiError(
+                f"{provider.display_name} could not refresh the token",
+                provider=provider.name,
+                retry_after=FAILURE_COOLDOWN,
+            )
 
     def _expired(self, connection: Connection) -> bool:
         expires_at = connection.tokens.expires_at

@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import httpx
 from mcp.server.mcpserver import Context
 from mcp_types import ElicitResult
 
@@ -35,7 +34,7 @@ from service.mcp.account_choice import AccountChoice, used_account_notice
 from service.mcp.completion.hub import CompletionHub
 from service.mcp.errors import ConnectionNeeded, mcp_errors, tool_error
 from service.mcp.identity import Caller
-from service.mcp.provider_session import ProviderSession
+from service.mcp.provider_session import ProviderCalls, ProviderSession
 from service.mcp.revisions.answers import AccountAnswered, ConnectAnew
 from service.mcp.revisions.tool_call import Revisions, ToolCall
 from service.providers.catalogue import ProviderConfig
@@ -51,12 +50,12 @@ class ConnectionBroker:
         hub: CompletionHub,
         lifecycle: TokenLifecycle,
         flow: ConnectFlow,
-        http: httpx.AsyncClient,
+        calls: ProviderCalls,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._settings = settings
         self._lifecycle = lifecycle
-        self._http = http
+        self._calls = calls
         self._connections = Connections(store)
         # Everything that differs between protocol revisions, and between clients, goes through it.
         self._revisions = Revisions(settings, store, hub, flow, clock)
@@ -92,13 +91,7 @@ class ConnectionBroker:
     ) -> ProviderSession:
         """An authenticated session at `provider` for the caller (connecting first if needed)."""
         connection, notice = await self._require(ctx, provider, scopes, account)
-
-        async def reconnect() -> Connection:
-            return await self.require(ctx, provider, scopes, account=account)
-
-        api = ProviderSession(
-            connection, self.provider(provider), self._lifecycle, self._http, tool=tool, reconnect=reconnect
-        )
+        api = ProviderSession(connection, self.provider(provider), self._lifecycle, self._calls, tool=tool)
         api.notice = notice
         return api
 

@@ -1,6 +1,7 @@
 """This server's own tools: `whoami`, `list_connections`, `disconnect`. Tools for other services
 come from tool packages (service/mcp/tool_packages.py; examples/provider_tools is one). None ever
-returns a token."""
+returns a token. Their bodies are shared with the FastMCP adapter's `add_connection_tools`
+(service/embedding/fastmcp.py), so the tools answer alike on every server."""
 
 from __future__ import annotations
 
@@ -19,6 +20,11 @@ from service.observability.webhooks import ConnectionEvents
 from service.providers.outbound_http import OutboundHttp
 from token_store import Store
 
+# What each tool does, as the model reads it: the same on our server and on an embedding's.
+WHOAMI = "Show the caller's profile at a connected provider (connects it first if needed)."
+LIST_CONNECTIONS = "List the caller's connections: provider, account, scopes, status, times."
+DISCONNECT = "Disconnect the caller's account(s) at a provider and revoke the grant there."
+
 
 class ToolParts(Protocol):
     """What these tools use of the process's long-lived objects (service/runtime.py's `Runtime`
@@ -35,41 +41,50 @@ class ToolParts(Protocol):
 
 
 def register_tools(server: MCPServer[Any], broker: ConnectionBroker, parts: ToolParts) -> None:
-    @server.tool(
-        description="Show the caller's profile at a connected provider (connects it first if needed)."
-    )
+    @server.tool(description=WHOAMI)
     @uses(broker.session)
     async def whoami(
         ctx: Context[Any, Any], api: ProviderSession, provider: str = "mockhub", account: str | None = None
     ) -> dict[str, Any]:
-        return await _profile(api)
+        return await profile(api)
 
-    @server.tool(description="List the caller's connections: provider, account, scopes, status, times.")
+    @server.tool(description=LIST_CONNECTIONS)
     async def list_connections(ctx: Context[Any, Any]) -> list[dict[str, Any]]:
         with mcp_errors():
-            caller = current_caller(ctx)
-            return await parts.lifecycle.describe(await parts.store.list_connections(caller.user))
+            return await connections_of(ctx, parts)
 
-    @server.tool(description="Disconnect the caller's account(s) at a provider and revoke the grant there.")
+    @server.tool(description=DISCONNECT)
     async def disconnect(ctx: Context[Any, Any], provider: str) -> dict[str, Any]:
         with mcp_errors():
-            config = broker.provider(provider)  # unknown provider -> clear error
-            caller = current_caller(ctx)
-            done = await disconnect_all(
-                parts.store, config, caller.user, parts.outbound, parts.connection_events
-            )
-        return {
-            "provider": provider,
-            "disconnected": [d.account for d in done],
-            "labels": [d.label for d in done],  # parallel to `disconnected`: what the user calls them
-            "revoked": [d.account for d in done if d.revoked],
-        }
+            return await disconnect_at(ctx, broker, parts, provider)
 
 
-async def _profile(api: ProviderSession) -> dict[str, Any]:
-    profile = await api.get_json(api.provider.userinfo_url)
-    if not isinstance(profile, dict):
+async def profile(api: ProviderSession) -> dict[str, Any]:
+    """`whoami`: the caller's profile at `api`'s provider."""
+    found = await api.get_json(api.provider.userinfo_url)
+    if not isinstance(found, dict):
         raise ProviderFailure(
             api.provider.display_name, "api", f"{api.provider.display_name}: unexpected answer"
         )
-    return profile
+    return found
+
+
+async def connections_of(ctx: Context[Any, Any], parts: ToolParts) -> list[dict[str, Any]]:
+    """`list_connections`: the caller's connections, as the connections page describes them."""
+    caller = current_caller(ctx)
+    return await parts.lifecycle.describe(await parts.store.list_connections(caller.user))
+
+
+async def disconnect_at(
+    ctx: Context[Any, Any], broker: ConnectionBroker, parts: ToolParts, provider: str
+) -> dict[str, Any]:
+    """`disconnect`: every account of the caller at `provider`, revoked there where it can be."""
+    config = broker.provider(provider)  # unknown provider -> clear error
+    caller = current_caller(ctx)
+    done = await disconnect_all(parts.store, config, caller.user, parts.outbound, parts.connection_events)
+    return {
+        "provider": provider,
+        "disconnected": [d.account for d in done],
+        "labels": [d.label for d in done],  # parallel to `disconnected`: what the user calls them
+        "revoked": [d.account for d in done if d.revoked],
+    }

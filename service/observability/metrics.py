@@ -53,7 +53,8 @@ class Metrics:
         )
         self.webhooks = Counter(
             "mcpuc_webhooks_total",
-            "Connection health webhook attempts, by event type and outcome (delivered, retry, given_up).",
+            "Connection health webhook attempts, by event type and outcome "
+            "(delivered, retry, given_up, lease_lost).",
             ["type", "outcome"],
             registry=r,
         )
@@ -66,6 +67,14 @@ class Metrics:
         self.refreshes = Counter(
             "mcpuc_token_refreshes_total",
             "Provider token refreshes, by outcome (ok, invalid_grant, failed, shared).",
+            ["provider", "outcome"],
+            registry=r,
+        )
+        self.rate_limited = Counter(
+            "mcpuc_provider_rate_limited_total",
+            "Provider API answers refusing a tool's request for the provider's rate limit, by "
+            "outcome (waited: sent again once the provider allowed; refused: the wait did not fit "
+            "the call's deadline, or the provider named none, and the tool answered with an error).",
             ["provider", "outcome"],
             registry=r,
         )

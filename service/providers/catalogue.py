@@ -21,6 +21,7 @@ from pydantic_core import ErrorDetails
 
 from service.errors import MetadataError
 from service.providers.discovery import fetch_metadata
+from service.providers.pagination import PaginationStyle
 from service.urls import https_unless_loopback
 
 # "oauth2": authorization code + PKCE; "api_key": the user pastes a key on our page.
@@ -66,6 +67,12 @@ class ProviderConfig(BaseModel):
     revocation_url: str = ""  # RFC 7009; empty when the provider has none
     discovery_url: str = ""  # RFC 8414 / OIDC metadata: fills the empty endpoints at start-up
     api_base_url: str = ""  # base of the provider's API, for tools' authenticated clients
+    # How the API names its next page (service/providers/pagination.py); set by the presets.
+    pagination: PaginationStyle = "none"
+    # The most a tool's API call reads of one answer (get_json, post_json, each page), and of one
+    # streamed body: a page of 100 GitHub repositories is about 570 kB.
+    api_max_answer_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    api_max_stream_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     client_id: str = ""
     client_secret: str = Field(default="", repr=False)
     token_auth_method: TokenAuthMethod = "client_secret_post"  # noqa: S105 - a method name
@@ -159,6 +166,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "token_url": "https://github.com/login/oauth/access_token",
         "userinfo_url": "https://api.github.com/user",
         "api_base_url": "https://api.github.com",
+        "pagination": "link_header",
         "scopes": ("read:user",),
         "account_field": "id",
         "label_field": "login",
@@ -170,6 +178,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "token_url": "https://github.com/login/oauth/access_token",
         "userinfo_url": "https://api.github.com/user",
         "api_base_url": "https://api.github.com",
+        "pagination": "link_header",
         "account_field": "id",
         "label_field": "login",
     },
@@ -180,6 +189,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "userinfo_url": "https://openidconnect.googleapis.com/v1/userinfo",
         "revocation_url": "https://oauth2.googleapis.com/revoke",
         "api_base_url": "https://www.googleapis.com",
+        "pagination": "next_page_token",
         "scopes": ("openid", "email", "profile"),
         "authorize_params": {"access_type": "offline"},
         "consent_prompt_for_refresh": True,
@@ -193,6 +203,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "token_url": "https://slack.com/api/oauth.v2.access",
         "userinfo_url": "https://slack.com/api/auth.test",
         "api_base_url": "https://slack.com/api",
+        "pagination": "next_cursor",
         "scopes": ("users:read",),
         "scope_param": "user_scope",
         "token_path": "authed_user",
@@ -207,6 +218,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "token_url": "https://login.microsoftonline.com/{tenant}/oauth2/v2.0/token",
         "userinfo_url": "https://graph.microsoft.com/oidc/userinfo",
         "api_base_url": "https://graph.microsoft.com/v1.0",
+        "pagination": "odata_next_link",
         "scopes": ("openid", "profile", "offline_access", "User.Read"),
         "account_field": "sub",
         "label_field": "name",

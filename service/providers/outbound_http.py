@@ -40,6 +40,9 @@ CONNECTION_RESET = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError
 MAX_RESPONSE_BYTES = 1024 * 1024
 # Token and revocation answers (authlib's pool): a token response is well under a kilobyte.
 MAX_TOKEN_RESPONSE_BYTES = 64 * 1024
+# A request's own byte limit, in place of its pool's (httpx passes `extensions` to the transport):
+# a tool's API call reads up to its provider's `api_max_answer_bytes` or `api_max_stream_bytes`.
+RESPONSE_BYTE_LIMIT = "mcpuc.response_byte_limit"
 
 T = TypeVar("T")
 
@@ -128,11 +131,13 @@ _R = TypeVar("_R", httpx.Response, httpx2.Response)
 
 async def bounded(request: _Exchange, send: Awaitable[_R], limit: int, errors: _Errors) -> _R:
     """`send` (the pool's answer to `request`) within the call's deadline, its body streamed
-    within the deadline and `limit`. Sent with `Accept-Encoding: identity` and refused when
-    encoded anyway: the limit counts the bytes the caller gets, so a small compressed body
-    cannot unpack into a large one. Done here by hand because neither httpx nor httpx2 has a
-    whole-call timeout or a body size limit; at the transport, it covers every caller once."""
+    within the deadline and `limit` (or the request's own, `RESPONSE_BYTE_LIMIT`). Sent with
+    `Accept-Encoding: identity` and refused when encoded anyway: the limit counts the bytes the
+    caller gets, so a small compressed body cannot unpack into a large one. Done here by hand
+    because neither httpx nor httpx2 has a whole-call timeout or a body size limit; at the
+    transport, it covers every caller once."""
     deadline = call_deadline(request.extensions)
+    limit = request.extensions.get(RESPONSE_BYTE_LIMIT, limit)
     response = await enforce_call_deadline(deadline, send, errors)
     if response.headers.get("content-encoding", "identity").lower() != "identity":
         await response.aclose()
@@ -161,11 +166,14 @@ class OriginSlots:
     @asynccontextmanager
     async def held(self, origin: str, extensions: dict[str, Any]) -> AsyncIterator[None]:
         slot = self._slots.setdefault(origin, anyio.Semaphore(self._limit))
-        wait = (extensions.get("timeout") or {}).get("pool")
-        with anyio.move_on_after(wait) as waiting:
-            await slot.acquire()
-        if waiting.cancelled_caught:
-            raise self._timeout_error(f"no free connection to {origin} within {wait} s")
+        try:  # a free slot, the usual case, without arming a timer for the wait
+            slot.acquire_nowait()
+        except anyio.WouldBlock:
+            wait = (extensions.get("timeout") or {}).get("pool")
+            with anyio.move_on_after(wait) as waiting:
+                await slot.acquire()
+            if waiting.cancelled_caught:
+                raise self._timeout_error(f"no free connection to {origin} within {wait} s") from None
         try:
             yield
         finally:

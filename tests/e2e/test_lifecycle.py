@@ -22,7 +22,6 @@ import httpx
 import pytest
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR
 from starlette.applications import Starlette
 
 from mock_providers.providers.mockkeys.server import MockKeysAccount
@@ -76,6 +75,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LifecycleStack]:
             tmp_path_factory.mktemp("lifecycle"), http_timeout=HTTP_TIMEOUT, tools=(add_scoped_tools,)
         )
     )
+
+
+def tool_error_text(result: Any) -> str:
+    """The text of a tool error (a result with `isError`; a JSON-RPC error would have raised)."""
+    assert result.is_error is True, result
+    [item] = result.content
+    return str(item.text)
 
 
 def profile(result: Any) -> dict[str, Any]:
@@ -383,14 +389,19 @@ async def test_token_endpoint_failing_gives_a_clear_error_and_keeps_the_grant(
     async with legacy_client(stack.instances[1], user) as (client, _):
         hub.token_endpoint_mode = "500"
         try:
-            with pytest.raises(MCPError) as raised:
-                await client.call_tool("whoami", {})
+            failed = await client.call_tool("whoami", {})
         finally:
             hub.token_endpoint_mode = "ok"
-        error = raised.value.error
-        assert error.code == INTERNAL_ERROR  # not -32042: the grant may be fine, the provider failed
-        assert "MockHub" in error.message and "refresh" in error.message
-        assert leaks(hub.issued_access_tokens | hub.issued_refresh_tokens, [error.message]) == []
+        # A tool error, not -32042 (the grant may be fine, the provider failed) nor -32603.
+        text = tool_error_text(failed)
+        assert failed.structured_content == {
+            "provider": "mockhub",
+            "status": None,
+            "retry_after": 1,
+            "reconnect": False,
+        }
+        assert "MockHub" in text and "refresh" in text
+        assert leaks(hub.issued_access_tokens | hub.issued_refresh_tokens, [text]) == []
         [entry] = await connections(client)
         assert entry["status"] == "ok"
         await anyio.sleep(FAILURE_COOLDOWN + 0.2)  # callers within the cooldown share the failure
@@ -414,14 +425,12 @@ async def test_token_endpoint_hanging_fails_within_the_http_timeout(
         hub.token_endpoint_mode = "hang"
         start = time.monotonic()
         try:
-            with pytest.raises(MCPError) as raised:
-                await client.call_tool("whoami", {})
+            failed = await client.call_tool("whoami", {})
         finally:
             hub.token_endpoint_mode = "ok"
         elapsed = time.monotonic() - start
         assert elapsed < 3 * HTTP_TIMEOUT
-        assert raised.value.error.code == INTERNAL_ERROR
-        assert "MockHub" in raised.value.error.message
+        assert "MockHub" in tool_error_text(failed)
         [entry] = await connections(client)
         assert entry["status"] == "ok"
         # The failed refresher released the lock: after the short cooldown the next call refreshes.
@@ -445,19 +454,15 @@ async def test_refresh_storm_while_the_token_endpoint_fails_sends_one_refresh(
             for i in range(4)
         ]
 
-        async def call(i: int) -> MCPError | None:
-            try:
-                await clients[i % len(clients)].call_tool("whoami", {})
-            except MCPError as exc:
-                return exc
-            return None
+        async def call(i: int) -> bool:
+            return bool((await clients[i % len(clients)].call_tool("whoami", {})).is_error)
 
         hub.token_endpoint_mode = "500"
         try:
             outcomes = await asyncio.gather(*(call(i) for i in range(STORM_CALLS)))
         finally:
             hub.token_endpoint_mode = "ok"
-    assert all(isinstance(o, MCPError) and o.error.code == INTERNAL_ERROR for o in outcomes)
+    assert all(outcomes)  # each a tool error the model reads
     assert refreshes_since(hub.token_requests, mark) <= 2
 
 

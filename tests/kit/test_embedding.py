@@ -14,6 +14,8 @@ from types import ModuleType
 
 import httpx
 import pytest
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from mcp_url_connect.testing import MODES, FlowError, Mcpuc
 from service.http.request_limits import MAX_REQUEST_BODY_BYTES, MAX_REQUEST_HEAD_BYTES
@@ -79,22 +81,29 @@ async def test_a_client_without_url_mode_gets_the_link_with_its_facts(stack: Mcp
         assert done["structuredContent"] == {"login": "octocat"}, done
 
 
-async def test_our_connection_tools_on_the_sdk_server(tmp_path: Path) -> None:
-    """`add_connection_tools` (the SDK server only) serves the caller's own connections."""
-    stack = Mcpuc(tmp_path / "data", app=load_example("embed_sdk").build_app).start()
-    try:
-        await list_after_connecting(stack)
-    finally:
-        stack.stop()
-
-
-async def list_after_connecting(stack: Mcpuc) -> None:
-    async with stack.client("embed-lister", mode="legacy") as client:
+@pytest.mark.parametrize("mode", MODES)
+async def test_our_connection_tools_on_the_integrators_server(stack: Mcpuc, mode: str) -> None:
+    """`add_connection_tools` (`UrlConnect.add_connection_tools` on the SDK's server,
+    `mcp_url_connect.fastmcp.add_connection_tools` on FastMCP) serves the caller's own
+    connections, as our server does: list them, name the caller at a provider, disconnect."""
+    user = f"embed-lister-{mode}"
+    async with stack.client(user, mode=mode) as client:
+        assert {"list_connections", "disconnect", "whoami"} <= {
+            t.name for t in (await client.list_tools()).tools
+        }
         link = await stack.connect_url(client, "hub_login", {})
-        await stack.browser("embed-lister").approve(link.url, login="octocat")
+        await stack.browser(user).approve(link.url, login="octocat")
         await stack.retry(client, link, "hub_login", {})
         listed = await client.call_tool("list_connections", {})
         assert [c["account_label"] for c in listed.structured_content["result"]] == ["octocat"]
+        me = await client.call_tool("whoami", {})  # the default provider, from the tool's own argument
+        assert me.structured_content["login"] == "octocat"
+        with pytest.raises(MCPError) as unknown:  # a protocol error, as on our server
+            await client.call_tool("disconnect", {"provider": "nohub"})
+        assert unknown.value.error.code == INVALID_PARAMS
+        gone = await client.call_tool("disconnect", {"provider": "mockhub"})
+        assert gone.structured_content["labels"] == ["octocat"]
+        assert (await client.call_tool("list_connections", {})).structured_content["result"] == []
 
 
 async def test_the_connect_link_is_refused_to_another_user(stack: Mcpuc) -> None:

@@ -13,7 +13,6 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
-from mcp.shared.exceptions import MCPError
 
 from mock_providers.testing import FlowError, Mcpuc
 from mock_providers.testing.plugin import __name__ as PLUGIN
@@ -102,7 +101,9 @@ async def test_provider_knobs_reach_mockhub(mcpuc: Mcpuc) -> None:
         revoked_before = mcpuc.providers.revocations
         assert mcpuc.providers.revoke("octocat") >= 1
         assert mcpuc.providers.revocations > revoked_before
-        again = await mcpuc.connect_url(client, "whoami", {})
+        gone = await client.call_tool("whoami", {})  # found dead during the call: a tool error
+        assert gone.is_error and (gone.structured_content or {}).get("reconnect") is True
+        again = await mcpuc.connect_url(client, "whoami", {})  # the next call asks again
         assert again.elicitation_id != link.elicitation_id
         await mcpuc.browser("erin").approve(again.url)
         await mcpuc.retry(client, again, "whoami", {})
@@ -110,6 +111,6 @@ async def test_provider_knobs_reach_mockhub(mcpuc: Mcpuc) -> None:
         mcpuc.providers.fail_token_endpoint("500")
         mcpuc.providers.expire_access_tokens()
         before = mcpuc.providers.refreshes
-        with pytest.raises(MCPError, match="refused the refresh"):
-            await client.call_tool("whoami", {})
+        failed = await client.call_tool("whoami", {})
+        assert failed.is_error and "refused the refresh" in str(failed.content)
         assert mcpuc.providers.refreshes == before + 1  # tried once, failed closed

@@ -8,6 +8,8 @@ from service.flow.connect import ConnectFlow
 from service.flow.lifecycle import TokenLifecycle
 from service.mcp.broker import ConnectionBroker
 from service.mcp.completion.hub import CompletionHub
+from service.mcp.provider_session import ProviderCalls
+from service.observability.metrics import Metrics
 from service.providers.outbound_http import OutboundHttp
 from service.settings import Settings
 from token_store import Store
@@ -21,5 +23,5 @@ def broker_on(settings: Settings, store: Store, outbound: OutboundHttp) -> Conne
         CompletionHub(),
         TokenLifecycle(store, outbound, timeout_seconds=1),
         ConnectFlow(settings, store, outbound, clock=time.time),
-        outbound.client,
+        ProviderCalls(outbound.client, Metrics()),
     )

@@ -132,7 +132,10 @@ async def opened_store(settings: Settings, keyring: KeyRing | None = None) -> As
     """The configured store, opened as the server opens it (its schema brought up to date), closed
     at the end."""
     store = await open_store(
-        settings.effective_store_url, keyring or keyring_of(settings), prefix=settings.redis_prefix
+        settings.effective_store_url,
+        keyring or keyring_of(settings),
+        prefix=settings.redis_prefix,
+        allow_plaintext_redis=settings.allow_plaintext_redis,
     )
     try:
         yield store

@@ -22,6 +22,8 @@ from service.flow.connect import ConnectFlow
 from service.flow.lifecycle import TokenLifecycle
 from service.mcp.broker import ConnectionBroker
 from service.mcp.completion.hub import CompletionHub
+from service.mcp.provider_session import ProviderCalls
+from service.observability.metrics import Metrics
 from service.providers.outbound_http import OutboundHttp
 from service.settings import Settings
 from tests.support.modern_retry import World, ask, retry_with, whoami
@@ -52,7 +54,7 @@ async def frozen(tmp_path: Path) -> AsyncIterator[World]:
         CompletionHub(),
         TokenLifecycle(store, outbound, timeout_seconds=1),
         ConnectFlow(settings, store, outbound, clock=time.time),
-        outbound.client,
+        ProviderCalls(outbound.client, Metrics()),
         clock=lambda: 1_000.0,  # the hold's deadline never comes
     )
     try:

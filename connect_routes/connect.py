@@ -14,7 +14,8 @@ Refusals are raised as `service.errors` and rendered by connect_routes/error_pag
 /callback/<provider>  the state is consumed once; same browser, same user, same provider
            (one redirect URI per provider); RFC 9207 `iss`; the code is
            exchanged at the token endpoint stored with the state; the token set is stored,
-           then the elicitation is completed and the MCP session notified.
+           then the elicitation is completed and the MCP session notified. The same request
+           again from the same browser shows the first one's outcome.
 """
 
 from __future__ import annotations
@@ -196,7 +197,7 @@ class ConnectRoutes:
             connection = await self._flow.open_with_api_key(link, key if isinstance(key, str) else "")
         except InvalidApiKey as refused:
             return self._api_key_form(request, browser, link.elicitation, link.provider, refused.text, 400)
-        return _connected(request, link.provider, connection.account_label)
+        return _connected(request, link.provider.display_name, connection.account_label)
 
     async def callback(self, request: Request) -> Response:
         """The provider's redirect back: bounded parameters, then the flow's `finish` (which
@@ -205,7 +206,7 @@ class ConnectRoutes:
         if any(len(v) > MAX_PARAM for v in params.values()):
             raise InvalidRequest("A parameter is too long.")
         browser = browser_user(request, self._settings)
-        provider, connection = await self._flow.finish(
+        finished = await self._flow.finish(
             CallbackParams(
                 path_provider=request.path_params.get("provider"),
                 query=params,
@@ -213,7 +214,7 @@ class ConnectRoutes:
                 session_binding=browser.binding if browser else None,
             )
         )
-        return _connected(request, provider, connection.account_label)
+        return _connected(request, finished.provider, finished.account_label)
 
 
 def _client_shown(elicitation: PendingElicitation) -> str:
@@ -228,5 +229,5 @@ def _client_shown(elicitation: PendingElicitation) -> str:
     return elicitation.client_id[:MAX_CLIENT_SHOWN]
 
 
-def _connected(request: Request, provider: ProviderConfig, account_label: str) -> Response:
-    return page(request, "connected.html", 200, provider=provider.display_name, account=account_label)
+def _connected(request: Request, provider: str, account_label: str) -> Response:
+    return page(request, "connected.html", 200, provider=provider, account=account_label)

@@ -2,7 +2,7 @@
 behind the shipped nginx, with Redis and `mock-providers`, while one fault at a time is injected.
 
     python scripts/drill.py [--store redis|postgres|cluster|sentinel] [--users 50]
-                            [--faults kill,redis,...] [--keep DIR]
+                            [--addresses 1] [--faults kill,redis,...] [--keep DIR]
 
 Everything runs on loopback (its own store: a redis-server with AOF, a PostgreSQL, a three-primary
 Redis Cluster or a primary, replica and three sentinels; nginx, the replicas and the mock
@@ -27,6 +27,11 @@ mock providers' loopback admin endpoint), `rotate` (a new encryption key rolled 
 rolling restarts, then `mcp-url-connect keys rotate` while flows run), `store` (the fault that
 fits the store: Redis restarted, PostgreSQL restarted, a Cluster primary killed and started again,
 a Sentinel failover with the primary killed, then back as a replica).
+
+Users come from `--addresses` source addresses, 127.0.0.1 to 127.0.0.N, user i from the
+(i mod N)+1-th: 1 is everyone behind one address (a hosted MCP client's egress, a company's NAT),
+more spreads them as over many machines. The router limits per address only what carries no
+bearer token (docs/deploy.md, "Limits").
 
 SQLite serves one replica, so it has no place in this two-replica drill.
 """
@@ -112,6 +117,7 @@ class Drill:
     users: int
     notify_seconds: float
     round_seconds: float
+    addresses: int = 1
     downtime: Downtime = field(default_factory=Downtime)
     fault_over: anyio.Event = field(default_factory=anyio.Event)
     half_connected: anyio.Event = field(default_factory=anyio.Event)
@@ -124,7 +130,11 @@ class Drill:
 
     # -- one user's flow -----------------------------------------------------------------------
 
-    async def flow(self, user: str, mode: str) -> Flow:
+    def address_of(self, index: int) -> str:
+        """The source address of user `index`: 127.0.0.1 to 127.0.0.<addresses>."""
+        return f"127.0.0.{index % self.addresses + 1}"
+
+    async def flow(self, user: str, mode: str, address: str) -> Flow:
         """One user: connect MockHub, then call whoami until the fault is over.
 
         A call answered 404 "Session not found" (its replica went away) is sent again on a new
@@ -139,8 +149,11 @@ class Drill:
         while True:
             try:
                 async with (
-                    Browser() as browser,
-                    mcp_client(self.cluster, user, mode, on_url=accept) as (client, recorder),
+                    Browser(local_address=address) as browser,
+                    mcp_client(self.cluster, user, mode, on_url=accept, local_address=address) as (
+                        client,
+                        recorder,
+                    ),
                 ):
                     while not result.connected:
                         result.calls += not resend
@@ -280,9 +293,8 @@ class Drill:
         async def one(index: int) -> None:
             await anyio.sleep(index * 0.05)  # users arrive over the first seconds
             async with limit:
-                flows.append(
-                    await self.flow(f"drill{number}u{index}", "legacy" if index % 2 == 0 else "2026-07-28")
-                )
+                mode = "legacy" if index % 2 == 0 else "2026-07-28"
+                flows.append(await self.flow(f"drill{number}u{index}", mode, self.address_of(index)))
 
         async def fault_runner() -> None:
             # When half the users have connected: the others are in every phase of their flow
@@ -434,13 +446,16 @@ async def run(args: argparse.Namespace, root: Path) -> list[dict[str, object]]:
         await anyio.to_thread.run_sync(stop_store)
         raise
     try:
-        drill = Drill(cluster, args.users, args.notify_seconds, args.round_seconds)
+        drill = Drill(cluster, args.users, args.notify_seconds, args.round_seconds, args.addresses)
         drill.store_fault = cluster.restart_redis if args.store == "redis" else store_fault
         drill.keyring = cluster.serve_env()["MCPUC_ENCRYPTION_KEYS"]
         drill.issuer = cluster.serve_env()["MCPUC_AUTH_ISSUER"]
         for number, fault in enumerate(args.faults):
             print(
-                f"round {number}: {fault} on {args.store} ({args.users} users)", file=sys.stderr, flush=True
+                f"round {number}: {fault} on {args.store} ({args.users} users from "
+                f"{args.addresses} address{'es' if args.addresses > 1 else ''})",
+                file=sys.stderr,
+                flush=True,
             )
             rows.append(await drill.round(fault, number))
     finally:
@@ -458,12 +473,17 @@ def main() -> int:
     )
     parser.add_argument("--store", choices=STORES, default="redis")
     parser.add_argument("--users", type=int, default=50)
+    parser.add_argument(
+        "--addresses", type=int, default=1, help="source addresses the users come from (127.0.0.1-N)"
+    )
     parser.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated, of {', '.join(FAULTS)}")
     parser.add_argument("--notify-seconds", type=float, default=10.0)
     parser.add_argument("--round-seconds", type=float, default=180.0)
     parser.add_argument("--keep", type=Path, default=None, help="keep logs in this directory")
     args = parser.parse_args()
     args.faults = [f.strip() for f in args.faults.split(",") if f.strip()]
+    if not 1 <= args.addresses <= 254:
+        parser.error("--addresses: 1 to 254 (127.0.0.1 to 127.0.0.254)")
     if unknown := set(args.faults) - set(FAULTS):
         parser.error(f"unknown fault(s): {', '.join(sorted(unknown))}")
     if args.store != "redis" and "redis" in args.faults:

@@ -103,6 +103,10 @@ STORE_COPY = "tests/integration/token_store/test_store_copy.py"
 UNIT_CHECKS = "tests/unit/service/flow/test_security_checks.py"
 UNIT_ROUTES = "tests/unit/connect_routes/test_connect.py"
 UNIT_ACCOUNTS = "tests/unit/service/mcp/test_account_choice.py"
+DEPLOY_KIT_LIMITS = (
+    "tests/integration/test_deploy_kit.py::"
+    "test_nginx_limits_each_address_only_for_requests_without_a_bearer_token"
+)
 
 
 CHECKS: tuple[Check, ...] = (
@@ -160,8 +164,17 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "callback.single_use_state",
-        [f"{E2E_FLOW}::test_replayed_callback_is_rejected"],
+        [f"{E2E_FLOW}::test_a_replayed_callback_never_exchanges_the_code_again"],
         "callback consumes the OAuth state (single use) before any other check",
+    ),
+    check(
+        "callback.repeat_of_same_request",
+        [
+            f"{UNIT_CHECKS}::test_require_repeat_of_same_callback",
+            "tests/security/test_ids_and_states.py::"
+            "test_a_replayed_callback_never_redeems_again_and_shows_the_first_outcome_only_to_its_browser",
+        ],
+        "a callback whose state is gone shows the first outcome only to the same request, same browser",
     ),
     check(
         "connect.opaque_ids",
@@ -587,6 +600,14 @@ CHECKS: tuple[Check, ...] = (
         "a server refuses an SDK that lacks a private part the caps or the replay isolation need",
     ),
     check(
+        "caps.requests_per_second_per_user",
+        [
+            "tests/unit/service/mcp/sdk/test_session_limits.py::"
+            "test_requests_a_second_per_user_are_limited_with_retry_after_and_other_users_are_unaffected",
+        ],
+        "a user past its MCP requests a second (and burst) gets 429 with Retry-After",
+    ),
+    check(
         "caps.requests_per_user",
         ["tests/unit/service/mcp/sdk/test_session_limits.py::test_requests_in_flight_per_user_are_capped"],
         "cap on requests in progress per user (429)",
@@ -723,21 +744,28 @@ CHECKS: tuple[Check, ...] = (
         "a caller's X-Request-ID reaches nginx's log and the replica only in the replicas' shape",
     ),
     check(
-        "nginx.callbacks_never_retried",
+        "nginx.callbacks_retried_on_connection_errors",
         [
-            "tests/integration/test_deploy_kit.py::test_nginx_never_retries_an_oauth_callback_on_another_replica"
+            "tests/integration/test_deploy_kit.py::"
+            "test_nginx_retries_an_oauth_callback_on_another_replica_like_other_routes",
+            "tests/e2e/test_router.py::test_callbacks_are_served_while_a_killed_replica_is_still_in_dns",
         ],
-        "an OAuth callback (single-use state) is never sent to a second replica",
+        "an OAuth callback the router could not pass to one replica goes to the next (a dead one in DNS)",
     ),
     check(
-        "nginx.requests_per_client",
-        ["tests/integration/test_deploy_kit.py::test_nginx_limits_each_client_and_serves_the_others"],
-        "a client past 100 requests a second (bursts of 200) gets 429",
+        "nginx.requests_per_address",
+        [DEPLOY_KIT_LIMITS],
+        "an address past 100 requests a second (bursts of 1000) without a bearer token gets 429",
     ),
     check(
-        "nginx.connections_per_client",
-        ["tests/integration/test_deploy_kit.py::test_nginx_limits_each_client_and_serves_the_others"],
-        "a client past 100 connections at once gets 429",
+        "nginx.connections_per_address",
+        [DEPLOY_KIT_LIMITS],
+        "an address past 200 connections at once without a bearer token gets 429",
+    ),
+    check(
+        "nginx.mcp_limited_per_user_not_per_address",
+        [DEPLOY_KIT_LIMITS],
+        "an MCP request with a bearer token is never counted per address (the replica limits its user)",
     ),
     check(
         "nginx.body_timeout",

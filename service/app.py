@@ -122,6 +122,9 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
         sessions_per_user=settings.max_sessions_per_user,
         sessions_per_replica=settings.max_sessions_per_replica,
         requests_per_user=settings.max_requests_per_user,
+        requests_per_second_per_user=settings.requests_per_second_per_user,
+        request_burst_per_user=settings.request_burst_per_user,
+        refused=lambda limit: runtime.metrics.mcp_requests_refused.labels(limit=limit.value).inc(),
     )
     drain = Drain(lambda: sessions.live_transports)
     broker.stop_holding_when(lambda: drain.draining)

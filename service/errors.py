@@ -28,6 +28,7 @@ __all__ = [
     "AuthorizationResponseIssuerMismatch",
     "BlankClientName",
     "BrowserRefusal",
+    "CallbackEndedBefore",
     "ConnectCsrfTokenMismatch",
     "ConnectionsPageNotSignedIn",
     "CrossSiteRequest",
@@ -115,7 +116,11 @@ class NotAuthenticated(DomainError):
 
 class SessionCapReached(Exception):
     """No room for another MCP session: raised inside the SDK's admission, answered 429 by
-    `SessionLimits` with this message (RFC 6585 §4)."""
+    `SessionLimits` with this message (RFC 6585 §4); `limit` names the cap."""
+
+    def __init__(self, message: str, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class NewAccountWanted(Exception):
@@ -339,6 +344,13 @@ class InvalidState(BrowserRefusal):
     §5.3.5: one callback per state)."""
 
     title, text, status_code = "Link expired", "This sign-in is unknown, expired or already finished.", 400
+
+
+class CallbackEndedBefore(BrowserRefusal):
+    """The same callback again (a reload, the router's retry) after the first one ended without a
+    connection: its outcome again, never a second attempt (RFC 6749 §10.5: a code is used once)."""
+
+    title, text, status_code = "Not connected", "This sign-in already ended without a connection.", 400
 
 
 class WrongBrowser(BrowserRefusal):

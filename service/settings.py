@@ -188,6 +188,11 @@ class Settings(BaseSettings):
     max_sessions_per_user: int = 20
     max_sessions_per_replica: int = 1000
     max_requests_per_user: int = 32
+    # MCP requests a second per user on a replica, with bursts (HTTP 429 with Retry-After past
+    # them): the router limits only requests without a bearer token, per address, since many
+    # users share one (docs/deploy.md, "Limits").
+    requests_per_second_per_user: float = 20.0
+    request_burst_per_user: int = 100
     # Stopping: requests in flight get this long to finish after SIGTERM.
     shutdown_grace_seconds: float = 20.0
     # Idle keep-alive of client (and proxy) connections; the shipped nginx drops its idle
@@ -323,10 +328,13 @@ class Settings(BaseSettings):
             "max_sessions_per_user",
             "max_sessions_per_replica",
             "max_requests_per_user",
+            "request_burst_per_user",
             "max_connections_awaiting_head",
         ):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
+        if not 0 < self.requests_per_second_per_user <= 1e6:
+            raise SettingsError("MCPUC_REQUESTS_PER_SECOND_PER_USER must be more than 0 and at most 1000000")
         for name in ("request_head_timeout_seconds", "request_body_timeout_seconds"):
             if not 0 < getattr(self, name) <= 3600:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be more than 0 and at most 3600")

@@ -37,6 +37,7 @@ from token_store.base import Store, StoreError, StoreUnavailable, TooManyPending
 from token_store.crypto import DecryptError, KeyRing
 from token_store.models import (
     LIVE_STATUSES,
+    CallbackOutcome,
     Connection,
     ConnectionKey,
     ConnectionStatus,
@@ -61,6 +62,7 @@ __all__ = [
     "POSTGRES_SCHEMES",
     "REDIS_SCHEMES",
     "STORE_SCHEMES",
+    "CallbackOutcome",
     "ClusterURL",
     "Connection",
     "ConnectionKey",

@@ -3,7 +3,8 @@
 Backends hold three kinds of records:
 - connections: token sets, encrypted (AEAD, associated data = the connection key), no TTL;
 - pending elicitations: id -> record with a small status machine, TTL;
-- one-time records (OAuth states, request-state nonces): single use, TTL, atomic consume.
+- one-time records (OAuth states, request-state nonces): single use, TTL, atomic consume;
+  a callback's outcome, kept under its taken state's hash a short while (TTL).
 
 Every method is atomic on its own. A backend failure raises `StoreUnavailable`; callers fail
 closed on it (docs/threat-model.md, "Failure is closed").
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from token_store.models import (
+    CallbackOutcome,
     Connection,
     ConnectionKey,
     ConnectionStatus,
@@ -194,6 +196,16 @@ class Store(Protocol):
 
     async def take_oauth_state(self, state: str) -> OAuthState | None:
         """Atomically fetch and delete. None when unknown, expired, already taken, or it fails to decrypt."""
+        ...
+
+    async def put_callback_outcome(self, state: str, outcome: CallbackOutcome) -> None:
+        """Keep `outcome` under a hash of the OAuth state `state` until `outcome.expires_at`. The
+        first one put for a state stays: a second put changes nothing."""
+        ...
+
+    async def get_callback_outcome(self, state: str) -> CallbackOutcome | None:
+        """The outcome put for `state` (read, not taken: a callback may be repeated), or None when
+        none was put or it expired."""
         ...
 
     async def put_nonce(self, nonce: str, ttl_seconds: float, slot: str | None = None) -> None:

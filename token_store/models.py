@@ -257,6 +257,30 @@ class OAuthState:
 
 
 @dataclass(frozen=True)
+class CallbackOutcome:
+    """How one provider callback ended, kept a short while under a hash of its OAuth state (whose
+    own record the callback took): the same callback again (a reload, the router's retry after a
+    replica failed) is answered with this instead of a second code exchange.
+
+    Not secret: `request` is a digest of the request that ended the flow (its browser binding,
+    provider path and parameters, code included), `outcome` a `FlowOutcome` value, and for a
+    completed flow the account's label as the success page showed it."""
+
+    request: str
+    outcome: str
+    provider: str
+    account_label: str
+    expires_at: float
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> CallbackOutcome:
+        return cls(**json.loads(raw))
+
+
+@dataclass(frozen=True)
 class WebhookMessage:
     """One webhook waiting in the store's outbox until its receiver accepts it.
 

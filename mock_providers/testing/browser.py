@@ -44,8 +44,18 @@ def forms_in(html: str) -> list[Form]:
 
 
 class Browser:
-    def __init__(self, cookies: httpx.Cookies | None = None) -> None:
-        self.http = httpx.AsyncClient(follow_redirects=True, timeout=15, cookies=cookies, verify=client_tls())
+    """With `local_address`, every request leaves from that source address (a loopback one:
+    127.0.0.x), as from another machine or another NAT."""
+
+    def __init__(self, cookies: httpx.Cookies | None = None, local_address: str | None = None) -> None:
+        transport = (
+            None
+            if local_address is None
+            else httpx.AsyncHTTPTransport(verify=client_tls(), local_address=local_address)
+        )
+        self.http = httpx.AsyncClient(
+            follow_redirects=True, timeout=15, cookies=cookies, verify=client_tls(), transport=transport
+        )
         self.visited: list[str] = []
 
     async def aclose(self) -> None:

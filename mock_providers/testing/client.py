@@ -88,10 +88,12 @@ async def mcp_client(
     recorder: Recorder | None = None,
     token: str | None = None,
     elicitation: Elicitation = "url",
+    local_address: str | None = None,
 ) -> AsyncIterator[tuple[Client, Recorder]]:
     """A connected client for `user`; `on_url` (or none: no URL-mode capability) answers elicitations.
     `elicitation="form"` declares form mode only and `"none"` no elicitation, as most clients in
-    use do: the server then answers with the link in a tool error."""
+    use do: the server then answers with the link in a tool error. With `local_address` it
+    connects from that source address (a loopback one: 127.0.0.x)."""
     recorder = recorder or Recorder()
     bearer = token or mint_access_token(servers.data_dir, user)
 
@@ -99,7 +101,7 @@ async def mcp_client(
         if "mcp-session-id" in response.headers:
             recorder.session_ids.add(response.headers["mcp-session-id"])
 
-    transport = httpx2.AsyncHTTPTransport(verify=client_tls())
+    transport = httpx2.AsyncHTTPTransport(verify=client_tls(), local_address=local_address)
     http = httpx2.AsyncClient(
         headers={"Authorization": f"Bearer {bearer}"},
         timeout=30,

@@ -25,10 +25,12 @@ from typing import Any
 import httpx
 
 from service.errors import (
+    CallbackEndedBefore,
     DomainError,
     FlowFailed,
     InvalidApiKey,
     InvalidRequest,
+    InvalidState,
     MissingCode,
     NotAnApiKeyProvider,
     ProviderApiError,
@@ -42,6 +44,7 @@ from service.errors import (
     WrongBrowser,
 )
 from service.flow.security_checks import (
+    callback_request_digest,
     check_rfc9207_issuer,
     mint_opaque_id,
     require_account_id_of_provider,
@@ -49,6 +52,7 @@ from service.flow.security_checks import (
     require_opaque_id,
     require_pending,
     require_redirect_uri_of_provider,
+    require_repeat_of_same_callback,
     require_same_browser,
     require_same_user,
     require_signed_in,
@@ -56,7 +60,7 @@ from service.flow.security_checks import (
     reusable_link_of_same_user_and_client,
 )
 from service.observability.audit import audit
-from service.observability.flow_events import FlowEvents, FlowOutcome, outcome_of
+from service.observability.flow_events import FlowEvents, FlowOutcome, failure_text, outcome_of
 from service.observability.logs import Pseudonyms
 from service.observability.metrics import Metrics
 from service.observability.tracing import Tracing
@@ -69,6 +73,7 @@ from service.providers.oauth import authorization_url, exchange_code, keep_refre
 from service.providers.outbound_http import OutboundHttp
 from service.settings import Settings
 from token_store import (
+    CallbackOutcome,
     Connection,
     ConnectionKey,
     ConnectionStatus,
@@ -101,6 +106,10 @@ TRANSITIONS: dict[Transition, str] = {
     Transition.FAIL: "GET /callback/<provider>, a refused check or a failed step: fail",
 }
 
+# How long a callback's outcome is kept for the same request again: the router's retry comes
+# within seconds, a reload of the page within minutes; short, as the record names the account.
+CALLBACK_OUTCOME_SECONDS = 300.0
+
 # What an API key looks like: printable, no spaces, of these lengths (the API-key page's
 # minlength/maxlength and the form's size bound are these too).
 API_KEY_MIN_LENGTH, API_KEY_MAX_LENGTH = 8, 4096
@@ -127,6 +136,15 @@ class CallbackParams:
     query: Mapping[str, str]
     session_user: UserRef | None
     session_binding: str | None
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A callback that connected an account: what its page shows (the provider's display name and
+    the account's label)."""
+
+    provider: str
+    account_label: str
 
 
 class ConnectFlow:
@@ -345,13 +363,30 @@ class ConnectFlow:
 
     # ---- /callback --------------------------------------------------------------------------------
 
-    async def finish(self, received: CallbackParams) -> tuple[ProviderConfig, Connection]:
+    async def finish(self, received: CallbackParams) -> Finished:
         """The callback: its state consumed first, then every check before the code is redeemed,
         then the exchange, the account, and `complete`. Any failure after the state was found
-        fails the flow closed."""
+        fails the flow closed. How it ended is kept a short while under the state's hash: the
+        same request again from the same browser (a reload, the router's retry after a replica
+        failed) gets that outcome, never a second exchange; any other gets "Link expired"."""
         query = received.query
         state_value = require_opaque_id(query.get("state", ""), InvalidRequest)
-        state = await require_single_use_state(self._store, state_value)
+        request = callback_request_digest(received.session_binding, received.path_provider, query)
+        try:
+            state = await require_single_use_state(self._store, state_value)
+        except InvalidState:
+            return await self._answered_before(state_value, request)
+        try:
+            provider, connection = await self._redeem(state, received)
+        except (DomainError, StoreUnavailable) as exc:
+            await self._remember(state, request, outcome_of(exc)[0])
+            raise
+        await self._remember(state, request, FlowOutcome.COMPLETED, connection.account_label)
+        return Finished(provider.display_name, connection.account_label)
+
+    async def _redeem(self, state: OAuthState, received: CallbackParams) -> tuple[ProviderConfig, Connection]:
+        """Every check of the callback on a taken state, then the code exchange and `complete`."""
+        query = received.query
         elicitation = state.elicitation
         async with self.failing_closed(elicitation):
             session_user = require_signed_in(received.session_user, WrongBrowser)
@@ -387,6 +422,38 @@ class ConnectFlow:
                 logger.warning("callback: provider %s: %s", provider.name, exc)
                 raise ProviderFailure(provider.display_name, step, str(exc)) from None
             return provider, await self.complete(elicitation, provider, tokens, profile)
+
+    async def _remember(
+        self, state: OAuthState, request: str | None, outcome: FlowOutcome, account_label: str = ""
+    ) -> None:
+        """Keep how this callback ended for `CALLBACK_OUTCOME_SECONDS`, for the same request again.
+        Best effort: without it a repeat gets "Link expired", as it would anyway."""
+        if request is None:
+            return
+        recorded = CallbackOutcome(
+            request=request,
+            outcome=outcome.value,
+            provider=state.elicitation.provider,
+            account_label=account_label,
+            expires_at=self._clock() + CALLBACK_OUTCOME_SECONDS,
+        )
+        try:
+            await self._store.put_callback_outcome(state.state, recorded)
+        except StoreUnavailable:
+            logger.warning("callback: its outcome was not kept (store unavailable)")
+
+    async def _answered_before(self, state_value: str, request: str | None) -> Finished:
+        """A callback whose state is gone: the first one's outcome when this is the same request
+        again (`require_repeat_of_same_callback`), else "Link expired"."""
+        recorded = require_repeat_of_same_callback(
+            await self._store.get_callback_outcome(state_value), request
+        )
+        logger.info("callback: the same request again; its first outcome (%s) shown", recorded.outcome)
+        provider = self._settings.providers.get(recorded.provider)
+        shown = provider.display_name if provider is not None else recorded.provider
+        if recorded.outcome != FlowOutcome.COMPLETED:
+            raise CallbackEndedBefore(failure_text(recorded.outcome, shown))
+        return Finished(shown, recorded.account_label)
 
     async def complete(
         self,

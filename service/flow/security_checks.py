@@ -9,10 +9,12 @@ one in turn and requires a test to fail.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import json
 import re
 import secrets
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Protocol, TypeVar
 
 from service.errors import (
@@ -40,7 +42,7 @@ from service.flow.browser_session import BrowserSession
 from service.flow.names import is_blank
 from service.providers.catalogue import ProviderConfig
 from service.urls import CONNECTIONS_PATH, connect_link, origin
-from token_store import ElicitationStatus, OAuthState, PendingElicitation, SlotTags, UserRef
+from token_store import CallbackOutcome, ElicitationStatus, OAuthState, PendingElicitation, SlotTags, UserRef
 
 # ---- opaque ids: minted here, checked here -------------------------------------------------------
 
@@ -234,6 +236,30 @@ async def require_single_use_state(store: _StateStore, state: str) -> OAuthState
     if taken is None:
         raise InvalidState()
     return taken
+
+
+def callback_request_digest(
+    session_binding: str | None, path_provider: str | None, query: Mapping[str, str]
+) -> str | None:
+    """What identifies one callback request: this browser's binding, the provider path and every
+    parameter as the flow reads them (the code included), hashed. None for a signed-out browser,
+    whose callback leaves no outcome to show again."""
+    if session_binding is None:
+        return None
+    request = json.dumps([session_binding, path_provider, sorted(query.items())], separators=(",", ":"))
+    return hashlib.sha256(request.encode()).hexdigest()
+
+
+def require_repeat_of_same_callback(recorded: CallbackOutcome | None, request: str | None) -> CallbackOutcome:
+    """A callback whose state was already taken is answered with the first one's outcome only
+    when it is the same request again (same browser, same provider path, same code): a reload, or
+    the router's retry after a replica failed. Anything else stays a used state, with nothing of
+    the first outcome shown (RFC 6749 §10.5: a code is used once; §10.12: the state binds the
+    response to the browser; RFC 9700 §4.7: a response from another browser is refused)."""
+    # mutant: callback.repeat_of_same_request
+    if recorded is None or request is None or not hmac.compare_digest(recorded.request, request):
+        raise InvalidState()
+    return recorded
 
 
 def require_same_browser(session_binding: str | None, state_binding: str) -> None:

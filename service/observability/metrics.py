@@ -84,6 +84,13 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.mcp_requests_refused = Counter(
+            "mcpuc_mcp_requests_refused_total",
+            "MCP requests answered 429, by the limit they met (requests_per_second_per_user, "
+            "requests_in_progress_per_user, sessions_per_user, sessions_per_replica).",
+            ["limit"],
+            registry=r,
+        )
         self.store_errors = Counter(
             "mcpuc_store_errors_total",
             "Store operations that failed (backend unreachable or erroring).",

@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from service.observability.metrics import Metrics
 from token_store import (
+    CallbackOutcome,
     Connection,
     ConnectionKey,
     ConnectionStatus,
@@ -151,6 +152,12 @@ class ObservedStore(Store):
 
     async def take_oauth_state(self, state: str) -> OAuthState | None:
         return await self._observed("take_oauth_state", self.backend.take_oauth_state(state))
+
+    async def put_callback_outcome(self, state: str, outcome: CallbackOutcome) -> None:
+        await self._observed("put_callback_outcome", self.backend.put_callback_outcome(state, outcome))
+
+    async def get_callback_outcome(self, state: str) -> CallbackOutcome | None:
+        return await self._observed("get_callback_outcome", self.backend.get_callback_outcome(state))
 
     async def put_nonce(self, nonce: str, ttl_seconds: float, slot: str | None = None) -> None:
         await self._observed("put_nonce", self.backend.put_nonce(nonce, ttl_seconds, slot))

@@ -10,7 +10,7 @@ import anyio
 import httpx
 import pytest
 
-from mock_providers.testing.browser import Browser
+from mock_providers.testing.browser import Browser, page_name
 from mock_providers.testing.client import legacy_elicitation, mcp_client
 from mock_providers.testing.servers import DemoServers
 from tests.support.demo_store import connection_rows
@@ -91,14 +91,19 @@ async def test_another_user_gets_403_and_nothing_is_stored(
             await rec.completed.wait()
 
 
-async def test_replayed_callback_is_rejected(servers: DemoServers, browser: Browser) -> None:
+async def test_a_replayed_callback_never_exchanges_the_code_again(
+    servers: DemoServers, browser: Browser, other_browser: Browser
+) -> None:
+    """The same callback again in its browser shows the first outcome; in another browser it is
+    refused (400). One code exchange either way."""
     async with mcp_client(servers, "alice", "legacy", on_url=_never) as (client, _):
         error = await legacy_elicitation(client)
-        await browser.complete_connect(error.elicitations[0].url, username="alice")
+        first = await browser.complete_connect(error.elicitations[0].url, username="alice")
         callback = next(u for u in browser.visited if urlsplit(u).path == "/callback/mockhub")
         assert "code" in parse_qs(urlsplit(callback).query)
         replay = await browser.get(callback)
-        assert replay.status_code == 400
+        assert replay.status_code == 200 and page_name(replay) == page_name(first)
+        assert (await other_browser.get(callback)).status_code == 400
         exchanges = [r for r in servers.mockhub.token_requests if r.grant_type == "authorization_code"]
         assert len(exchanges) == 1
 

@@ -6,7 +6,9 @@ names (mock_providers/testing/cluster.py).
   or connect-link id;
 - a rollout that recreates a replica at a new address: the router follows it;
 - a replica killed: its sessions get 404 "Session not found" (the JSON-RPC answer a replica
-  gives), the other replica's sessions are served.
+  gives), the other replica's sessions are served;
+- a replica killed while DNS still lists it: connect flows, their callbacks included, are served by
+  the live replica on both revisions.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx
 import pytest
 
-from mock_providers.testing.browser import Browser
-from mock_providers.testing.client import legacy_elicitation, mcp_client
+from mock_providers.testing.browser import Browser, ScriptedUser
+from mock_providers.testing.client import MODES, accept, connect_url, legacy_elicitation, mcp_client, retry
 from mock_providers.testing.cluster import REPLICAS, Cluster
+from mock_providers.testing.router import replica_name
 from tests.needs import need_binary, need_redis
 from tests.support.settle import wait_until
 
@@ -163,3 +166,49 @@ async def test_a_killed_replica_s_sessions_get_session_not_found(cluster: Cluste
         async with mcp_client(cluster, "frank", "legacy") as (client, fresh):
             assert (await client.list_tools()).tools
             assert [s.split(".", 1)[0] for s in fresh.session_ids] == [holder]
+
+
+def _retried_callbacks(router_log: str, dead: str) -> int:
+    """The router's lines for callbacks it sent to the dead address first, then to another."""
+    return len(re.findall(rf'"GET /callback/mockhub" 200 .* upstream={re.escape(dead)}, ', router_log))
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_callbacks_are_served_while_a_killed_replica_is_still_in_dns(
+    cluster: Cluster, mode: str
+) -> None:
+    """A replica killed while DNS still lists it (the seconds before the orchestrator removes the
+    address; in compose until the container is gone): a connect flow's callback the router sends
+    there first is retried on the live replica, and the flow completes. Flows of one user after
+    another until the router has sent a callback to the dead address first (it picks an address
+    at random per request); a session another user holds on the live replica goes on."""
+    victim, live = "mcp-2", "mcp-1"
+    dead = f"{cluster.addresses[victim]}:{cluster.replica_port}"
+    for name in REPLICAS:  # an earlier test may have killed one
+        if cluster.processes[name].poll() is not None:
+            cluster.start_replica(name)
+    kept = await _session_on(cluster, f"kept-{mode}", live)
+    cluster.stop_replica(victim, signal.SIGKILL)
+    try:
+        assert cluster.dns.answers[replica_name(victim)] == [cluster.addresses[victim]]  # still resolving
+        for attempt in range(12):
+            user = ScriptedUser(f"late-{mode}-{attempt}")
+            async with mcp_client(cluster, user.user, mode, on_url=accept) as (client, recorder):
+                link = await connect_url(client, "whoami")
+                await user.approve(link.url)
+                if mode == "legacy":
+                    await recorder.wait_completed(link.elicitation_id, timeout=10)
+                result = await retry(client, link, "whoami")
+                assert not result.is_error, result
+            if _retried_callbacks(cluster.log("nginx").read_text(), dead):
+                break
+        assert _retried_callbacks(cluster.log("nginx").read_text(), dead), "no callback met the dead replica"
+        async with httpx.AsyncClient(timeout=10) as raw:
+            answer = await raw.post(
+                cluster.mcp_url,
+                json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                headers={"Mcp-Session-Id": kept, "MCP-Protocol-Version": "2025-11-25"},
+            )
+        assert answer.status_code == 401  # the kept session's replica answered (no bearer here)
+    finally:
+        cluster.start_replica(victim)

@@ -454,45 +454,87 @@ def test_nginx_accepts_a_request_id_only_in_the_replicas_shape(router: Router) -
     assert "forged" not in log and "with spaces" not in log
 
 
-def test_nginx_never_retries_an_oauth_callback_on_another_replica(router: Router) -> None:
-    """The callbacks' state is single-use (RFC 6749 §10.12; RFC 9700 §4.7.1): a replica that
-    failed after receiving a callback may have taken it, so nginx never sends it to a second
-    replica. Other routes are retried (the control)."""
+def test_nginx_retries_an_oauth_callback_on_another_replica_like_other_routes(router: Router) -> None:
+    """A replica that fails a callback's connection (here: closes it unanswered) is skipped for
+    the next, as on other routes: the callback is idempotent for its browser (ConnectFlow.finish
+    shows a repeat the first outcome and never exchanges the code twice), so a user finishing a
+    flow while a dead replica is still in DNS is served by a live one."""
     with httpx.Client(base_url=router.base, timeout=5) as client:
-        for path in ("/callback/mockhub?code=c&state=s", "/login/callback?code=c&state=s"):
+        for path in ("/callback/mockhub?code=c&state=s", "/login/callback?code=c&state=s", "/drop"):
             before = sum(len(s.seen) for s in router.stubs.values())
             assert client.get(path).status_code == 502
-            assert sum(len(s.seen) for s in router.stubs.values()) == before + 1, path
-        before = sum(len(s.seen) for s in router.stubs.values())
-        assert client.get("/drop").status_code == 502
-        assert sum(len(s.seen) for s in router.stubs.values()) == before + 2  # retried once
+            assert sum(len(s.seen) for s in router.stubs.values()) == before + 2, path  # retried once
         # The replicas still serve everything else.
         assert client.get("/connections").status_code == 200
 
 
-def test_nginx_limits_each_client_and_serves_the_others(router: Router) -> None:
-    """Per client address: past 100 connections at once, or bursts past 200 requests (100 a
-    second), 429; another client is served meanwhile."""
+BEARER = {"Authorization": "Bearer any.token.here"}  # the router never reads it: the replica does
+
+
+def _streams(client: httpx.Client, streams: contextlib.ExitStack, count: int, **headers: str) -> set[int]:
+    """`count` SSE streams held open at once on mcp-1; their statuses."""
+    opened = [
+        streams.enter_context(
+            client.stream("GET", "/mcp/stream", headers={"Mcp-Session-Id": "mcp-1.abc", **headers})
+        )
+        for _ in range(count)
+    ]
+    return {response.status_code for response in opened}
+
+
+def test_nginx_limits_each_address_only_for_requests_without_a_bearer_token(router: Router) -> None:
+    """Hosted MCP clients and a company's NAT put many users behind one address: an MCP request
+    with a bearer token is the replica's to limit per user, never counted per address, however
+    many streams one address holds. Without one (browser routes, health, /mcp without
+    Authorization), past 200 connections at once or bursts past 1000 requests (100 a second),
+    429, and another address is served meanwhile."""
     other = httpx.HTTPTransport(local_address="127.0.0.5")
-    stream = {"Mcp-Session-Id": "mcp-1.abc"}
     limits = httpx.Limits(max_connections=None)
-    with (
-        httpx.Client(base_url=router.base, timeout=httpx.Timeout(5, read=3), limits=limits) as client,
-        contextlib.ExitStack() as streams,
-    ):
-        opened = [
-            streams.enter_context(client.stream("GET", "/mcp/stream", headers=stream)) for _ in range(100)
-        ]
-        assert {response.status_code for response in opened} == {200}
-        assert client.get("/healthz").status_code == 429  # the 101st connection (101 requests: no burst)
-        with httpx.Client(base_url=router.base, timeout=5, transport=other) as neighbour:
-            assert neighbour.get("/healthz").status_code == 200
-        router.stubs["mcp-1"].release.set()
+    timeout = httpx.Timeout(5, read=3)
+    with httpx.Client(base_url=router.base, timeout=timeout, limits=limits) as client:
+        with contextlib.ExitStack() as streams:
+            assert _streams(client, streams, 250, **BEARER) == {200}  # a hosted client's users
+            assert client.get("/healthz").status_code == 200  # they took none of the address's room
+            router.stubs["mcp-1"].release.set()
+        router.stubs["mcp-1"].release.clear()
+        with contextlib.ExitStack() as streams:
+            assert _streams(client, streams, 200) == {200}
+            assert client.get("/healthz").status_code == 429  # the 201st connection without a bearer
+            assert client.get("/mcp/stream", headers={"Mcp-Session-Id": "mcp-1.abc"}).status_code == 429
+            with httpx.Client(base_url=router.base, timeout=5, transport=other) as neighbour:
+                assert neighbour.get("/healthz").status_code == 200
+            router.stubs["mcp-1"].release.set()
+
+    # A burst fast enough whatever the machine's load: requests pipelined on a few connections
+    # (nginx closes one after 1000) for a replica name that does not resolve, so that nginx
+    # answers each itself: 404 "Session not found", or 429 past the limit.
+    burst = _pipelined(
+        router.base, 3000, b"GET /mcp HTTP/1.1\r\nHost: h\r\nMcp-Session-Id: mcp-999.x\r\n\r\n"
+    )
+    assert set(burst) == {404, 429} and burst.count(429) > 500, sorted(set(burst))
     with httpx.Client(base_url=router.base, timeout=5) as client:
-        statuses = [client.get("/healthz").status_code for _ in range(600)]
-    assert 429 in statuses
+        assert client.post("/mcp", content=b"{}", headers=BEARER).status_code == 200  # its users still served
     with httpx.Client(base_url=router.base, timeout=5, transport=other) as client:
         assert client.get("/healthz").status_code == 200
+
+
+def _pipelined(base: str, count: int, request: bytes, per_connection: int = 1000) -> list[int]:
+    """The statuses of `count` copies of `request`, sent pipelined, `per_connection` a connection."""
+    host, port = base.removeprefix("http://").split(":")
+    statuses: list[int] = []
+    while len(statuses) < count:
+        batch = min(per_connection, count - len(statuses))
+        with socket.create_connection((host, int(port)), timeout=30) as conn:
+            conn.sendall(request * batch)
+            received, answered = b"", 0
+            while answered < batch:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                received += chunk
+                answered = len(re.findall(rb"HTTP/1\.1 (\d{3}) ", received))
+        statuses += [int(code) for code in re.findall(rb"HTTP/1\.1 (\d{3}) ", received)]
+    return statuses
 
 
 def test_nginx_refuses_request_heads_the_replicas_would(router: Router) -> None:

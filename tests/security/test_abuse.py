@@ -42,7 +42,12 @@ from tests.security.rpc import RawMcp, messages
 from tests.security.tokens import dev_signed
 from token_store import UserRef
 
-pytestmark = pytest.mark.security
+# The floods here test what each request leaves behind (nonces, bodies, heads); the per-user
+# request rate, which would cut them short, has its own attack test (test_user_rate.py).
+pytestmark = [
+    pytest.mark.security,
+    pytest.mark.demo_settings(requests_per_second_per_user=1000, request_burst_per_user=1000),
+]
 
 SDK_BODY_LIMIT = 4 * 1024 * 1024  # mcp.server.transport_security.DEFAULT_MAX_REQUEST_BODY_SIZE
 MAX_BEARER = 8192  # service.mcp.bearer.MAX_TOKEN_LENGTH

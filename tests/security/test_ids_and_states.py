@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import mcp_types
 import pytest
 
-from mock_providers.testing.browser import Browser
+from mock_providers.testing.browser import Browser, page_name
 from mock_providers.testing.client import MODES
 from tests.security.attack import Servers, attack, elicitation_status, running, unique
 from tests.security.flows import (
@@ -139,15 +139,39 @@ async def test_expired_state_is_refused_at_the_callback(
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_replayed_callback_is_refused(servers: Servers, browser: Browser, mode: str) -> None:
-    """Replayed callback (code + state) after success: 400, no second exchange (RFC 9700 §4.7)."""
-    alice = unique("alice")
+async def test_a_replayed_callback_never_redeems_again_and_shows_the_first_outcome_only_to_its_browser(
+    servers: Servers, browsers: Callable[[], Browser], mode: str
+) -> None:
+    """A callback replayed after it succeeded: from the browser that sent it, with the same code,
+    the first outcome again (a reload, or the router's retry after a replica failed); from another
+    browser signed in as the same user, or with another code, 400 "Link expired" with nothing of
+    the first outcome (its account) on the page. Never a second code exchange (RFC 6749 §10.5,
+    RFC 9700 §4.7). The user's connection, and another user's flow, still work."""
+    alice, bob, login = unique("alice"), unique("bob"), unique("octo")
+    browser, other_browser = browsers(), browsers()
     async with elicit(servers, alice, mode) as e:
-        callback = await until_callback(browser, servers, e.url, alice)
-        assert (await browser.get(callback)).status_code == 200
+        callback = await until_callback(browser, servers, e.url, alice, login=login)
+        first = await browser.get(callback)
+        assert first.status_code == 200 and login in first.text, first.text[:300]
         await settled(e)
-        async with attack(servers, browsers=[browser], recorders=[e.recorder]) as a:
-            a.status(await browser.get(callback), 400)
+        await quick_sign_in(other_browser, servers, alice)
+        async with attack(servers, browsers=[browser, other_browser], recorders=[e.recorder]) as a:
+            again = a.status(await browser.get(callback), 200)
+            a.check(page_name(again) == page_name(first) and login in again.text, "the first outcome again")
+            for replay in (
+                await other_browser.get(callback),
+                await browser.get(with_query(callback, code=secrets.token_urlsafe(32))),
+                await other_browser.get(with_query(callback, code=secrets.token_urlsafe(32))),
+            ):
+                a.status(replay, 400)
+                a.check(login not in replay.text, "nothing of the first outcome shown")
+        result = await retry(e)
+        assert not result.is_error and result.structured_content is not None, result
+        assert result.structured_content["login"] == login
+    async with elicit(servers, bob, mode) as other:
+        await connect_fully(browsers(), servers, other.url, bob)
+        await settled(other)
+        assert not (await retry(other)).is_error
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -13,7 +13,8 @@ Schema versions (`PRAGMA user_version`): 1 the first release; 2 adds `connection
 `default_accounts` table (the account a user chose per provider, not secret); 4 adds `nonces.slot`
 (a hash; one live nonce per slot); 5 adds the `webhook_outbox` table (no secret); 6 adds the
 `deleted_connections` table (each connection deleted and when: no secret, kept `DELETIONS_KEPT`)
-and `copy_window` (when the first `store copy-from` into this store began). Opening an older
+and `copy_window` (when the first `store copy-from` into this store began); 7 adds
+`callback_outcomes` (how a callback ended, under its state's hash, minutes: no secret). Opening an older
 database migrates it in place (one transaction); a newer one is refused.
 """
 
@@ -40,6 +41,7 @@ from token_store.base import StoreUnavailable, TooManyPending
 from token_store.crypto import KeyRing
 from token_store.models import (
     LIVE_STATUSES,
+    CallbackOutcome,
     Connection,
     ConnectionKey,
     ConnectionStatus,
@@ -59,7 +61,7 @@ _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
 
 _MIN_SQLITE = (3, 35, 0)  # DELETE/UPDATE ... RETURNING
-_SCHEMA_VERSION = 6
+_SCHEMA_VERSION = 7
 _LIVE_JSON = json.dumps(sorted(s.value for s in LIVE_STATUSES))  # bound to `json_each` in SQL
 _PURGE_INTERVAL = 10.0  # seconds of the store's clock between purges of expired rows
 
@@ -135,6 +137,12 @@ _SCHEMA = (
     PRIMARY KEY (iss, sub, provider, account)
 )""",
     "CREATE INDEX IF NOT EXISTS deleted_connections_expiry ON deleted_connections (expires_at)",
+    """CREATE TABLE IF NOT EXISTS callback_outcomes (
+    key TEXT PRIMARY KEY,
+    record TEXT NOT NULL,
+    expires_at REAL NOT NULL
+)""",
+    "CREATE INDEX IF NOT EXISTS callback_outcomes_expiry ON callback_outcomes (expires_at)",
     """CREATE TABLE IF NOT EXISTS copy_window (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     opened_at REAL NOT NULL
@@ -153,7 +161,7 @@ _ADDED_COLUMNS = (
 # mutant: sqlite.nonce_slot "UNIQUE " -> ""
 _ADDED_INDEXES = ("CREATE UNIQUE INDEX IF NOT EXISTS nonces_slot ON nonces (slot)",)
 
-_TTL_TABLES = ("elicitations", "oauth_states", "nonces", "locks", "deleted_connections")
+_TTL_TABLES = ("elicitations", "oauth_states", "nonces", "locks", "deleted_connections", "callback_outcomes")
 _COPY_PAGE = 256
 _CONNECTION_COLUMNS = ", ".join(codec.CONNECTION_READ_COLUMNS)
 
@@ -462,6 +470,26 @@ class SQLiteStore:
         if not rows or rows[0][1] <= now:
             return None
         return codec.open_state(self._keyring, key, rows[0][0])
+
+    async def put_callback_outcome(self, state: str, outcome: CallbackOutcome) -> None:
+        key = codec.lookup_key(state)
+
+        def put(conn: sqlite3.Connection) -> None:
+            # OR IGNORE: the first outcome of a state stays.
+            conn.execute(
+                "INSERT OR IGNORE INTO callback_outcomes (key, record, expires_at) VALUES (?, ?, ?)",
+                (key, outcome.to_json(), outcome.expires_at),
+            )
+
+        await self._run_ttl_write("put_callback_outcome", put, self._clock())
+
+    async def get_callback_outcome(self, state: str) -> CallbackOutcome | None:
+        rows = await self._read(
+            "get_callback_outcome",
+            "SELECT record FROM callback_outcomes WHERE key = ? AND expires_at > ?",
+            (codec.lookup_key(state), self._clock()),
+        )
+        return CallbackOutcome.from_json(rows[0][0]) if rows else None
 
     async def put_nonce(self, nonce: str, ttl_seconds: float, slot: str | None = None) -> None:
         key = codec.lookup_key(nonce)

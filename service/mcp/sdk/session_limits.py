@@ -1,9 +1,19 @@
-"""Caps on what one user can hold open on a replica: 2025-11-25 sessions and concurrent requests.
+"""Limits on what one user can do on a replica: requests a second, requests in progress, and
+2025-11-25 sessions held open.
 
 Each 2025-11-25 session holds server memory until its idle timeout (30 minutes), and each request
 in flight may hold an SSE stream. Without caps, one authenticated script can open sessions until
-the replica runs out of memory. Past a cap the answer is HTTP 429 with a JSON-RPC error that
-says which limit was hit; other users are unaffected. (2026-07-28 requests open no session.)
+the replica runs out of memory. Past a limit the answer is HTTP 429 with Retry-After and a
+JSON-RPC error that says which limit was hit, counted in `mcpuc_mcp_requests_refused_total`;
+other users are unaffected. (2026-07-28 requests open no session.)
+
+The rate (`requests_per_second_per_user`, with a burst) is the per-user limit in front of every
+MCP request: the router cannot limit by user (it sees addresses, which hosted MCP clients and
+NATs share among many users, docs/deploy.md "Limits"). It sits here, in the wrapper around the
+SDK's app, rather than in the request pass (service/http/request_pass.py), because this is the
+first place that knows the user: the SDK's bearer middleware has verified the token, and the SDK
+has not yet read the body. The SDK's admission step (below) sees only requests that open a
+session.
 
 The SDK offers only a global `max_sessions` (answered with 503). The per-user count reads the
 session manager's record of who owns each session (the map the SDK itself uses to refuse a
@@ -21,8 +31,10 @@ headers say.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
+from enum import StrEnum
 from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -32,6 +44,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.errors import SessionCapReached
 from service.http.jsonrpc_error import http_error_body
+from service.http.request_rate import RequestRate
 from service.mcp.sdk.hooks import SessionManager
 
 RETRY_AFTER_SECONDS = 30
@@ -39,6 +52,15 @@ RETRY_AFTER_SECONDS = 30
 # 256 KiB) and the session's own objects (about 45 KiB, measured with bench/session_memory.py).
 # docs/operations.md ("Memory") sizes max_sessions_per_replica with it.
 SESSION_MEMORY_KIB = 300
+
+
+class Limit(StrEnum):
+    """Which limit refused a request: the label of `mcpuc_mcp_requests_refused_total`."""
+
+    REQUESTS_PER_SECOND_PER_USER = "requests_per_second_per_user"
+    REQUESTS_IN_PROGRESS_PER_USER = "requests_in_progress_per_user"
+    SESSIONS_PER_USER = "sessions_per_user"
+    SESSIONS_PER_REPLICA = "sessions_per_replica"
 
 
 def user_of(scope: Scope) -> tuple[str | None, str | None] | None:
@@ -66,18 +88,24 @@ class SessionLimits:
         sessions_per_user: int,
         sessions_per_replica: int,
         requests_per_user: int,
+        requests_per_second_per_user: float,
+        request_burst_per_user: int,
+        refused: Callable[[Limit], None] = lambda limit: None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._app = app
         self._owners = owners
         self.sessions_per_user = sessions_per_user
         self.sessions_per_replica = sessions_per_replica
         self.requests_per_user = requests_per_user
+        self.rate = RequestRate(requests_per_second_per_user, request_burst_per_user, clock)
+        self._refused = refused
         # Requests in flight per user. Entries leave when their count drops to zero, so the map
         # is bounded by the users with a request open right now.
         self._in_flight: Counter[tuple[str | None, str | None]] = Counter()
 
     @classmethod
-    def around(cls, manager: SessionManager, **limits: int) -> SessionLimits:
+    def around(cls, manager: SessionManager, **limits: Any) -> SessionLimits:
         """Install the caps on `manager`, behind its request-body limit and in its admission step
         (before it serves)."""
         wrapper = cls(manager.sessions_app, lambda: manager.session_owners, **limits)
@@ -96,7 +124,9 @@ class SessionLimits:
         owners = self._owners()
         # mutant: caps.sessions_per_replica
         if len(owners) >= self.sessions_per_replica:
-            raise SessionCapReached("This server has too many open MCP sessions; try again shortly.")
+            raise SessionCapReached(
+                "This server has too many open MCP sessions; try again shortly.", Limit.SESSIONS_PER_REPLICA
+            )
         if requestor is None:
             return
         user = _user_of_owner(requestor)
@@ -105,7 +135,8 @@ class SessionLimits:
         if held >= self.sessions_per_user:
             raise SessionCapReached(
                 f"Too many open MCP sessions for this user (limit {self.sessions_per_user}); "
-                "close one (HTTP DELETE) or let an idle one expire."
+                "close one (HTTP DELETE) or let an idle one expire.",
+                Limit.SESSIONS_PER_USER,
             )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -113,10 +144,22 @@ class SessionLimits:
         if user is None:
             await self._serve(scope, receive, send)
             return
+        # mutant: caps.requests_per_second_per_user
+        if (wait := self.rate.admit(user)) > 0:
+            await self._too_many(
+                send,
+                Limit.REQUESTS_PER_SECOND_PER_USER,
+                f"Too many requests for this user (limit {self.rate.per_second:g} a second, "
+                f"bursts of {self.rate.burst}); retry after the time Retry-After gives.",
+                self.rate.retry_after(wait),
+            )
+            return
         # mutant: caps.requests_per_user
         if self._in_flight[user] >= self.requests_per_user:
-            await _too_many(
-                send, f"Too many requests in progress for this user (limit {self.requests_per_user})."
+            await self._too_many(
+                send,
+                Limit.REQUESTS_IN_PROGRESS_PER_USER,
+                f"Too many requests in progress for this user (limit {self.requests_per_user}).",
             )
             return
         self._in_flight[user] += 1
@@ -134,23 +177,26 @@ class SessionLimits:
             #   'self.require_room_for_a_session({"issuer": u[0], "subject": u[1]})'
             await self._app(scope, receive, send)
         except SessionCapReached as refusal:  # raised before the SDK answered anything
-            await _too_many(send, str(refusal))
+            await self._too_many(send, Limit(refusal.limit), str(refusal))
 
     def in_flight(self, user: tuple[str | None, str | None]) -> int:
         return self._in_flight.get(user, 0)
 
-
-async def _too_many(send: Send, message: str) -> None:
-    body = http_error_body(INVALID_REQUEST, message)
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 429,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"retry-after", str(RETRY_AFTER_SECONDS).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    async def _too_many(
+        self, send: Send, limit: Limit, message: str, retry_after: int = RETRY_AFTER_SECONDS
+    ) -> None:
+        """HTTP 429 (RFC 6585 §4) with Retry-After and a JSON-RPC error naming the limit."""
+        self._refused(limit)
+        body = http_error_body(INVALID_REQUEST, message)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 429,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"retry-after", str(retry_after).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})

@@ -45,6 +45,7 @@ from tests.support.store_contract import (
     redis_prefix,
 )
 from token_store import (
+    CallbackOutcome,
     Connection,
     ConnectionKey,
     ConnectionStatus,
@@ -977,6 +978,27 @@ async def test_expired_oauth_state_reads_as_absent(store: Store, harness: Harnes
     harness.clock.advance(30)
     assert await store.take_oauth_state(state.state) is None
     assert await store.take_oauth_state(live.state) == live
+
+
+async def test_a_callback_outcome_is_read_again_until_it_expires_and_the_first_one_stays(
+    store: Store, harness: Harness
+) -> None:
+    """The outcome a callback leaves under its state's hash: read (not taken) by each repeat, the
+    first one put kept (a second put changes nothing), gone at `expires_at`, one per state."""
+    first = CallbackOutcome(
+        request="digest-1",
+        outcome="completed",
+        provider="mockhub",
+        account_label="octocat",
+        expires_at=T0 + 60,
+    )
+    await store.put_callback_outcome("state-1", first)
+    await store.put_callback_outcome("state-1", replace(first, request="digest-2", account_label="mallory"))
+    assert await store.get_callback_outcome("state-1") == first
+    assert await store.get_callback_outcome("state-1") == first
+    assert await store.get_callback_outcome("state-2") is None
+    harness.clock.advance(60)
+    assert await store.get_callback_outcome("state-1") is None
 
 
 async def test_nonce_single_use_and_expiry(store: Store, harness: Harness) -> None:

@@ -80,5 +80,5 @@ async def test_sqlite_purge_adds_its_statements_at_most_every_interval(
         not_due = await count_sqlite(store, batched_calls)
     finally:
         await store.close()
-    assert due == SQLiteCount(statements=13 + 2 + 5, transactions=4)  # BEGIN, COMMIT, 5 DELETEs
+    assert due == SQLiteCount(statements=13 + 2 + 6, transactions=4)  # BEGIN, COMMIT, 6 DELETEs
     assert not_due == SQLiteCount(statements=13, transactions=4)

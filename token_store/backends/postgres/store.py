@@ -35,6 +35,7 @@ from token_store.crypto import KeyRing
 from token_store.models import (
     DELETIONS_KEPT,
     LIVE_STATUSES,
+    CallbackOutcome,
     Connection,
     ConnectionKey,
     ConnectionStatus,
@@ -135,6 +136,7 @@ _TTL_TABLES = (
     ("nonces", "$1"),
     ("locks", _DB_NOW),
     ("deleted_connections", "$1"),
+    ("callback_outcomes", "$1"),
 )
 # Every non-token row carries a TTL (docs/threat-model.md, "Every non-token key has a TTL"); reads
 # ignore expired rows anyway, so the purge only bounds how long they linger. One statement.
@@ -499,6 +501,27 @@ class PostgresStore:
         if not rows or rows[0][1] <= now:
             return None
         return codec.open_state(self._keyring, key, rows[0][0])
+
+    async def put_callback_outcome(self, state: str, outcome: CallbackOutcome) -> None:
+        # DO NOTHING: the first outcome of a state stays.
+        await self._execute(
+            "put_callback_outcome",
+            "INSERT INTO callback_outcomes (key, record, expires_at) VALUES ($1, $2, $3) "
+            "ON CONFLICT (key) DO NOTHING",
+            codec.lookup_key(state),
+            outcome.to_json(),
+            outcome.expires_at,
+        )
+        await self._purge_if_due(self._clock())
+
+    async def get_callback_outcome(self, state: str) -> CallbackOutcome | None:
+        rows = await self._fetch(
+            "get_callback_outcome",
+            "SELECT record FROM callback_outcomes WHERE key = $1 AND expires_at > $2",
+            codec.lookup_key(state),
+            self._clock(),
+        )
+        return CallbackOutcome.from_json(rows[0][0]) if rows else None
 
     async def put_nonce(self, nonce: str, ttl_seconds: float, slot: str | None = None) -> None:
         now = self._clock()

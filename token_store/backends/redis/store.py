@@ -16,6 +16,7 @@ Key layout (docs/redis.md has the full table); `u` is `user_tag(user)`, a hash o
 - `{prefix}state:{sha256(state)}`: sealed OAuth state, TTL. `{prefix}nonce:{sha256(nonce)}`: TTL.
 - `{prefix}nonce-slot:{sha256(slot)}`: string, the sha256 of the slot's live nonce, TTL.
 - `{prefix}lock:{sha256(name)}`: string, the owner token of a held lock, TTL = the lock's TTL.
+- `{prefix}callback:{sha256(state)}`: JSON, how the callback that took that state ended, TTL.
 
 Multi-key steps are atomic: a Lua script or MULTI/EXEC. Redis TTLs only bound how long records
 linger; whether a record is still valid is decided against the store's clock (`clock=`), as in
@@ -55,6 +56,7 @@ from token_store.base import StoreUnavailable, TooManyPending
 from token_store.crypto import KeyRing
 from token_store.models import (
     DELETIONS_KEPT,
+    CallbackOutcome,
     Connection,
     ConnectionKey,
     ConnectionStatus,
@@ -254,6 +256,9 @@ class _Keys:
 
     def lock(self, digest: str) -> str:
         return f"{self.prefix}lock:{digest}"
+
+    def callback(self, digest: str) -> str:
+        return f"{self.prefix}callback:{digest}"
 
     def pattern(self, kind: str) -> str:
         """SCAN MATCH pattern for one key kind; glob characters in the prefix match literally."""
@@ -674,6 +679,18 @@ class RedisStore:
             blob = await client.getdel(self._keys.state(state, digest))
         taken = None if blob is None else codec.open_state(self._keyring, digest, _bytes(blob))
         return taken if taken is not None and taken.expires_at > now else None
+
+    async def put_callback_outcome(self, state: str, outcome: CallbackOutcome) -> None:
+        px = _ttl_ms(outcome.expires_at, self._clock())
+        async with self._guard("put_callback_outcome") as client:
+            # NX: the first outcome of a state stays.
+            await client.set(self._keys.callback(codec.lookup_key(state)), outcome.to_json(), px=px, nx=True)
+
+    async def get_callback_outcome(self, state: str) -> CallbackOutcome | None:
+        async with self._guard("get_callback_outcome") as client:
+            raw = await client.get(self._keys.callback(codec.lookup_key(state)))
+        found = None if raw is None else CallbackOutcome.from_json(_bytes(raw))
+        return found if found is not None and found.expires_at > self._clock() else None
 
     async def put_nonce(self, nonce: str, ttl_seconds: float, slot: str | None = None) -> None:
         now = self._clock()

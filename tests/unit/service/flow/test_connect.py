@@ -18,8 +18,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from mock_providers.demo import build_demo
-from service.errors import InvalidRequest, InvalidState, WrongBrowser
-from service.flow.connect import CallbackParams, ConnectFlow
+from service.errors import CallbackEndedBefore, InvalidRequest, InvalidState, ProviderDenied, WrongBrowser
+from service.flow.connect import CALLBACK_OUTCOME_SECONDS, CallbackParams, ConnectFlow
 from service.providers.catalogue import ProviderConfig
 from service.providers.outbound_http import OutboundHttp
 from tests.support.store_contract import T0, FakeClock, make_elicitation
@@ -191,3 +191,24 @@ async def test_finish_consumes_the_state_before_any_other_check(world: World) ->
         await world.flow.finish(callback(world, {"state": state, "code": "c"}, binding))
     failed = await world.flow.elicitation(elicitation_id)
     assert failed is not None and failed.status is ElicitationStatus.FAILED
+
+
+async def test_the_same_failed_callback_again_shows_its_outcome_and_nothing_else_does(world: World) -> None:
+    """The provider said access_denied: the same request again (same browser, same parameters)
+    is told so, "Not connected" with the reason, and the flow stays failed; a request with
+    other parameters, or from another browser, is a used state, until the outcome expires."""
+    binding = "b" * 43
+    _, state = await opened_state(world, binding)
+    issuer = {"iss": world.provider.issuer} if world.provider.issuer else {}
+    denied = {"state": state, "error": "access_denied", **issuer}
+    with pytest.raises(ProviderDenied):
+        await world.flow.finish(callback(world, denied, binding))
+    with pytest.raises(CallbackEndedBefore) as again:
+        await world.flow.finish(callback(world, denied, binding))
+    assert again.value.text.startswith(f"Connecting {world.provider.display_name} was declined")
+    for other, browser in (({**denied, "error_description": "x"}, binding), (denied, "m" * 43)):
+        with pytest.raises(InvalidState):
+            await world.flow.finish(callback(world, other, browser))
+    world.clock.advance(CALLBACK_OUTCOME_SECONDS)
+    with pytest.raises(InvalidState):
+        await world.flow.finish(callback(world, denied, binding))

@@ -31,6 +31,7 @@ from service.flow.browser_session import BrowserSession
 from service.flow.security_checks import (
     MAX_ACCOUNT_ID,
     OPAQUE_ID,
+    callback_request_digest,
     check_rfc9207_issuer,
     elicitation_of_same_user,
     mint_opaque_id,
@@ -43,6 +44,7 @@ from service.flow.security_checks import (
     require_opaque_id,
     require_pending,
     require_redirect_uri_of_provider,
+    require_repeat_of_same_callback,
     require_request_state_for_provider,
     require_safe_next,
     require_same_browser,
@@ -59,7 +61,7 @@ from service.flow.security_checks import (
 )
 from service.providers.catalogue import ProviderConfig
 from service.settings import Settings
-from token_store import ElicitationStatus, OAuthState, PendingElicitation, UserRef, slot_tag
+from token_store import CallbackOutcome, ElicitationStatus, OAuthState, PendingElicitation, UserRef, slot_tag
 
 ALICE = UserRef("https://as.example", "alice")
 MALLORY = UserRef("https://as.example", "mallory")
@@ -310,6 +312,29 @@ def test_require_same_browser() -> None:
         require_same_browser("c" * 64, "b" * 64)
     with pytest.raises(WrongBrowser):
         require_same_browser(None, "b" * 64)
+
+
+def test_callback_request_digest_names_the_browser_path_and_every_parameter() -> None:
+    query = {"state": "s" * 43, "code": "c" * 43, "iss": "https://hub.example"}
+    digest = callback_request_digest("b" * 64, "mockhub", query)
+    assert digest == callback_request_digest("b" * 64, "mockhub", dict(reversed(query.items())))
+    assert digest != callback_request_digest("x" * 64, "mockhub", query)  # another browser
+    assert digest != callback_request_digest("b" * 64, "mockslack", query)  # another redirect URI
+    assert digest != callback_request_digest("b" * 64, "mockhub", {**query, "code": "d" * 43})
+    assert "c" * 43 not in (digest or "")
+    assert callback_request_digest(None, "mockhub", query) is None  # signed out: nothing to show again
+
+
+def test_require_repeat_of_same_callback() -> None:
+    recorded = CallbackOutcome(
+        request="r" * 64, outcome="completed", provider="mockhub", account_label="octocat", expires_at=1.0
+    )
+    assert require_repeat_of_same_callback(recorded, "r" * 64) is recorded
+    for request in ("q" * 64, None):
+        with pytest.raises(InvalidState):
+            require_repeat_of_same_callback(recorded, request)
+    with pytest.raises(InvalidState):
+        require_repeat_of_same_callback(None, "r" * 64)
 
 
 def test_require_redirect_uri_of_provider() -> None:

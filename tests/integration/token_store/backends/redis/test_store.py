@@ -41,6 +41,7 @@ from tests.support.store_contract import (
     user_tag,
 )
 from token_store import (
+    CallbackOutcome,
     ConnectionStatus,
     Deletion,
     ElicitationStatus,
@@ -101,6 +102,8 @@ async def test_every_key_that_is_not_a_token_has_a_ttl(store: RedisStore, harnes
     await store.take_nonce("n2")
     await store.put_nonce("s1", ttl_seconds=60, slot="question")
     await store.put_nonce("s2", ttl_seconds=60, slot="question")
+    outcome = CallbackOutcome("digest", "completed", "mockhub", "octocat", expires_at=T0 + 300)
+    await store.put_callback_outcome(taken.state, outcome)
     await store.set_connection_status(make_connection().key, ConnectionStatus.REFRESHING)
     assert await store.replace_connection(replace(make_connection(), updated_at=T0 + 1), T0)
     assert await store.acquire_lock("held", ttl_seconds=60)
@@ -127,6 +130,7 @@ async def test_every_key_that_is_not_a_token_has_a_ttl(store: RedisStore, harnes
         "nonce": 2,  # n1, and s2 (which replaced s1 in its slot)
         "nonce-slot": 1,
         "lock": 1,
+        "callback": 1,
     }
 
 
@@ -161,6 +165,9 @@ async def test_key_names_and_ttls_follow_the_documented_layout(
     state = make_state(ttl=120)
     await store.put_oauth_state(state)
     assert 119_000 < harness.raw.pttl(f"{p}state:{state_digest(state.state)}") <= 120_000
+    outcome = CallbackOutcome("digest", "completed", "mockhub", "octocat", expires_at=T0 + 300)
+    await store.put_callback_outcome(state.state, outcome)
+    assert 299_000 < harness.raw.pttl(f"{p}callback:{state_digest(state.state)}") <= 300_000
     await store.put_nonce("n", ttl_seconds=30)
     assert 29_000 < harness.raw.pttl(f"{p}nonce:{state_digest('n')}") <= 30_000
     await store.put_nonce("m", ttl_seconds=30, slot="a question")

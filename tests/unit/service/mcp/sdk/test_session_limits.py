@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -16,7 +17,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import AnyHttpUrl
 
 from service.mcp.sdk.hooks import adopt_session_manager
-from service.mcp.sdk.session_limits import SessionLimits
+from service.mcp.sdk.session_limits import Limit, SessionLimits
 
 ISSUER = "https://as.example"
 RESOURCE = "http://127.0.0.1:8000/mcp"
@@ -49,7 +50,13 @@ HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "app
 
 @contextlib.asynccontextmanager
 async def served(
-    sessions_per_user: int = 3, requests_per_user: int = 2
+    sessions_per_user: int = 3,
+    requests_per_user: int = 2,
+    *,
+    per_second: float = 1000.0,
+    burst: int = 1000,
+    clock: Callable[[], float] = time.monotonic,
+    refused: Callable[[Limit], None] = lambda limit: None,
 ) -> AsyncIterator[tuple[httpx.AsyncClient, SessionLimits, tuple[anyio.Event, anyio.Event]]]:
     # A context manager, not a fixture: the session manager's task group must be entered and
     # left in the same task.
@@ -78,6 +85,10 @@ async def served(
         sessions_per_user=sessions_per_user,
         sessions_per_replica=5,
         requests_per_user=requests_per_user,
+        requests_per_second_per_user=per_second,
+        request_burst_per_user=burst,
+        refused=refused,
+        clock=clock,
     )
     async with (
         server.session_manager.run(),
@@ -168,3 +179,32 @@ async def test_requests_in_flight_per_user_are_capped() -> None:
             release.set()
         assert results == [200, 200]
         assert limits.in_flight((ISSUER, "alice")) == 0
+
+
+async def test_requests_a_second_per_user_are_limited_with_retry_after_and_other_users_are_unaffected() -> (
+    None
+):
+    """A burst of 3, then one a second: the 4th request at once gets 429 with Retry-After and a
+    JSON-RPC error, counted; another user is served meanwhile; a second later alice is again."""
+    now, refused = [0.0], []
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    async with served(per_second=1, burst=3, clock=lambda: now[0], refused=refused.append) as (client, _, _):
+
+        async def send(user: str) -> httpx.Response:
+            return await client.post(
+                "/mcp", json=ping, headers={**HEADERS, "Authorization": f"Bearer {user}"}
+            )
+
+        assert [(await send("alice")).status_code != 429 for _ in range(3)] == [True] * 3
+        refusal = await send("alice")
+        assert refusal.status_code == 429 and refusal.headers["retry-after"] == "1"
+        assert refusal.json()["error"] == {
+            "code": -32600,
+            "message": "Too many requests for this user (limit 1 a second, bursts of 3); "
+            "retry after the time Retry-After gives.",
+        }
+        assert refused == [Limit.REQUESTS_PER_SECOND_PER_USER]
+        assert (await send("bob")).status_code != 429
+        now[0] += 1.0
+        assert (await send("alice")).status_code != 429
+        assert (await send("alice")).status_code == 429

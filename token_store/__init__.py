@@ -30,6 +30,7 @@ from token_store.base import Store, StoreError, StoreUnavailable, TooManyPending
 from token_store.crypto import DecryptError, KeyRing
 from token_store.models import (
     LIVE_STATUSES,
+    ClientRegistration,
     Connection,
     ConnectionKey,
     ConnectionStatus,
@@ -47,6 +48,7 @@ __all__ = [
     "POSTGRES_SCHEMES",
     "REDIS_SCHEMES",
     "STORE_SCHEMES",
+    "ClientRegistration",
     "ClusterURL",
     "Connection",
     "ConnectionKey",

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from token_store.models import (
+    ClientRegistration,
     Connection,
     ConnectionKey,
     ConnectionStatus,
@@ -241,6 +242,32 @@ class Store(Protocol):
     async def settle_webhook(self, message_id: str, retry_at: float | None) -> None:
         """After an attempt: None removes the message (delivered, or given up); a time counts
         the attempt and makes the message due again then."""
+        ...
+
+    # --- client registrations -------------------------------------------------------------
+    async def get_client_registration(self, issuer: str, redirect_uri: str) -> ClientRegistration | None:
+        """This server's dynamic registration at `issuer` for `redirect_uri`, or None (also when it
+        fails to decrypt). No TTL: a registration lives until `remove_client_registration`."""
+        ...
+
+    async def add_client_registration(self, registration: ClientRegistration) -> ClientRegistration:
+        """Store `registration` (sealed) unless one is already stored for its (issuer, redirect
+        URI), in one atomic step; return the one stored: this one, or the one that was there. So
+        replicas that registered at the same time all keep the first one stored."""
+        ...
+
+    async def remove_client_registration(self, issuer: str, redirect_uri: str, client_id: str) -> bool:
+        """Delete the registration of (issuer, redirect URI) if it is still `client_id`'s (never a
+        newer one another replica stored); True when something was deleted."""
+        ...
+
+    async def reencrypt_client_registrations(self) -> int:
+        """`reencrypt_all` for client registrations: each one not sealed under the primary key is
+        sealed again (compare-and-set); how many were rewritten."""
+        ...
+
+    async def count_client_registrations_sealed_under(self, kid: str) -> int:
+        """`count_sealed_under` for client registrations."""
         ...
 
     # --- lifecycle ------------------------------------------------------------------------

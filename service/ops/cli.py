@@ -366,7 +366,7 @@ def cmd_keys_rotate(args: argparse.Namespace) -> int:
             prefix=settings.redis_prefix,
         )
         try:
-            return await store.reencrypt_all()
+            return await store.reencrypt_all() + await store.reencrypt_client_registrations()
         finally:
             await store.close()
 
@@ -573,7 +573,8 @@ def cmd_keys_retire(args: argparse.Namespace) -> int:
     async def count() -> int:
         store = await open_store(settings.effective_store_url, keyring, prefix=settings.redis_prefix)
         try:
-            return await store.count_sealed_under(args.kid)
+            sealed = await store.count_sealed_under(args.kid)
+            return sealed + await store.count_client_registrations_sealed_under(args.kid)
         finally:
             await store.close()
 

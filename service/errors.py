@@ -187,6 +187,12 @@ class MetadataIssuerMismatch(MetadataError):
     tried elsewhere, never used."""
 
 
+class DownstreamDiscoveryError(MetadataError):
+    """A remote MCP server (`kind = "mcp"`) could not be made a provider: its challenge, its
+    protected-resource or authorization-server metadata, an address it names, or this server's
+    registration as its client was refused (docs/gateway.md). The message names the step."""
+
+
 # ---- the browser surface --------------------------------------------------------------------------
 
 

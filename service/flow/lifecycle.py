@@ -94,6 +94,12 @@ class TokenLifecycle:
             return connection  # expiring soon but still valid, and nothing to refresh with
         return await self._single_flight(connection, provider)
 
+    async def refused(self, connection: Connection) -> None:
+        """The provider refused an access token that was just refreshed (RFC 6750 §3.1
+        `invalid_token` twice): the grant is no good. It is marked `needs_reauthorization` (with
+        its webhook), so the next call asks the user to connect again instead of retrying it."""
+        await self._needs_reauthorization(connection)
+
     async def describe(self, connections: list[Connection]) -> list[dict[str, Any]]:
         """What `list_connections` and the connections page show: each connection's record, with
         the status `refreshing` while a refresh of it is in flight anywhere (its single-flight lock

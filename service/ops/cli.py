@@ -23,7 +23,6 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
@@ -40,7 +39,7 @@ from service.http.server import (
 )
 from service.mcp.sdk.hooks import SdkHookMissing
 from service.observability.logs import configure_logging
-from service.providers.catalogue import ProviderError, resolve_discovery
+from service.providers.catalogue import ProviderError
 from service.settings import DEFAULT_DATA_DIR, Settings, SettingsError, load_settings
 from token_store import StoreUnavailable
 
@@ -262,10 +261,43 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 async def resolve_providers(settings: Settings) -> Settings:
-    """Fill providers' endpoints from their discovery metadata; refuse to start if it fails."""
-    async with httpx.AsyncClient(timeout=settings.http_timeout, follow_redirects=False) as http:
-        providers = {name: await resolve_discovery(p, http) for name, p in settings.providers.items()}
-    return settings.replace(providers=providers)
+    """Fill providers' endpoints from their discovery metadata and make each remote MCP server a
+    provider (`service.runtime.resolve_providers`); refuse to start if it fails. The store is
+    opened only when a remote MCP server may need a dynamic registration kept there."""
+    from service.providers.outbound_http import OutboundHttp
+    from service.runtime import resolve_providers as resolve_all
+    from token_store import KeyRing, open_store
+
+    outbound = OutboundHttp(settings.http_timeout)
+    try:
+        if not any(p.kind == "mcp" and not p.client_id for p in settings.providers.values()):
+            return await resolve_all(settings, outbound.client, _NoRegistrations())
+        store = await open_store(
+            settings.effective_store_url,
+            KeyRing.parse(settings.encryption_keys),
+            prefix=settings.redis_prefix,
+            wait_replicas=settings.store_wait_replicas,
+            wait_timeout=settings.store_wait_timeout,
+        )
+        try:
+            return await resolve_all(settings, outbound.client, store)
+        finally:
+            await store.close()
+    finally:
+        await outbound.aclose()
+
+
+class _NoRegistrations:
+    """Registrations for a configuration that needs none (every remote MCP server pre-registered)."""
+
+    async def get_client_registration(self, issuer: str, redirect_uri: str) -> None:
+        raise ProviderError("no store opened for a dynamic registration")
+
+    async def add_client_registration(self, registration: Any) -> Any:
+        raise ProviderError("no store opened for a dynamic registration")
+
+    async def remove_client_registration(self, issuer: str, redirect_uri: str, client_id: str) -> bool:
+        raise ProviderError("no store opened for a dynamic registration")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -277,7 +309,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         configure_logging(settings.log_level, settings.log_format, settings.replica_id)
         settings = asyncio.run(resolve_providers(settings))
         app = create_app(settings)
-    except (SettingsError, ProviderError, ValueError, SdkHookMissing) as exc:  # ValueError: a bad key
+    except (
+        SettingsError,
+        ProviderError,
+        ValueError,
+        SdkHookMissing,
+        StoreUnavailable,
+    ) as exc:  # ValueError: a bad key
         return _configuration_error(exc)
     timing = {"keep_alive": settings.keep_alive_seconds, "grace": settings.shutdown_grace_seconds}
     server = build_server(

@@ -38,6 +38,13 @@ def _oauth_options(provider: ProviderConfig, redirect_uri: str, scopes: Sequence
     }
 
 
+def _resource_indicator(provider: ProviderConfig) -> dict[str, str]:
+    """RFC 8707 §2: the `resource` the token is for, in the authorization request and in every
+    token request (code and refresh) alike; the MCP spec asks for it on both (2025-11-25
+    basic/authorization, "Resource Parameter Implementation"). Empty for most providers."""
+    return {"resource": provider.resource} if provider.resource else {}
+
+
 def _client(
     provider: ProviderConfig,
     redirect_uri: str,
@@ -70,6 +77,7 @@ def authorization_url(
     if need_refresh_token and provider.consent_prompt_for_refresh:
         # Google sends a refresh token again only when the user is asked to consent again.
         params["prompt"] = "consent"
+    params.update(_resource_indicator(provider))
     url, _ = client.create_authorization_url(
         provider.authorize_url, state=state, code_verifier=code_verifier, **params
     )
@@ -96,6 +104,7 @@ async def exchange_code(
                 code=code,
                 code_verifier=code_verifier,
                 redirect_uri=redirect_uri,
+                **_resource_indicator(provider),
             )
         except Exception as exc:  # authlib raises OAuthError, httpx errors, or JSON errors on junk
             raise _exchange_error("the token endpoint refused the code", exc) from None
@@ -114,7 +123,7 @@ async def refresh(
     async with _client(provider, "", tokens.scopes, timeout_seconds, outbound) as client:
         try:
             token: dict[str, Any] = await client.refresh_token(
-                provider.token_url, refresh_token=tokens.refresh_token
+                provider.token_url, refresh_token=tokens.refresh_token, **_resource_indicator(provider)
             )
         except Exception as exc:
             raise _exchange_error("the token endpoint refused the refresh", exc) from None

@@ -33,8 +33,8 @@ from token_store.backends.postgres.migrations import SCHEMA_VERSION, SchemaBehin
 from token_store.base import StoreUnavailable, TooManyPending
 from token_store.crypto import KeyRing
 from token_store.models import (
-    ClientRegistration,
     LIVE_STATUSES,
+    ClientRegistration,
     Connection,
     ConnectionKey,
     ConnectionStatus,

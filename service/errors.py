@@ -34,6 +34,7 @@ __all__ = [
     "CrossSiteRequest",
     "CsrfTokenMismatch",
     "DomainError",
+    "DownstreamDiscoveryError",
     "ElicitationAlreadyUsed",
     "ElicitationUserMismatch",
     "FlowFailed",

@@ -45,6 +45,16 @@ def _resource_indicator(provider: ProviderConfig) -> dict[str, str]:
     return {"resource": provider.resource} if provider.resource else {}
 
 
+def _token_request_extras(provider: ProviderConfig) -> dict[str, str]:
+    """What a token request carries besides the grant: the resource, and for a remote MCP
+    server's authorization server the `client_id` in the body whatever the authentication (RFC
+    6749 §3.2.1: the client MAY; the MCP SDK's authorization server requires it with Basic too)."""
+    extras = _resource_indicator(provider)
+    if provider.kind == "mcp" and provider.token_auth_method == "client_secret_basic":  # noqa: S105
+        extras["client_id"] = provider.client_id
+    return extras
+
+
 def _client(
     provider: ProviderConfig,
     redirect_uri: str,
@@ -104,7 +114,7 @@ async def exchange_code(
                 code=code,
                 code_verifier=code_verifier,
                 redirect_uri=redirect_uri,
-                **_resource_indicator(provider),
+                **_token_request_extras(provider),
             )
         except Exception as exc:  # authlib raises OAuthError, httpx errors, or JSON errors on junk
             raise _exchange_error("the token endpoint refused the code", exc) from None
@@ -123,7 +133,7 @@ async def refresh(
     async with _client(provider, "", tokens.scopes, timeout_seconds, outbound) as client:
         try:
             token: dict[str, Any] = await client.refresh_token(
-                provider.token_url, refresh_token=tokens.refresh_token, **_resource_indicator(provider)
+                provider.token_url, refresh_token=tokens.refresh_token, **_token_request_extras(provider)
             )
         except Exception as exc:
             raise _exchange_error("the token endpoint refused the refresh", exc) from None

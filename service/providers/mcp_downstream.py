@@ -129,6 +129,15 @@ async def our_client(
         endpoint, allow_private=provider.allow_private_network, resolve=context.resolve
     )
     auth_methods = metadata.get("token_endpoint_auth_methods_supported")
+    # Registered for every scope the server lists, not only those asked for first: an
+    # authorization server may refuse a later step-up to a scope the client was not registered
+    # for (RFC 7591 §2 `scope`: the scopes the client can use).
+    advertised = metadata.get("scopes_supported")
+    registered = sorted(
+        {*scopes, *(s for s in advertised if isinstance(s, str))}
+        if isinstance(advertised, list)
+        else set(scopes)
+    )
 
     async def register() -> Any:
         return await register_dynamically(
@@ -137,7 +146,7 @@ async def our_client(
             issuer=issuer,
             redirect_uri=context.redirect_uri,
             client_name=context.client_name,
-            scopes=scopes,
+            scopes=registered,
             auth_methods=auth_methods if isinstance(auth_methods, list) else None,
             now=context.clock(),
         )

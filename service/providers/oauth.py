@@ -8,6 +8,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlencode
 
 from authlib.integrations.httpx_client import AsyncOAuth2Client
 from authlib.oauth2.client import OAuth2Client
@@ -45,14 +46,18 @@ def _resource_indicator(provider: ProviderConfig) -> dict[str, str]:
     return {"resource": provider.resource} if provider.resource else {}
 
 
-def _token_request_extras(provider: ProviderConfig) -> dict[str, str]:
-    """What a token request carries besides the grant: the resource, and for a remote MCP
-    server's authorization server the `client_id` in the body whatever the authentication (RFC
-    6749 §3.2.1: the client MAY; the MCP SDK's authorization server requires it with Basic too)."""
-    extras = _resource_indicator(provider)
+def _client_id_in_body(provider: ProviderConfig) -> dict[str, str]:
+    """For a remote MCP server's authorization server, the `client_id` in the body of token and
+    revocation requests whatever the authentication (RFC 6749 §3.2.1: the client MAY; the MCP
+    SDK's authorization server requires it with HTTP Basic too)."""
     if provider.kind == "mcp" and provider.token_auth_method == "client_secret_basic":  # noqa: S105
-        extras["client_id"] = provider.client_id
-    return extras
+        return {"client_id": provider.client_id}
+    return {}
+
+
+def _token_request_extras(provider: ProviderConfig) -> dict[str, str]:
+    """What a token request carries besides the grant: the resource, and the client id."""
+    return {**_resource_indicator(provider), **_client_id_in_body(provider)}
 
 
 def _client(
@@ -167,7 +172,12 @@ async def revoke(
     )
     async with _client(provider, "", tokens.scopes, timeout_seconds, outbound) as client:
         try:
-            response = await client.revoke_token(provider.revocation_url, token=token, token_type_hint=hint)
+            response = await client.revoke_token(
+                provider.revocation_url,
+                token=token,
+                token_type_hint=hint,
+                body=urlencode(_client_id_in_body(provider)),
+            )
         except Exception:
             return False
     return bool(response.status_code == 200)

@@ -19,16 +19,18 @@ RFC 9207 `iss`, and a consent page where the user names their account there (`lo
 Knobs (attributes, changed by a test while it runs): `metadata_mode` (what the metadata says, see
 `MetadataMode`), `challenge_scope` (the `scope` of the 401 challenge), `cimd_supported`, and on
 `authorization` (`StandInAuthorization`): `iss_mode`, `audience`, `access_token_lifetime`.
-Records: `calls` (tool, account), `request_headers` (every MCP request's headers).
+Records: `calls` (tool, account), `request_headers` (every MCP request's headers), `revoked`.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import time
 from collections.abc import Callable
 from typing import Any, Literal
+from urllib.parse import unquote
 
 import anyio
 import httpx
@@ -90,6 +92,7 @@ class McpDownstream:
         self.cimd_supported = True
         self.calls: list[tuple[str, str | None]] = []
         self.request_headers: list[dict[str, str]] = []
+        self.revoked: list[str] = []
         self.authorization = StandInAuthorization(
             issuer=self.issuer, resource=self.url, fetch_document=fetch, scopes=scopes, clock=clock
         )
@@ -179,6 +182,7 @@ class McpDownstream:
                 Route("/.well-known/oauth-protected-resource/mcp", self._resource_metadata, methods=["GET"]),
                 Route("/.well-known/oauth-authorization-server", self._server_metadata, methods=["GET"]),
                 Route("/consent", self._consent, methods=["GET", "POST"]),
+                Route("/revoke", self._revoke, methods=["POST"]),
                 Mount("/", app=_Challenges(mcp_app, self)),
             ],
             lifespan=lambda app: self.server.session_manager.run(),
@@ -216,6 +220,29 @@ class McpDownstream:
         if self.metadata_mode == "other_resource":
             metadata["protected_resources"] = ["https://another.example/mcp"]
         return JSONResponse(metadata)
+
+    async def _revoke(self, request: Request) -> Response:
+        """RFC 7009 with either client authentication (the SDK's own handler takes the secret in
+        the body only): the client's own tokens are revoked; 200 whatever the token was (§2.2)."""
+        form = await request.form()
+        client_id, secret = str(form.get("client_id", "")), form.get("client_secret")
+        basic = request.headers.get("authorization", "")
+        if basic.lower().startswith("basic "):
+            decoded = base64.b64decode(basic[6:]).decode()
+            client_id, _, raw_secret = decoded.partition(":")
+            client_id, secret = unquote(client_id), unquote(raw_secret)
+        client = await self.authorization.get_client(client_id)
+        if client is None or (client.client_secret and client.client_secret != secret):
+            return JSONResponse({"error": "invalid_client"}, status_code=401)
+        token = str(form.get("token", ""))
+        for found in (
+            self.authorization.access_tokens.get(token),
+            self.authorization.refresh_tokens.get(token),
+        ):
+            if found is not None and found.client_id == client.client_id:
+                await self.authorization.revoke_token(found)
+                self.revoked.append(token)
+        return Response(status_code=200)
 
     async def _consent(self, request: Request) -> Response:
         if request.method == "GET":

@@ -199,7 +199,8 @@ class Gateway:
             raise
         if route.tool == CONNECT_TOOL and not await self._downstream_has(caller, provider, connection):
             return await self._connected_answer(ctx, caller, provider)
-        result = await self._forward(ctx, caller, provider, connection, route.tool, arguments)
+        # Any later question in this call is a first round: the requestState was read above.
+        result = await self._forward(first_round(ctx), caller, provider, connection, route.tool, arguments)
         await self._tell_if_list_changed(ctx, caller, provider)
         return passed_on(result)
 
@@ -324,6 +325,13 @@ class Gateway:
         if now != before:
             self._listed[key] = now
             await ctx.session.send_tool_list_changed()
+
+
+def first_round(ctx: Context[Any, Any]) -> Context[Any, Any]:
+    """The same request, without the 2026-07-28 retry's `inputResponses` and `requestState`: the
+    broker read (and used up) them once already, so a second question in the same call (a
+    refused token, a step-up) is asked as new, never refused as a replay."""
+    return Context(request_context=ctx.request_context, mcp_server=ctx.mcp_server)
 
 
 def session_challenge(session: PooledSession | None) -> Challenge | None:

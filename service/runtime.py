@@ -43,6 +43,15 @@ EXPIRY_SWEEP_SECONDS = 1.0  # how soon a session hears that its link expired
 STORE_RETRY_SECONDS = 1.0  # how often a replica that started without its store tries again
 
 
+def start_up_outbound(timeout_seconds: float) -> OutboundHttp:
+    """Outbound HTTP for discovery at start-up: bounded like any other, but a new connection per
+    request. A start makes a handful of requests over seconds (longer on a loaded machine); a peer
+    closing a kept-alive connection meanwhile (Node's default keep-alive is 5 s) must not fail it."""
+    return OutboundHttp(
+        timeout_seconds, pool=httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
+    )
+
+
 async def resolve_providers(
     settings: Settings,
     http: httpx.AsyncClient,

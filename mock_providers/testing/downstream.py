@@ -17,8 +17,7 @@ from typing import Any
 from mock_providers.providers.mcp_downstream.server import McpDownstream
 from mock_providers.testing.servers import HOST, ThreadedServers, free_port
 from service.providers.catalogue import ProviderConfig, build_provider
-from service.providers.outbound_http import OutboundHttp
-from service.runtime import resolve_providers
+from service.runtime import resolve_providers, start_up_outbound
 from service.settings import Settings
 from token_store import KeyRing, open_store
 
@@ -71,7 +70,7 @@ async def resolved_providers(
 ) -> dict[str, ProviderConfig]:
     """`tables` as providers of a server on `settings`, resolved as `serve` does."""
     providers = {name: build_provider(name, table, {}) for name, table in tables.items()}
-    outbound = OutboundHttp(settings.http_timeout)
+    outbound = start_up_outbound(settings.http_timeout)
     store = await open_store(
         settings.effective_store_url, KeyRing.parse(settings.encryption_keys), prefix=settings.redis_prefix
     )

@@ -264,11 +264,11 @@ async def resolve_providers(settings: Settings) -> Settings:
     """Fill providers' endpoints from their discovery metadata and make each remote MCP server a
     provider (`service.runtime.resolve_providers`); refuse to start if it fails. The store is
     opened only when a remote MCP server may need a dynamic registration kept there."""
-    from service.providers.outbound_http import OutboundHttp
     from service.runtime import resolve_providers as resolve_all
+    from service.runtime import start_up_outbound
     from token_store import KeyRing, open_store
 
-    outbound = OutboundHttp(settings.http_timeout)
+    outbound = start_up_outbound(settings.http_timeout)
     try:
         if not any(p.kind == "mcp" and not p.client_id for p in settings.providers.values()):
             return await resolve_all(settings, outbound.client, _NoRegistrations())

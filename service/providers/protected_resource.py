@@ -23,17 +23,21 @@ from service.providers.discovery import fetch_metadata
 from service.urls import origin
 
 PROTECTED_RESOURCE_METADATA = "/.well-known/oauth-protected-resource"  # RFC 9728 §3
-# The probe: an `initialize` without a token, which a protected server answers with a 401.
-PROBE_BODY = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "mcp-url-connect", "version": "0"},
+# The probes: an `initialize`, then a `tools/list`, without a token. A protected server answers one
+# of them 401; some let the handshake through and protect only what follows it.
+PROBES = (
+    {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "mcp-url-connect", "version": "0"},
+        },
     },
-}
+    {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+)
 MAX_CHALLENGE_CHARS = 4096  # a WWW-Authenticate we read: far more than any real one
 
 # RFC 9110 §11.6.1: auth-param = token BWS "=" BWS ( token / quoted-string ). Parsed by hand: none
@@ -85,20 +89,24 @@ def bearer_params(header: str) -> dict[str, str]:
 
 
 async def probe(http: httpx.AsyncClient, url: str) -> Challenge:
-    """POST an `initialize` without a token: a protected server's 401 names its metadata and the
-    scopes it wants. Any other answer is no challenge (discovery then tries the well-known URLs)."""
-    try:
-        response = await http.post(
-            url,
-            content=json.dumps(PROBE_BODY),
-            headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
-        )
-        await response.aclose()
-    except httpx.HTTPError as exc:
-        raise DownstreamDiscoveryError(f"the server did not answer ({type(exc).__name__})") from None
-    if response.status_code != 401:
-        return Challenge(status=response.status_code)
-    return bearer_challenge(401, response.headers.get("www-authenticate"))
+    """Requests without a token: a protected server's 401 names its metadata and the scopes it
+    wants (the MCP spec's "Scope Selection Strategy": the initial challenge first). No 401 is no
+    challenge (discovery then tries the well-known URLs)."""
+    status = 0
+    for body in PROBES:
+        try:
+            response = await http.post(
+                url,
+                content=json.dumps(body),
+                headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
+            )
+            await response.aclose()
+        except httpx.HTTPError as exc:
+            raise DownstreamDiscoveryError(f"the server did not answer ({type(exc).__name__})") from None
+        if response.status_code == 401:
+            return bearer_challenge(401, response.headers.get("www-authenticate"))
+        status = status or response.status_code
+    return Challenge(status=status)
 
 
 @dataclass(frozen=True)

@@ -105,3 +105,42 @@ def read_results(output_dir: Path) -> dict[str, list[Check]]:
             for c in json.loads(path.read_text())
         ]
     return results
+
+
+# `<scenario>-<ISO timestamp>` under `auth/` for the auth scenarios: a client scenario's directory.
+CLIENT_RESULT_DIR = re.compile(r"(?P<scenario>.+)-\d{4}-\d\d-\d\dT[\d-]+Z")
+CLIENT_RUN_TIMEOUT = 900.0  # a client scenario starts a whole stack of ours; the auth ones take minutes
+
+
+def run_client(command: list[str], client: str, args: list[str], output_dir: Path) -> dict[str, list[Check]]:
+    """Run `conformance client --command <client> *args`: every scenario's checks, by scenario name
+    (`auth/metadata-default`, ...). `client` is the shell command the suite runs with the scenario
+    server's URL appended. As `run`, the CLI's exit status is not used."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [*command, "client", "--command", client, *args, "--output-dir", str(output_dir)],
+        cwd=SUITE_DIR,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=CLIENT_RUN_TIMEOUT,
+        check=False,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    results: dict[str, list[Check]] = {}
+    for path in sorted(output_dir.glob("**/checks.json")):
+        match = CLIENT_RESULT_DIR.fullmatch(path.parent.name)
+        if match is None:
+            continue
+        folder = path.parent.parent.relative_to(output_dir)
+        scenario = f"{folder}/{match['scenario']}" if str(folder) != "." else match["scenario"]
+        results[scenario] = [
+            Check(scenario, str(c["id"]), str(c["status"]), str(c.get("errorMessage") or ""))
+            for c in json.loads(path.read_text())
+        ]
+    if not results:
+        raise RuntimeError(
+            f"the conformance suite wrote no results (exit {done.returncode}):\n"
+            f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
+    return results

@@ -72,6 +72,9 @@ class ProviderConfig(BaseModel):
     token_auth_method: TokenAuthMethod = "client_secret_post"  # noqa: S105 - a method name
     scopes: tuple[str, ...] = ()
     scope_param: str = "scope"  # Slack asks for user-token scopes as `user_scope`
+    # Asked for in every authorization request besides `scopes`, never required of a grant: the
+    # authorization server may leave them out (`offline_access`, which asks for a refresh token).
+    optional_scopes: tuple[str, ...] = ()
     authorize_params: Mapping[str, str] = Field(default_factory=dict)  # e.g. access_type=offline
     consent_prompt_for_refresh: bool = False  # Google: prompt=consent when we hold no refresh token
     token_path: str = ""  # where the user's token sits in the token response (Slack: authed_user)
@@ -139,7 +142,7 @@ class ProviderConfig(BaseModel):
             values["display_name"] = values.get("name", "")
         return values
 
-    @field_validator("scopes", "token_types", mode="before")
+    @field_validator("scopes", "optional_scopes", "token_types", mode="before")
     @classmethod
     def _a_list(cls, value: Any) -> Any:
         # A TOML string where a list is meant would otherwise be read as its characters.

@@ -81,24 +81,19 @@ def require_pkce_s256_advertised(metadata: dict[str, Any]) -> None:
 
 
 def select_scopes(
-    configured: Sequence[str],
-    challenged: Sequence[str] | None,
-    resource_scopes: Sequence[str] | None,
-    server_scopes: object,
+    configured: Sequence[str], challenged: Sequence[str] | None, resource_scopes: Sequence[str] | None
 ) -> tuple[str, ...]:
     """The MCP spec's "Scope Selection Strategy": the operator's, else the challenge's, else the
-    metadata's `scopes_supported`, else none (the `scope` parameter left out). `offline_access`
-    is added when the authorization server lists it (2026-07-28 basic/authorization, "Refresh
-    Tokens": clients MAY), so a refresh token can be issued."""
-    chosen = tuple(configured) or tuple(challenged or ()) or tuple(resource_scopes or ())
-    if (
-        chosen
-        and isinstance(server_scopes, list)
-        and OFFLINE_ACCESS in server_scopes
-        and OFFLINE_ACCESS not in chosen
-    ):
-        chosen = (*chosen, OFFLINE_ACCESS)
-    return chosen
+    metadata's `scopes_supported`, else none (the `scope` parameter left out)."""
+    return tuple(configured) or tuple(challenged or ()) or tuple(resource_scopes or ())
+
+
+def optional_scopes(chosen: Sequence[str], server_scopes: object) -> tuple[str, ...]:
+    """`offline_access` when the authorization server lists it and some scope is asked for
+    (2026-07-28 basic/authorization, "Refresh Tokens": clients MAY), so a refresh token can be
+    issued; optional, since the server may grant it or not."""
+    listed = isinstance(server_scopes, list) and OFFLINE_ACCESS in server_scopes
+    return (OFFLINE_ACCESS,) if chosen and listed and OFFLINE_ACCESS not in chosen else ()
 
 
 async def our_client(
@@ -199,10 +194,9 @@ async def _resolve(
             await require_public_downstream_address(
                 metadata[name], allow_private=allow, resolve=context.resolve
             )
-    scopes = select_scopes(
-        provider.scopes, challenge.scope, resource.scopes_supported, metadata.get("scopes_supported")
-    )
-    client = await our_client(provider, metadata, issuer, scopes, http, context)
+    scopes = select_scopes(provider.scopes, challenge.scope, resource.scopes_supported)
+    optional = optional_scopes(scopes, metadata.get("scopes_supported"))
+    client = await our_client(provider, metadata, issuer, (*scopes, *optional), http, context)
     updates = {
         "authorize_url": metadata.get("authorization_endpoint"),
         "token_url": metadata.get("token_endpoint"),
@@ -216,6 +210,7 @@ async def _resolve(
         ),
         "resource": resource.resource,
         "scopes": scopes,
+        "optional_scopes": optional,
         "client_id": client.client_id,
         "client_secret": client.client_secret,
         "token_auth_method": client.token_auth_method,

@@ -86,8 +86,10 @@ def authorization_url(
     # Building the URL sends nothing: authlib's protocol client, without an HTTP session.
     client = OAuth2Client(None, **_oauth_options(provider, redirect_uri, scopes))
     params = dict(provider.authorize_params)
-    if provider.scope_param != "scope":  # Slack: user-token scopes go in `user_scope`
-        params[provider.scope_param] = " ".join(scopes)
+    asked = [*scopes, *(s for s in provider.optional_scopes if s not in scopes)]
+    if provider.scope_param != "scope" or asked != list(scopes):
+        # Slack: user-token scopes go in `user_scope`; optional scopes join the required ones.
+        params[provider.scope_param] = " ".join(asked)
         client.scope = None
     if need_refresh_token and provider.consent_prompt_for_refresh:
         # Google sends a refresh token again only when the user is asked to consent again.

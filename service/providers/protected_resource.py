@@ -41,9 +41,10 @@ PROBES = (
 MAX_CHALLENGE_CHARS = 4096  # a WWW-Authenticate we read: far more than any real one
 
 # RFC 9110 §11.6.1: auth-param = token BWS "=" BWS ( token / quoted-string ). Parsed by hand: none
-# of our dependencies parses challenges, and the grammar is this one expression.
+# of our dependencies parses challenges, and the grammar is this one expression. An unquoted value
+# is read up to the next comma or space: servers send unquoted URLs, which are no `token`.
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"  # noqa: S105 - RFC 9110 `token`, a grammar rule
-_PARAM = re.compile(rf'\s*({_TOKEN})\s*=\s*({_TOKEN}|"(?:[^"\\]|\\.)*")\s*(?:,|$)')
+_PARAM = re.compile(rf'\s*({_TOKEN})\s*=\s*([^\s,"]+|"(?:[^"\\]|\\.)*")\s*(?:,|$)')
 _SCHEME = re.compile(rf"(?:^|,)\s*({_TOKEN})(?=\s+{_TOKEN}\s*=|\s*(?:,|$))")
 
 

@@ -82,4 +82,4 @@ class Namespaces:
     def ours(provider: ProviderConfig, tool: str) -> str | None:
         """Our name for a downstream's tool, or None when it would not be a valid tool name."""
         name = f"{provider.prefix}_{tool}"
-        return name if TOOL_NAME.fullmatch(name) else None
+        return name if tool and TOOL_NAME.fullmatch(name) else None

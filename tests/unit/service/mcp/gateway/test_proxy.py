@@ -1,0 +1,72 @@
+"""What our clients get of a downstream: its tools renamed, its results without HTML or `_meta`."""
+
+from __future__ import annotations
+
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INVALID_PARAMS,
+    CallToolResult,
+    EmbeddedResource,
+    Icon,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+    Tool,
+)
+
+from service.errors import InvalidToolArgument, ProviderApiError
+from service.mcp.gateway.proxy import connect_tool, downstream_error, offered_tool, passed_on
+from service.providers.catalogue import ProviderConfig
+
+LINEAR = ProviderConfig(
+    name="linear", kind="mcp", url="https://mcp.linear.example/mcp", display_name="Linear"
+)
+
+
+def test_a_downstream_tool_is_offered_under_our_name_without_its_meta_or_icons() -> None:
+    tool = Tool(
+        name="create_issue",
+        description="Create\nan issue " + "x" * 10_000,
+        input_schema={"type": "object", "properties": {"title": {"type": "string"}}},
+        icons=[Icon(src="https://tracker.example/icon.png")],
+        _meta={"ui": {"resourceUri": "ui://linear/app"}},
+    )
+    offered = offered_tool(LINEAR, tool)
+    assert offered is not None and offered.name == "linear_create_issue"
+    assert offered.description is not None and offered.description.startswith("Linear: Create")
+    assert len(offered.description) < 4200
+    assert offered.input_schema == tool.input_schema
+    assert offered.icons is None and offered.meta is None
+    assert offered_tool(LINEAR, Tool(name="bad name", input_schema={"type": "object"})) is None
+    assert connect_tool(LINEAR).name == "linear_connect"
+
+
+def test_results_pass_without_meta_and_never_as_html() -> None:
+    result = CallToolResult(
+        content=[
+            TextContent(type="text", text="ok", _meta={"x": 1}),
+            EmbeddedResource(
+                type="resource",
+                resource=TextResourceContents(
+                    uri="https://x.example/p", mime_type="text/html; charset=utf-8", text="<script>"
+                ),
+            ),
+            ResourceLink(type="resource_link", uri="https://x.example/p", name="p", mime_type="text/html"),
+        ],
+        structured_content={"id": 7},
+        is_error=True,
+        _meta={"io.example/secret": "x"},
+    )
+    passed = passed_on(result)
+    assert passed.meta is None and passed.is_error and passed.structured_content == {"id": 7}
+    text, embedded, link = passed.content
+    assert isinstance(text, TextContent) and text.meta is None and text.text == "ok"
+    assert isinstance(embedded, EmbeddedResource) and embedded.resource.mime_type == "text/plain"
+    assert isinstance(link, ResourceLink) and link.mime_type == "text/plain"
+
+
+def test_downstream_errors_keep_invalid_params_and_are_bounded() -> None:
+    invalid = downstream_error(LINEAR, MCPError(code=INVALID_PARAMS, message="title\nis required"))
+    assert isinstance(invalid, InvalidToolArgument) and str(invalid) == "Linear: title is required"
+    other = downstream_error(LINEAR, MCPError(code=-32000, message="boom " * 200))
+    assert isinstance(other, ProviderApiError) and len(str(other)) < 320

@@ -39,6 +39,7 @@ def require_unshadowed_tool_names(prefixes: Mapping[str, str], own_tools: Iterab
             )
     for tool in own_tools:
         for space, provider in spaces:
+            # mutant: gateway.unshadowed_tool_names
             if tool.startswith(space):
                 raise ShadowedToolName(
                     f"the tool {tool!r} lies inside providers.{provider}'s namespace ({space}...): "

@@ -95,21 +95,27 @@ def passed_on(result: CallToolResult) -> CallToolResult:
     """The downstream's result as our client gets it: its content, structured content and
     `isError` as they are, without `_meta`, and nothing a client would render as HTML."""
     return CallToolResult(
-        content=[_plain(block) for block in result.content],
+        content=[neutralize_html(block).model_copy(update={"meta": None}) for block in result.content],
         structured_content=result.structured_content,
         is_error=result.is_error,
     )
 
 
-def _plain(block: ContentBlock) -> ContentBlock:
+def neutralize_html(block: ContentBlock) -> ContentBlock:
+    """A downstream's HTML reaches our client as plain text: an embedded resource or a resource
+    link typed `text/html` is retyped `text/plain`, so no client renders a remote server's markup
+    (scripts, forms) as if it were ours (2025-11-25 server/tools "Security Considerations":
+    clients SHOULD treat tool results as untrusted; we do not leave that to the client)."""
     if isinstance(block, EmbeddedResource):
         inner = block.resource
+        # mutant: gateway.neutralize_html
         if inner.mime_type and inner.mime_type.lower().startswith(HTML):
             inner = inner.model_copy(update={"mime_type": "text/plain"})
         return EmbeddedResource(type="resource", resource=inner.model_copy(update={"meta": None}))
+    # mutant: gateway.neutralize_html
     if isinstance(block, ResourceLink) and block.mime_type and block.mime_type.lower().startswith(HTML):
-        return block.model_copy(update={"mime_type": "text/plain", "meta": None, "icons": None})
-    return block.model_copy(update={"meta": None})
+        return block.model_copy(update={"mime_type": "text/plain", "icons": None})
+    return block
 
 
 def downstream_error(provider: ProviderConfig, error: MCPError) -> Exception:
@@ -249,6 +255,7 @@ class Gateway:
         already, asking again would loop: the refusal is the tool's answer instead."""
         granted = set(connection.tokens.scopes)
         challenged = set(challenge.scope or ())
+        # mutant: gateway.step_up_once
         if not challenged or challenged <= granted:
             needs = " ".join(sorted(challenged)) or "more permissions"
             raise ConnectionNeeded(

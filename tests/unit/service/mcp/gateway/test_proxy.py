@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INVALID_PARAMS,
@@ -14,9 +17,13 @@ from mcp_types import (
     Tool,
 )
 
-from service.errors import InvalidToolArgument, ProviderApiError
-from service.mcp.gateway.proxy import connect_tool, downstream_error, offered_tool, passed_on
+from service.errors import ConnectionNeeded, InvalidToolArgument, ProviderApiError
+from service.mcp.errors import tool_error
+from service.mcp.gateway.names import Namespaces
+from service.mcp.gateway.proxy import Gateway, connect_tool, downstream_error, offered_tool, passed_on
 from service.providers.catalogue import ProviderConfig
+from service.providers.protected_resource import Challenge
+from token_store import Connection, ConnectionKey, TokenSet, UserRef
 
 LINEAR = ProviderConfig(
     name="linear", kind="mcp", url="https://mcp.linear.example/mcp", display_name="Linear"
@@ -70,3 +77,36 @@ def test_downstream_errors_keep_invalid_params_and_are_bounded() -> None:
     assert isinstance(invalid, InvalidToolArgument) and str(invalid) == "Linear: title is required"
     other = downstream_error(LINEAR, MCPError(code=-32000, message="boom " * 200))
     assert isinstance(other, ProviderApiError) and len(str(other)) < 320
+
+
+class Broker:
+    """The broker's `require`, recording the scopes asked for (a new grant: it asks)."""
+
+    def __init__(self) -> None:
+        self.asked: list[list[str]] = []
+
+    async def require(self, ctx: object, provider: str, scopes: list[str]) -> object:
+        self.asked.append(list(scopes))
+        raise ConnectionNeeded(tool_error("connect"))
+
+
+def connection_with(*scopes: str) -> Connection:
+    key = ConnectionKey(UserRef("https://as.example", "alice"), "linear", "default")
+    return Connection(key, TokenSet(access_token="t", scopes=scopes), "Linear", 1.0, 1.0)
+
+
+async def test_a_step_up_asks_for_the_union_once_and_never_again_for_what_was_granted() -> None:
+    broker = Broker()
+    gateway = Gateway(Namespaces([LINEAR]), broker, None, None, None)  # type: ignore[arg-type]
+    step_up: Any = gateway._step_up
+    with pytest.raises(ConnectionNeeded):
+        await step_up(None, LINEAR, connection_with("read"), Challenge(403, "insufficient_scope", ("write",)))
+    assert broker.asked == [["read", "write"]]
+    # Already granted (or nothing named): the refusal is the tool's answer, no new question.
+    for challenged in (("read",), (), None):
+        granted = connection_with("read", "write")
+        with pytest.raises(ConnectionNeeded) as refused:
+            await step_up(None, LINEAR, granted, Challenge(403, "insufficient_scope", challenged))
+        outcome = refused.value.outcome
+        assert isinstance(outcome, CallToolResult) and outcome.is_error
+    assert broker.asked == [["read", "write"]]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from mock_providers.testing.browser import Browser, FlowError, ScriptedUser, forms_in
 from mock_providers.testing.client import MODES, ConnectLink, Recorder, connect_url, mcp_client, retry
+from mock_providers.testing.downstream import DownstreamServer
 from mock_providers.testing.providers import ProviderKnobs
 from mock_providers.testing.servers import HOST, DemoServers, ThreadedServers, free_port
 from mock_providers.testing.stack import Mcpuc
@@ -19,6 +20,7 @@ __all__ = [
     "Browser",
     "ConnectLink",
     "DemoServers",
+    "DownstreamServer",
     "FlowError",
     "Mcpuc",
     "ProviderKnobs",

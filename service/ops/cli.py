@@ -239,9 +239,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         providers_port: "--providers-port N (or `make demo PROVIDERS_PORT=N`)",
         metrics_port: "--metrics-port N",
     }
+    if args.downstream:
+        options[args.port + 3] = "--port N (the remote MCP stand-in takes PORT+3)"
     if busy := _busy_port(args.host, options):
         return busy
+    downstream = _demo_downstream(args.port + 3) if args.downstream else None
     try:
+        if downstream is not None:
+            demo = asyncio.run(_with_demo_downstream(demo, downstream))
         app = create_app(demo.settings)
         servers = {
             "providers": build_server(create_mock_providers_app(demo.providers), args.host, providers_port),
@@ -255,9 +260,41 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "metrics": build_server(metrics_app(app.state.runtime), args.host, metrics_port),
         }
     except (ValueError, SdkHookMissing) as exc:  # a malformed key or URL, an SDK without a hook
+        if downstream is not None:
+            downstream.stop()
         return _configuration_error(exc)
     print(banner(demo), flush=True)
-    return run_until_stopped(servers)
+    if downstream is not None:
+        print(
+            f"  Remote MCP server (stand-in)   {downstream.url}\n"
+            f'    its tools here read downstream_<tool> (docs/gateway.md); call "downstream_connect" first\n',
+            flush=True,
+        )
+    try:
+        return run_until_stopped(servers)
+    finally:
+        if downstream is not None:
+            downstream.stop()
+
+
+def _demo_downstream(port: int) -> Any:
+    """`demo --downstream`: the kit's OAuth-protected MCP stand-in on `port` (docs/gateway.md)."""
+    from mock_providers.testing.downstream import DownstreamServer
+
+    return DownstreamServer(port=port, name="Downstream").start()
+
+
+async def _with_demo_downstream(demo: Any, downstream: Any) -> Any:
+    """The demo with the stand-in as provider `downstream`, discovered and registered with as
+    `serve` does at start-up (the registration kept in the demo's store)."""
+    from dataclasses import replace
+
+    provider = await downstream.resolved_provider(demo.settings, DEMO_DOWNSTREAM)
+    settings = demo.settings.replace(providers={**demo.settings.providers, DEMO_DOWNSTREAM: provider})
+    return replace(demo, settings=settings)
+
+
+DEMO_DOWNSTREAM = "downstream"  # the provider name of `demo --downstream`'s remote MCP server
 
 
 async def resolve_providers(settings: Settings) -> Settings:
@@ -655,6 +692,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--metrics-port", type=int, default=0, help="GET /metrics port (default PORT+2)")
     demo.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     demo.add_argument("--log-level", default="INFO")
+    demo.add_argument(
+        "--downstream",
+        action="store_true",
+        help="also serve an OAuth-protected remote MCP server (PORT+3) behind ours (docs/gateway.md)",
+    )
     demo.add_argument(
         "--tools",
         default=os.environ.get("MCPUC_TOOLS", ""),

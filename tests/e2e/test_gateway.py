@@ -7,11 +7,18 @@ refresh and reconnect on 401, step-up on 403, and one user's session and token n
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import anyio
+import httpx
 import mcp_types
 import pytest
 from mcp.shared.exceptions import MCPError
@@ -21,10 +28,12 @@ from mock_providers import mint_access_token
 from mock_providers.testing.browser import Browser
 from mock_providers.testing.client import accept, connect_url, mcp_client, retry
 from mock_providers.testing.downstream import DownstreamServer
-from mock_providers.testing.servers import DemoServers
+from mock_providers.testing.servers import DemoServers, free_port
+from tests.support.settle import eventually, succeeds
 from token_store import ConnectionStatus, KeyRing, UserRef, open_store
 
 PROVIDER = "down"
+REPO_ROOT = Path(__file__).resolve().parents[2]
 MODES = ["legacy", "2026-07-28"]
 
 
@@ -269,3 +278,38 @@ async def test_disconnect_closes_the_session_and_the_next_call_asks_again(
         )
         is None
     )
+
+
+def test_the_demo_serves_a_downstream_with_one_flag(tmp_path: Path) -> None:
+    """`mcp-url-connect demo --downstream`: the stand-in on PORT+3, discovered and registered with
+    at start, its connect tool listed to a user who is not connected yet."""
+    port = free_port()
+    argv = ["demo", "--downstream", "--port", str(port), "--data-dir", str(tmp_path)]
+    argv += ["--providers-port", str(free_port()), "--metrics-port", str(free_port())]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    command = [sys.executable, "-m", "service.ops.cli", *argv]
+    demo = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        eventually(
+            lambda: succeeds(lambda: httpx.get(f"http://127.0.0.1:{port}/healthz"), httpx.HTTPError),
+            "the demo",
+            within=60,
+        )
+        target = SimpleNamespace(data_dir=tmp_path, mcp_url=f"http://127.0.0.1:{port}/mcp")
+        listed = anyio.run(tool_names, target)
+        assert "downstream_connect" in listed
+        metadata = httpx.get(f"http://127.0.0.1:{port + 3}/.well-known/oauth-protected-resource/mcp").json()
+        assert metadata["resource"] == f"http://127.0.0.1:{port + 3}/mcp"
+        demo.send_signal(signal.SIGTERM)
+        output, _ = demo.communicate(timeout=20)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+    assert demo.returncode == 0
+    assert f"Remote MCP server (stand-in)   http://127.0.0.1:{port + 3}/mcp" in output
+
+
+async def tool_names(target: Any) -> list[str]:
+    async with mcp_client(target, "alice", "legacy") as (client, _):
+        return [tool.name for tool in (await client.list_tools()).tools]

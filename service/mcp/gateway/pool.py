@@ -249,10 +249,19 @@ class DownstreamSessions:
     async def _reap(self) -> None:
         while True:
             await anyio.sleep(REAP_SECONDS)
-            now = self._clock()
-            for session in list(self._sessions.values()):
-                if session.in_flight == 0 and now - session.last_used > session.provider.session_idle_seconds:
-                    session.close()
+            self.close_idle()
+
+    def close_idle(self) -> int:
+        """Close every session unused for its server's `session_idle_seconds`; how many."""
+        now = self._clock()
+        idle = [
+            session
+            for session in self._sessions.values()
+            if session.in_flight == 0 and now - session.last_used > session.provider.session_idle_seconds
+        ]
+        for session in idle:
+            session.close()
+        return len(idle)
 
 
 MAX_TOOL_PAGES = 20  # a downstream that pages on and on is read this far

@@ -10,7 +10,8 @@ tests/e2e/test_gateway.py.)"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -53,46 +54,48 @@ async def test_lying_metadata_stops_the_start(
     assert downstream.stand_in.authorization.registrations == []  # never registered with a liar
 
 
-async def test_a_wrong_iss_is_refused_before_the_code_is_redeemed(
-    tmp_path: Path, downstream: DownstreamServer
-) -> None:
+@asynccontextmanager
+async def serving(tmp_path: Path, downstream: DownstreamServer) -> AsyncIterator[DemoServers]:
     servers = DemoServers(tmp_path / "data")
     servers.providers = {PROVIDER: await downstream.resolved_provider(servers.demo.settings, PROVIDER)}
     servers.start()
     try:
+        yield servers
+    finally:
+        servers.stop()
+
+
+async def test_a_wrong_iss_is_refused_before_the_code_is_redeemed(
+    tmp_path: Path, downstream: DownstreamServer
+) -> None:
+    async with serving(tmp_path, downstream) as servers:
         downstream.stand_in.authorization.iss_mode = "wrong"
         async with Browser() as browser, mcp_client(servers, "alice", "legacy", on_url=accept) as (client, _):
             link = await connect_url(client, f"{PROVIDER}_echo", {"text": "x"})
             page = await browser.complete_connect(link.url, username="alice")
             assert page.status_code == 400
             result = await retry(client, link, f"{PROVIDER}_echo", {"text": "x"})
-        assert result.is_error  # the flow failed; no connection was stored
-        assert downstream.stand_in.authorization.token_requests == []
-        assert downstream.stand_in.calls == []
-    finally:
-        servers.stop()
+    assert result.is_error  # the flow failed; no connection was stored
+    assert downstream.stand_in.authorization.token_requests == []
+    assert downstream.stand_in.calls == []
 
 
 async def test_a_downstream_tool_named_like_ours_stays_in_its_namespace(
     tmp_path: Path, downstream: DownstreamServer
 ) -> None:
     """The stand-in has a `whoami` of its own: ours stays ours, its is `evil_whoami`."""
-    servers = DemoServers(tmp_path / "data")
-    servers.providers = {PROVIDER: await downstream.resolved_provider(servers.demo.settings, PROVIDER)}
-    servers.start()
-    try:
-        async with Browser() as browser, mcp_client(servers, "alice", "legacy", on_url=accept) as (client, _):
-            link = await connect_url(client, f"{PROVIDER}_whoami")
-            await browser.complete_connect(link.url, username="alice", login="alice-there")
-            theirs = await retry(client, link, f"{PROVIDER}_whoami")
-            assert theirs.structured_content is not None and theirs.structured_content["sub"] == "alice-there"
-            names = [tool.name for tool in (await client.list_tools()).tools]
-            assert names.count("whoami") == 1 and f"{PROVIDER}_whoami" in names
-            with pytest.raises(MCPError) as ours:  # our whoami asks for mockhub, never the downstream
-                await client.call_tool("whoami", {})
-        assert ours.value.error.code == -32042
-        assert [call for call in downstream.stand_in.calls if call[0] == "whoami"] == [
-            ("whoami", "alice-there")
-        ]
-    finally:
-        servers.stop()
+    async with (
+        serving(tmp_path, downstream) as servers,
+        Browser() as browser,
+        mcp_client(servers, "alice", "legacy", on_url=accept) as (client, _),
+    ):
+        link = await connect_url(client, f"{PROVIDER}_whoami")
+        await browser.complete_connect(link.url, username="alice", login="alice-there")
+        theirs = await retry(client, link, f"{PROVIDER}_whoami")
+        assert theirs.structured_content is not None and theirs.structured_content["sub"] == "alice-there"
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        assert names.count("whoami") == 1 and f"{PROVIDER}_whoami" in names
+        with pytest.raises(MCPError) as ours:  # our whoami asks for mockhub, never the downstream
+            await client.call_tool("whoami", {})
+    assert ours.value.error.code == -32042
+    assert [call for call in downstream.stand_in.calls if call[0] == "whoami"] == [("whoami", "alice-there")]

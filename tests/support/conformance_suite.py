@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,18 +74,27 @@ def run(command: list[str], url: str, args: list[str], output_dir: Path) -> dict
 
     The CLI's exit status is not used: it fails on any finding, N/A ones included; the caller
     judges the checks instead. A run that wrote no results at all raises, with its output."""
+    return _run_cli([*command, "server", "--url", url, *args], output_dir, RUN_TIMEOUT, read_results)
+
+
+def _run_cli(
+    argv: list[str],
+    output_dir: Path,
+    timeout: float,
+    read: Callable[[Path], dict[str, list[Check]]],
+) -> dict[str, list[Check]]:
     output_dir.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
-        [*command, "server", "--url", url, *args, "--output-dir", str(output_dir)],
+        [*argv, "--output-dir", str(output_dir)],
         cwd=SUITE_DIR,
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=RUN_TIMEOUT,
+        timeout=timeout,
         check=False,
         env={**os.environ, "NO_COLOR": "1"},
     )
-    results = read_results(output_dir)
+    results = read(output_dir)
     if not results:
         raise RuntimeError(
             f"the conformance suite wrote no results (exit {done.returncode}):\n"
@@ -116,17 +126,11 @@ def run_client(command: list[str], client: str, args: list[str], output_dir: Pat
     """Run `conformance client --command <client> *args`: every scenario's checks, by scenario name
     (`auth/metadata-default`, ...). `client` is the shell command the suite runs with the scenario
     server's URL appended. As `run`, the CLI's exit status is not used."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        [*command, "client", "--command", client, *args, "--output-dir", str(output_dir)],
-        cwd=SUITE_DIR,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=CLIENT_RUN_TIMEOUT,
-        check=False,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
+    argv = [*command, "client", "--command", client, *args]
+    return _run_cli(argv, output_dir, CLIENT_RUN_TIMEOUT, read_client_results)
+
+
+def read_client_results(output_dir: Path) -> dict[str, list[Check]]:
     results: dict[str, list[Check]] = {}
     for path in sorted(output_dir.glob("**/checks.json")):
         match = CLIENT_RESULT_DIR.fullmatch(path.parent.name)
@@ -138,9 +142,4 @@ def run_client(command: list[str], client: str, args: list[str], output_dir: Pat
             Check(scenario, str(c["id"]), str(c["status"]), str(c.get("errorMessage") or ""))
             for c in json.loads(path.read_text())
         ]
-    if not results:
-        raise RuntimeError(
-            f"the conformance suite wrote no results (exit {done.returncode}):\n"
-            f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-        )
     return results

@@ -33,11 +33,11 @@ from mcp_types import (
 
 from mock_providers.demo import build_demo
 from mock_providers.testing.replicas import REDIS_URL
-from service.errors import ConnectionNeeded
 from service.flow.connect import ConnectFlow
 from service.flow.lifecycle import TokenLifecycle
 from service.mcp.broker import ConnectionBroker
 from service.mcp.completion.hub import CompletionHub
+from service.mcp.errors import ConnectionNeeded
 from service.providers.outbound_http import OutboundHttp
 from token_store import (
     Connection,

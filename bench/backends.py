@@ -25,7 +25,17 @@ from typing import Any
 
 import asyncpg
 
-from bench.processes import Stack, redis_available
+from bench.flow_parts import (
+    ROUNDS,
+    Hops,
+    counted_redis_writes,
+    demo_in_process,
+    one_flow,
+    percentile,
+    plain_flow,
+    timed_calls,
+)
+from bench.processes import Stack, delete_prefix, redis_available
 from mock_providers.testing.client import accept, mcp_client
 from mock_providers.testing.replicas import REDIS_URL
 from mock_providers.testing.store_servers import ClusterGroup, MissingService, PostgresServer, SentinelGroup
@@ -70,7 +80,10 @@ def backend_url(backend: str, root: Path) -> Iterator[tuple[str, str]]:
     elif backend == "Redis":
         if not redis_available():
             raise LookupError("not available (no Redis at 127.0.0.1:6379)")
-        yield REDIS_URL, prefix
+        try:
+            yield REDIS_URL, prefix
+        finally:
+            delete_prefix(prefix)
     elif backend == "Redis Cluster":
         with ClusterGroup(root / "redis-cluster") as cluster:
             yield cluster.url(), prefix
@@ -105,9 +118,11 @@ def counted_postgres_statements() -> Iterator[list[int]]:
             setattr(asyncpg.Connection, name, real)
 
 
-async def store_operations(backend: str, url: str, prefix: str, root: Path, flows: int) -> str:
-    from bench.flow import counted_redis_writes, demo_in_process, plain_flow  # one definition each
-
+async def counted_operations(
+    backend: str, url: str, prefix: str, root: Path, flows: int
+) -> tuple[float, str]:
+    """The store operations of one flow on `backend` (the servers in this process): how many,
+    and what was counted."""
     overrides: dict[str, Any] = {"store_url": url, "redis_prefix": prefix} if url else {}
     async with demo_in_process(root, overrides) as servers:
         await plain_flow(servers, "ops-warm")
@@ -120,18 +135,16 @@ async def store_operations(backend: str, url: str, prefix: str, root: Path, flow
                     await plain_flow(servers, f"ops-{i}")
             finally:
                 store.trace(None)
-            return f"{len(statements) / flows:.1f} statements (BEGIN, COMMIT included)"
+            return len(statements) / flows, "statements (BEGIN, COMMIT included)"
         counter = counted_postgres_statements() if backend == "PostgreSQL" else counted_redis_writes()
         with counter as counted:
             for i in range(flows):
                 await plain_flow(servers, f"ops-{i}")
         kind = "statements (asyncpg calls)" if backend == "PostgreSQL" else "round trips (pub/sub included)"
-        return f"{len(counted) / flows:.1f} {kind}"
+        return len(counted) / flows, kind
 
 
 async def measure(backend: str, root: Path, calls: int, flows: int) -> Row:
-    from bench.flow import ROUNDS, Hops, one_flow, percentile, timed_calls
-
     row = Row(backend)
     with contextlib.ExitStack() as stack_of:
         try:
@@ -165,7 +178,8 @@ async def measure(backend: str, root: Path, calls: int, flows: int) -> Row:
             row.cached_p99_ms = percentile(samples["whoami_cached"], 0.99)
         finally:
             stack.stop()
-        row.operations = await store_operations(backend, url, prefix, root / "ops", max(1, flows // 2))
+        per_flow, kind = await counted_operations(backend, url, prefix, root / "ops", max(1, flows // 2))
+        row.operations = f"{per_flow:.1f} {kind}"
     return row
 
 

@@ -71,7 +71,8 @@ class Stack:
     `request_cpu`: bench/server.py measures its CPU per request (bench/request_cpu.py); that costs
     the server some CPU of its own, which the SDK servers do not pay.
     `baseline`: another checkout of this repository; its bench/server.py runs beside ours on
-    `baseline_port` (process "baseline"), for an A/B of two versions of the code."""
+    `baseline_port` (process "baseline"), for an A/B of two versions of the code.
+    `tree`: another checkout of this repository to run the `demo` from (its code, our venv)."""
 
     root: Path
     server: str = "serve"
@@ -87,6 +88,7 @@ class Stack:
     request_cpu: bool = False
     baseline: Path | None = None
     baseline_port: int = field(default_factory=free_port)
+    tree: Path | None = None
     start_seconds: float = 60.0  # a loaded machine takes a while to import everything
     pids: dict[str, int] = field(default_factory=dict)
     _processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -142,6 +144,7 @@ class Stack:
                     *("--metrics-port", str(free_port())),
                     *("--data-dir", str(self.data_dir), "--log-level", self.log_level),
                 ],
+                cwd=self.tree,
             )
             self.pids["server"] = demo.pid
             self._wait_for(f"http://{HOST}:{self.port}/readyz", demo, "demo")

@@ -19,7 +19,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bench.flow import Hops, load, one_flow
+from bench.flow import load
+from bench.flow_parts import Hops, one_flow
 from bench.processes import Stack
 from mock_providers.testing.client import accept, mcp_client
 

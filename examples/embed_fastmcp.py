@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import uvicorn
 from fastmcp import FastMCP
 from fastmcp.server.auth.providers.jwt import JWTVerifier
 from starlette.applications import Starlette
 
-from mcp_url_connect import ProviderSession, Settings, UrlConnect, load_settings
+from mcp_url_connect import ProviderSession, Settings, UrlConnect, load_settings, run_server
 from mcp_url_connect.fastmcp import ProviderConnection, UrlConnectMiddleware
 
 
@@ -56,4 +55,5 @@ def build_app(settings: Settings) -> Starlette:
 
 if __name__ == "__main__":
     settings = load_settings()
-    uvicorn.run(build_app(settings), host=settings.host, port=settings.port)
+    # As `mcp-url-connect serve` serves its own app: slow request heads and bodies bounded.
+    run_server(build_app(settings), settings)

@@ -17,13 +17,12 @@ from typing import Any
 import anyio.to_thread
 import httpx
 import jwt
-import uvicorn
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from starlette.applications import Starlette
 
-from mcp_url_connect import ProviderSession, Settings, UrlConnect, load_settings, uses
+from mcp_url_connect import ProviderSession, Settings, UrlConnect, load_settings, run_server, uses
 
 
 class AcmeTokenVerifier:
@@ -96,4 +95,5 @@ def build_app(settings: Settings) -> Starlette:
 
 if __name__ == "__main__":
     settings = load_settings()
-    uvicorn.run(build_app(settings), host=settings.host, port=settings.port)
+    # As `mcp-url-connect serve` serves its own app: slow request heads and bodies bounded.
+    run_server(build_app(settings), settings)

@@ -10,6 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from service.app import create_app
 from service.embedding.sdk import UrlConnect
+from service.embedding.serving import run_server
 from service.errors import ProviderFailure
 from service.mcp.broker import ConnectionBroker
 from service.mcp.provider_session import ProviderSession, uses
@@ -33,5 +34,6 @@ __all__ = [
     "__version__",
     "create_app",
     "load_settings",
+    "run_server",
     "uses",
 ]

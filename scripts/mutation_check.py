@@ -99,6 +99,7 @@ E2E_STATE = "tests/e2e/test_request_state.py"
 SEC_BROWSER = "tests/security/test_browser.py"
 BEARER = "tests/unit/service/mcp/test_bearer.py"
 CONTRACT = "tests/integration/token_store/test_store_contract.py"
+STORE_COPY = "tests/integration/token_store/test_store_copy.py"
 UNIT_CHECKS = "tests/unit/service/flow/test_security_checks.py"
 UNIT_ROUTES = "tests/unit/connect_routes/test_connect.py"
 UNIT_ACCOUNTS = "tests/unit/service/mcp/test_account_choice.py"
@@ -390,6 +391,65 @@ CHECKS: tuple[Check, ...] = (
         "associated data = (iss, sub, provider, account) of the record",
     ),
     check(
+        "store.transition_table",
+        [
+            f"{CONTRACT}::test_the_store_makes_exactly_the_transitions_of_the_status_machine[sqlite]",
+            "tests/unit/service/flow/test_connect_table.py::test_a_transition_outside_the_table_is_refused",
+        ],
+        "a status change outside the status machine (Transition) refused by the flow and every store",
+    ),
+    check(
+        "store_copy.never_undo_a_deletion",
+        [
+            f"{CONTRACT}::test_a_copy_step_writes_what_the_copy_rules_decide[sqlite]",
+            f"{STORE_COPY}::test_a_second_copy_from_sqlite_to_postgres_brings_back_no_deletion",
+        ],
+        "store copy-from leaves out a grant the target deleted (made at or before the deletion)",
+    ),
+    check(
+        "store_copy.carry_deletions",
+        [
+            f"{CONTRACT}::test_a_copy_step_writes_what_the_copy_rules_decide[sqlite]",
+            f"{STORE_COPY}::test_a_second_copy_from_sqlite_to_postgres_brings_back_no_deletion",
+        ],
+        "store copy-from carries the source's deletions over (a disconnect on the old store)",
+    ),
+    check(
+        "store_copy.window",
+        [f"{STORE_COPY}::test_a_copy_after_the_window_closed_is_refused"],
+        "no store copy-from after the deletions of its window may be forgotten",
+    ),
+    check(
+        "sqlite.remember_deletion",
+        [f"{CONTRACT}::test_every_deletion_is_remembered_until_it_is_forgotten[sqlite]"],
+        "every deleted connection remembered (the copy's deletions)",
+        markers=2,
+    ),
+    check(
+        "postgres.remember_deletion",
+        [
+            f"{CONTRACT}::test_every_deletion_is_remembered_until_it_is_forgotten[postgres]",
+            f"{STORE_COPY}::test_a_second_copy_from_sqlite_to_postgres_brings_back_no_deletion",
+        ],
+        "every deleted connection remembered, in the deleting statement",
+    ),
+    check(
+        "redis.remember_deletion",
+        [
+            f"{CONTRACT}::test_every_deletion_is_remembered_until_it_is_forgotten[redis]",
+            f"{STORE_COPY}::test_a_second_copy_from_redis_to_cluster_brings_back_no_deletion",
+        ],
+        "every deleted connection remembered, in the deleting script (Lua)",
+    ),
+    check(
+        "redis.copy_compare_and_set",
+        [
+            "tests/integration/token_store/backends/redis/test_store.py"
+            "::test_a_copy_step_is_written_only_over_what_it_read"
+        ],
+        "a copy step writes only over the connection and deletion it read (Lua)",
+    ),
+    check(
         "sqlite.take_oauth_state",
         [f"{CONTRACT}::test_oauth_state_single_use[sqlite]"],
         "OAuth state taken once (DELETE ... RETURNING)",
@@ -521,8 +581,45 @@ CHECKS: tuple[Check, ...] = (
     ),
     check(
         "server.max_waiting_heads",
-        ["tests/unit/service/http/test_server.py::test_at_most_max_connections_wait_for_a_head"],
-        "at most max_connections_awaiting_head connections wait for a head (oldest closed first)",
+        ["tests/unit/service/http/test_server.py::test_at_most_max_connections_wait_for_a_head_or_a_body"],
+        "at most max_connections_awaiting_head connections wait for a head or a body (oldest closed first)",
+    ),
+    check(
+        "server.body_timeout",
+        [
+            "tests/unit/service/http/test_server.py::test_a_slow_body_is_closed_and_a_prompt_client_is_served_meanwhile",
+            "tests/unit/service/http/test_server.py::test_a_body_still_coming_after_its_answer_is_bounded_too",
+        ],
+        "a connection whose request body is not complete in time is closed",
+    ),
+    check(
+        "server.body_waiters_counted",
+        ["tests/unit/service/http/test_server.py::test_at_most_max_connections_wait_for_a_head_or_a_body"],
+        "connections waiting for a body count with those waiting for a head",
+    ),
+    check(
+        "server.waiting_within_file_limit",
+        [
+            "tests/unit/service/http/test_server.py::test_waiting_connections_are_bounded_by_half_the_open_file_limit"
+        ],
+        "at most half the open-file limit of connections wait for a request",
+    ),
+    check(
+        "server.one_body_framing",
+        [
+            "tests/unit/service/http/test_server.py::test_a_request_that_frames_its_body_twice_is_refused_and_its_connection_closed"
+        ],
+        "a request with both Content-Length and Transfer-Encoding gets 400 and its connection closes",
+    ),
+    check(
+        "requests.client_gone_not_an_error",
+        ["tests/unit/service/http/test_client_gone.py::test_a_client_gone_before_its_body_is_an_info_line"],
+        "a client that disconnects before its body was read is an INFO line, not an ERROR",
+    ),
+    check(
+        "embedding.browser_half_bounded",
+        ["tests/kit/test_embedding.py::test_the_browser_half_refuses_what_our_server_refuses"],
+        "an embedding server's browser half runs the request pass (431, 413, single-valued fields)",
     ),
     check(
         "logs.request_id_shape",
@@ -622,6 +719,20 @@ CHECKS: tuple[Check, ...] = (
         "nginx.connections_per_client",
         ["tests/integration/test_deploy_kit.py::test_nginx_limits_each_client_and_serves_the_others"],
         "a client past 100 connections at once gets 429",
+    ),
+    check(
+        "nginx.body_timeout",
+        [
+            "tests/integration/test_deploy_kit.py::test_nginx_reads_each_body_whole_before_a_replica_and_times_out_a_stalled_one"
+        ],
+        "nginx ends a request whose body stops coming (client_body_timeout)",
+    ),
+    check(
+        "nginx.bodies_buffered",
+        [
+            "tests/integration/test_deploy_kit.py::test_nginx_reads_each_body_whole_before_a_replica_and_times_out_a_stalled_one"
+        ],
+        "nginx reads every body whole before a replica is chosen, browser routes included",
     ),
     check(
         "nginx.head_limits_under_the_replicas",

@@ -5,7 +5,10 @@ mapper turns them into MCP errors (`service/mcp/errors.py`) and exactly one into
 (`connect_routes/error_pages.py`), so a refusal reads the same wherever it is raised. Each class is
 named after what failed, in the words of the clause its docstring cites.
 
-This module imports nothing of ours, so any module may raise these without pulling in another.
+This module imports nothing of ours and nothing of the MCP SDK, so any module may raise these
+without pulling in another (the flow core stays free of the SDK: pyproject.toml's import-linter
+contracts). The one MCP-shaped exception, `ConnectionNeeded` (it carries the answer a tool gives
+instead of its result), lives with that answer in `service/mcp/errors.py`.
 Two vocabularies live elsewhere, by design: the token store's (`StoreUnavailable`,
 `TooManyPending`, `DecryptError` in `token_store`, which must not depend on `service`), and the
 start-up refusals (`SettingsError`, `ToolPackageError`, `ProviderError`, `TracingConfigError`,
@@ -17,9 +20,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult, InputRequiredResult
-
 __all__ = [
     "AccountIdTooLong",
     "AccountNotNamed",
@@ -29,7 +29,6 @@ __all__ = [
     "BlankClientName",
     "BrowserRefusal",
     "ConnectCsrfTokenMismatch",
-    "ConnectionNeeded",
     "ConnectionsPageNotSignedIn",
     "CrossSiteRequest",
     "CsrfTokenMismatch",
@@ -78,15 +77,6 @@ class DomainError(Exception):
 
 
 # ---- the MCP surface ------------------------------------------------------------------------------
-
-
-class ConnectionNeeded(DomainError):
-    """Raised by `broker.require`; `outcome` is what the tool answers instead of its result
-    (built for the request's protocol revision by the broker)."""
-
-    def __init__(self, outcome: CallToolResult | InputRequiredResult | MCPError) -> None:
-        super().__init__("connection needed")
-        self.outcome = outcome
 
 
 class InvalidToolArgument(DomainError):
@@ -431,8 +421,8 @@ class ProviderDenied(DomainError):
 
 
 class UnknownTransition(RuntimeError):
-    """A status change outside `ConnectFlow`'s `TRANSITIONS`: a programming error, never a user's
-    doing."""
+    """A status change the status machine does not have (`token_store.Transition`): a programming
+    error, never a user's doing."""
 
 
 class InvalidApiKey(DomainError):

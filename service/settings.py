@@ -12,6 +12,7 @@ or from a file named by `MCPUC_<NAME>_FILE` (a Kubernetes Secret mounted as file
 from __future__ import annotations
 
 import base64
+import importlib
 import os
 import re
 import tomllib
@@ -32,12 +33,6 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
-from service.http.server import (
-    MAX_CONNECTIONS_AWAITING_HEAD,
-    REQUEST_HEAD_TIMEOUT_SECONDS,
-    EventLoopChoice,
-    event_loop_name,
-)
 from service.providers.catalogue import (
     PROVIDER_NAME,
     ProviderConfig,
@@ -74,6 +69,35 @@ REPLICA_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 # the token store's (DEFAULT_REDIS_PREFIX, imported above).
 DEFAULT_DATA_DIR = Path(".mcp-url-connect")
 DEFAULT_METRICS_PORT = 9464  # the port Prometheus exporters commonly take (OpenTelemetry's too)
+# The bounds on requests (service/http/server.py: BoundedRequestH11Protocol). JSON-RPC messages
+# and browser forms are small (at most 1 MiB: service/http/request_limits.py), so a client sending
+# at 35 KB/s still gets its largest body in within the body timeout.
+REQUEST_HEAD_TIMEOUT_SECONDS = 10.0
+REQUEST_BODY_TIMEOUT_SECONDS = 30.0
+MAX_CONNECTIONS_AWAITING_HEAD = 512
+
+# The servers' event loop (service/http/server.py runs it): `auto` means what uvicorn's
+# `--loop auto` means, uvloop where it is installed, else asyncio's own.
+EventLoopChoice = Literal["auto", "uvloop", "asyncio"]
+
+
+def event_loop_name(choice: EventLoopChoice) -> Literal["uvloop", "asyncio"]:
+    """The loop `choice` runs on here; naming `uvloop` where it is not installed is a
+    configuration error (`Settings.require_safe_to_serve`), not a silent fallback."""
+    if choice == "auto":
+        return "uvloop" if _installed("uvloop") else "asyncio"
+    if choice == "uvloop" and not _installed("uvloop"):
+        raise ValueError("MCPUC_EVENT_LOOP is uvloop, but uvloop is not installed")
+    return choice
+
+
+def _installed(module: str) -> bool:
+    """Whether `module` imports (present but broken counts as absent, as for uvicorn's `auto`)."""
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
 
 
 class SettingsError(ValueError):
@@ -161,10 +185,12 @@ class Settings(BaseSettings):
     # upstream connections after 4 s, before this.
     keep_alive_seconds: float = 5.0
     # A connection whose request head is not complete this long after it opened (or after its
-    # previous response) is closed (service/http/server.py: BoundedHeadH11Protocol).
+    # previous response) is closed (service/http/server.py: BoundedRequestH11Protocol).
     request_head_timeout_seconds: float = REQUEST_HEAD_TIMEOUT_SECONDS
-    # At most this many connections wait for a request head; past it the one waiting longest is
-    # closed. Keep it well under the process's open-file limit (`ulimit -n`).
+    # A connection whose request body is not complete this long after its head is closed.
+    request_body_timeout_seconds: float = REQUEST_BODY_TIMEOUT_SECONDS
+    # At most this many connections wait for a request head or body; past it the one waiting
+    # longest is closed. Never more than half the process's open-file limit (`ulimit -n`).
     max_connections_awaiting_head: int = MAX_CONNECTIONS_AWAITING_HEAD
     # The admin API (service/ops/admin_api.py, docs/admin.md): on this port only, never the public one
     # (0: no admin API). Callers present a bearer from the MCP authorization server carrying
@@ -292,8 +318,9 @@ class Settings(BaseSettings):
         ):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be at least 1")
-        if not 0 < self.request_head_timeout_seconds <= 3600:
-            raise SettingsError("MCPUC_REQUEST_HEAD_TIMEOUT_SECONDS must be more than 0 and at most 3600")
+        for name in ("request_head_timeout_seconds", "request_body_timeout_seconds"):
+            if not 0 < getattr(self, name) <= 3600:
+                raise SettingsError(f"{ENV_PREFIX}{name.upper()} must be more than 0 and at most 3600")
         if not 0 <= self.metrics_port <= 65535 or (self.metrics_port and self.metrics_port == self.port):
             raise SettingsError("MCPUC_METRICS_PORT: 0 (the main port) or another free port")
         try:

@@ -34,15 +34,21 @@ from token_store.models import (
     Connection,
     ConnectionKey,
     ConnectionStatus,
+    Deletion,
     ElicitationStatus,
     OAuthState,
     PendingElicitation,
+    SealedConnection,
     TokenSet,
+    Transition,
     UserRef,
     WebhookMessage,
+    require_transition,
 )
+from token_store.store_copy import COPY_WINDOW, CopyReport, CopyWindowClosed, copy_endpoints, copy_store
 
 __all__ = [
+    "COPY_WINDOW",
     "DEFAULT_REDIS_PREFIX",
     "LIVE_STATUSES",
     "POSTGRES_SCHEMES",
@@ -53,7 +59,10 @@ __all__ = [
     "Connection",
     "ConnectionKey",
     "ConnectionStatus",
+    "CopyReport",
+    "CopyWindowClosed",
     "DecryptError",
+    "Deletion",
     "ElicitationStatus",
     "KeyRing",
     "OAuthState",
@@ -61,17 +70,23 @@ __all__ = [
     "PostgresStore",
     "RedisStore",
     "SQLiteStore",
+    "SealedConnection",
     "SentinelURL",
     "Store",
     "StoreError",
     "StoreUnavailable",
     "TokenSet",
     "TooManyPending",
+    "Transition",
     "UserRef",
     "WebhookMessage",
     "check_store_url",
+    "copy_between",
+    "copy_endpoints",
+    "copy_store",
     "models",
     "open_store",
+    "require_transition",
     "slot_tag",
 ]
 
@@ -107,6 +122,34 @@ async def open_store(
             url, keyring, prefix=prefix, clock=clock, wait_replicas=wait_replicas, wait_timeout=wait_timeout
         )
     return await PostgresStore.open(url, keyring, clock=clock)
+
+
+async def copy_between(
+    source_url: str,
+    target_url: str,
+    keyring: KeyRing,
+    *,
+    prefix: str = DEFAULT_REDIS_PREFIX,
+    new_window: bool = False,
+    clock: Callable[[], float] = time.time,
+) -> CopyReport:
+    """`mcp-url-connect store copy-from`: copy the store at `source_url` into the one at
+    `target_url`, any backends `open_store` opens, never undoing a deletion
+    (token_store/store_copy.py); `prefix` is both stores' Redis key prefix. ValueError for a URL
+    that names no store, or a SQLite source file that does not exist (opening would create it)."""
+    if check_store_url(source_url) == "sqlite" and not _sqlite_path(source_url).exists():
+        raise ValueError("the old store's SQLite file does not exist")
+    check_store_url(target_url)
+    source = await open_store(source_url, keyring, prefix=prefix, clock=clock)
+    try:
+        target = await open_store(target_url, keyring, prefix=prefix, clock=clock)
+        try:
+            reader, writer = copy_endpoints(source, target)
+            return await copy_store(reader, writer, now=clock(), new_window=new_window)
+        finally:
+            await target.close()
+    finally:
+        await source.close()
 
 
 def check_store_url(url: str) -> str:

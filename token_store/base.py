@@ -144,12 +144,14 @@ class Store(Protocol):
         self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
     ) -> PendingElicitation | None:
         """Atomic compare-and-set of the status. Returns the updated record, or None when the
-        elicitation is unknown, expired, or not in `expected` (so each transition happens once)."""
+        elicitation is unknown, expired, or not in `expected` (so each transition happens once).
+        ValueError, with nothing sent to the backend, when `expected → new` is not a `Transition`."""
         ...
 
     async def open_elicitation(self, state: OAuthState) -> PendingElicitation | None:
         """Start the provider authorization of `state.elicitation`, in one atomic step: move the
-        stored elicitation (looked up by `state.elicitation.id`) from PENDING to OPENED and store
+        stored elicitation (looked up by `state.elicitation.id`) from PENDING to OPENED
+        (`Transition.OPEN`) and store
         `state` as `put_oauth_state` would (sealed, under a hash of `state.state`, until
         `state.expires_at`; `take_oauth_state` takes it).
 
@@ -168,7 +170,7 @@ class Store(Protocol):
     ) -> PendingElicitation | None:
         """Store the token set of a finished authorization and complete its elicitation, in one
         atomic step: insert or replace `connection` as `put_connection` would, then move the
-        elicitation `elicitation_id` from OPENED to COMPLETE.
+        elicitation `elicitation_id` from OPENED to COMPLETE (`Transition.COMPLETE`).
 
         One difference from `put_connection`: when a connection with the same key (user,
         provider, account) is already stored, the stored record's `connected_at` is kept (a

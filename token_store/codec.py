@@ -14,17 +14,23 @@ import json
 import logging
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import astuple
 from typing import Any
 
 from token_store.crypto import DecryptError, KeyRing
 from token_store.models import (
+    DELETIONS_KEPT,
     ClientRegistration,
     Connection,
     ConnectionKey,
     ConnectionStatus,
+    Deletion,
     OAuthState,
+    PendingElicitation,
+    SealedConnection,
     TokenSet,
     UserRef,
+    WebhookMessage,
 )
 
 _log = logging.getLogger(__name__)
@@ -146,21 +152,66 @@ CONNECTION_COLUMNS = (
 CONNECTION_READ_COLUMNS = CONNECTION_COLUMNS[2:]
 
 
+def seal_connection(keyring: KeyRing, connection: Connection) -> SealedConnection:
+    c = connection
+    blob = seal_tokens(keyring, c.key, c.tokens)
+    return SealedConnection(
+        c.key, blob, c.account_label, c.connected_at, c.updated_at, c.status, c.refreshed_at
+    )
+
+
 def connection_values(keyring: KeyRing, connection: Connection) -> tuple[Any, ...]:
     """The `connections` row of `connection` in `CONNECTION_COLUMNS` order, its token set sealed."""
-    key = connection.key
+    return sealed_values(seal_connection(keyring, connection))
+
+
+def sealed_values(sealed: SealedConnection) -> tuple[Any, ...]:
+    """The `connections` row of a sealed connection, in `CONNECTION_COLUMNS` order."""
+    key = sealed.key
     return (
         key.user.iss,
         key.user.sub,
         key.provider,
         key.account,
-        connection.account_label,
-        seal_tokens(keyring, key, connection.tokens),
-        connection.connected_at,
-        connection.updated_at,
-        connection.status.value,
-        connection.refreshed_at,
+        sealed.account_label,
+        sealed.blob,
+        sealed.connected_at,
+        sealed.updated_at,
+        sealed.status.value,
+        sealed.refreshed_at,
     )
+
+
+def sealed_of_row(row: Sequence[Any]) -> SealedConnection | None:
+    """The sealed connection of a `connections` row (`CONNECTION_COLUMNS`); None when its status is
+    unknown (only an edit underneath the store, or a newer writer, leaves one)."""
+    iss, sub, provider, account, label, blob, connected_at, updated_at, status, refreshed_at = row
+    try:
+        parsed_status = ConnectionStatus(status)
+    except ValueError:
+        return None
+    key = ConnectionKey(UserRef(iss, sub), provider, account)
+    return SealedConnection(key, bytes(blob), label, connected_at, updated_at, parsed_status, refreshed_at)
+
+
+def key_values(key: ConnectionKey) -> tuple[str, str, str, str]:
+    """A connection key as the SQL backends' `CONNECTION_KEY` columns."""
+    return key.user.iss, key.user.sub, key.provider, key.account
+
+
+# The `deleted_connections` table of the SQL backends (`Deletion`, kept until `expires_at`).
+DELETION_COLUMNS = (*CONNECTION_KEY, "deleted_at", "expires_at")
+
+
+def deletion_values(deletion: Deletion) -> tuple[Any, ...]:
+    """The `deleted_connections` row of `deletion`, in `DELETION_COLUMNS` order."""
+    return *key_values(deletion.key), deletion.deleted_at, deletion.deleted_at + DELETIONS_KEPT
+
+
+def deletion_of_row(row: Sequence[Any]) -> Deletion:
+    """The deletion of an `(iss, sub, provider, account, deleted_at)` row."""
+    iss, sub, provider, account, deleted_at = row
+    return Deletion(ConnectionKey(UserRef(iss, sub), provider, account), deleted_at)
 
 
 def open_connection_rows(keyring: KeyRing, user: UserRef, rows: Iterable[Sequence[Any]]) -> list[Connection]:
@@ -174,12 +225,20 @@ def open_connection_rows(keyring: KeyRing, user: UserRef, rows: Iterable[Sequenc
             # Only an edit underneath the store (or a newer writer) leaves an unknown status.
             _log.warning("stored %s has an unknown status; treating it as absent", describe_connection(key))
             continue
-        tokens = open_tokens(keyring, key, blob)
-        if tokens is not None:
-            connections.append(
-                Connection(key, tokens, label, connected_at, updated_at, parsed_status, refreshed_at)
-            )
+        sealed = SealedConnection(key, blob, label, connected_at, updated_at, parsed_status, refreshed_at)
+        connection = open_sealed(keyring, sealed)
+        if connection is not None:
+            connections.append(connection)
     return connections
+
+
+def open_sealed(keyring: KeyRing, sealed: SealedConnection) -> Connection | None:
+    """The connection `sealed` holds, its token set opened; None when it does not open."""
+    tokens = open_tokens(keyring, sealed.key, sealed.blob)
+    if tokens is None:
+        return None
+    s = sealed
+    return Connection(s.key, tokens, s.account_label, s.connected_at, s.updated_at, s.status, s.refreshed_at)
 
 
 def open_any_connection_rows(keyring: KeyRing, rows: Iterable[Sequence[Any]]) -> list[Connection]:
@@ -188,6 +247,64 @@ def open_any_connection_rows(keyring: KeyRing, rows: Iterable[Sequence[Any]]) ->
     for iss, sub, *columns in rows:
         connections.extend(open_connection_rows(keyring, UserRef(iss, sub), [columns]))
     return connections
+
+
+def resealed_connection_rows(
+    keyring: KeyRing, rows: Iterable[Sequence[Any]]
+) -> list[tuple[bytes, str, str, str, str, bytes]]:
+    """Key rotation of the SQL backends: for each `(iss, sub, provider, account, blob)` row whose
+    token set opens and is not under the primary key, `(new blob, iss, sub, provider, account,
+    blob)`: the parameters of an UPDATE that replaces the blob only if it is still the one read."""
+    updates = []
+    for iss, sub, provider, account, blob in rows:
+        new = reseal_tokens(keyring, ConnectionKey(UserRef(iss, sub), provider, account), blob)
+        if new is not None:
+            updates.append((new, iss, sub, provider, account, blob))
+    return updates
+
+
+def resealed_state_rows(keyring: KeyRing, rows: Iterable[Sequence[Any]]) -> list[tuple[bytes, str, bytes]]:
+    """`resealed_connection_rows` for `(key, blob)` rows of OAuth states: `(new blob, key, blob)`."""
+    updates = []
+    for key, blob in rows:
+        new = reseal_state(keyring, key, blob)
+        if new is not None:
+            updates.append((new, key, blob))
+    return updates
+
+
+def elicitation_of_rows(rows: Sequence[Sequence[Any]]) -> PendingElicitation | None:
+    """The elicitation whose JSON record is the first column of the first row; None with no row."""
+    return PendingElicitation.from_json(rows[0][0]) if rows else None
+
+
+def elicitation_with_connection_rows(
+    keyring: KeyRing, rows: Sequence[Sequence[Any]]
+) -> tuple[PendingElicitation, Connection | None] | None:
+    """`Store.get_elicitation_with_connection` from the rows of the SQL backends' join: each is the
+    elicitation's record, then one of its user's connections at its provider
+    (`CONNECTION_READ_COLUMNS`, all NULL when there is none), most recently updated first."""
+    elicitation = elicitation_of_rows(rows)
+    if elicitation is None:
+        return None
+    joined = [tuple(row)[1:] for row in rows if row[1] is not None]
+    held = open_connection_rows(keyring, elicitation.user, joined)
+    return elicitation, held[0] if held else None
+
+
+# The `webhook_outbox` table of the SQL backends, in `WebhookMessage`'s field order.
+WEBHOOK_COLUMNS = ("id", "type", "body", "created_at", "next_attempt_at", "attempts")
+
+
+def webhook_values(message: WebhookMessage) -> tuple[Any, ...]:
+    """The `webhook_outbox` row of `message`, in `WEBHOOK_COLUMNS` order."""
+    return astuple(message)
+
+
+def webhook_messages(rows: Iterable[Sequence[Any]]) -> list[WebhookMessage]:
+    """The messages of `rows` (`WEBHOOK_COLUMNS`), oldest first (`created_at`, then `id`): the order
+    `claim_webhooks` promises, which an `UPDATE … RETURNING` does not give."""
+    return sorted((WebhookMessage(*row) for row in rows), key=lambda m: (m.created_at, m.id))
 
 
 def check_lock_ttl(ttl_seconds: float) -> None:

@@ -99,6 +99,41 @@ class Connection:
         }
 
 
+@dataclass(frozen=True)
+class SealedConnection:
+    """A connection as a store holds it: its token set still sealed. What `store copy-from` moves
+    (token_store/store_copy.py): the sealed blob's associated data is the connection key, never
+    where a backend keeps it, so it opens in any store under the same key ring, and the copy
+    never opens it."""
+
+    key: ConnectionKey
+    blob: bytes
+    account_label: str
+    connected_at: float
+    updated_at: float
+    status: ConnectionStatus = ConnectionStatus.OK
+    refreshed_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """A store deleted the connection at `key` at `deleted_at` (its clock). Every backend keeps one
+    for each connection it deletes, `DELETIONS_KEPT` seconds, so that a copy between stores never
+    brings back what was deleted (token_store/store_copy.py). Not secret: the key and a time."""
+
+    key: ConnectionKey
+    deleted_at: float
+
+    def covers(self, connected_at: float) -> bool:
+        """Was a connection made at `connected_at` deleted by this? One made later is a new grant."""
+        return connected_at <= self.deleted_at
+
+
+# How long a store remembers a deletion: the longest a migration between stores may take, from
+# its first `store copy-from` to its last (token_store/store_copy.py, `COPY_WINDOW`).
+DELETIONS_KEPT = 7 * 24 * 3600.0
+
+
 class ElicitationStatus(enum.StrEnum):
     PENDING = "pending"  # created by a tool call, URL not yet opened
     OPENED = "opened"  # /connect passed the user check and sent the browser to the provider
@@ -115,6 +150,41 @@ class ElicitationStatus(enum.StrEnum):
 # against `max_pending_per_user` (docs/threat-model.md, "per-user limit on pending elicitations");
 # a 2026-07-28 retry waits only while its elicitation is live.
 LIVE_STATUSES: frozenset[ElicitationStatus] = frozenset({ElicitationStatus.PENDING, ElicitationStatus.OPENED})
+
+
+class Transition(enum.Enum):
+    """The status machine of an elicitation: every change of status there is, as (old, new).
+
+    The one statement of the rules. `ConnectFlow` (service/flow/connect.py) makes each one and
+    says who; every backend's compare-and-set takes its statuses from here (`Store.open_elicitation`
+    is `OPEN`, `Store.complete_elicitation` is `COMPLETE`) and `Store.transition_elicitation`
+    refuses any other pair (`require_transition`). Creation (→ pending) is `create_elicitation`;
+    expiry is not a status (an expired record reads as absent)."""
+
+    OPEN = (ElicitationStatus.PENDING, ElicitationStatus.OPENED)
+    DECLINE = (ElicitationStatus.PENDING, ElicitationStatus.FAILED)
+    COMPLETE = (ElicitationStatus.OPENED, ElicitationStatus.COMPLETE)
+    FAIL = (ElicitationStatus.OPENED, ElicitationStatus.FAILED)
+
+    @property
+    def old(self) -> ElicitationStatus:
+        return self.value[0]
+
+    @property
+    def new(self) -> ElicitationStatus:
+        return self.value[1]
+
+
+_TRANSITION_PAIRS = frozenset(transition.value for transition in Transition)
+
+
+def require_transition(old: ElicitationStatus, new: ElicitationStatus) -> None:
+    """ValueError unless `old → new` is a `Transition`: a caller's bug, refused before anything is
+    sent to the backend, so no store ever makes a change the status machine does not have (a
+    failed or completed link opened again, a pending one completed without its state)."""
+    # mutant: store.transition_table
+    if (old, new) not in _TRANSITION_PAIRS:
+        raise ValueError(f"{old.value} -> {new.value} is not a transition of an elicitation")
 
 
 @dataclass(frozen=True)

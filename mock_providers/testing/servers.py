@@ -24,6 +24,7 @@ from mock_providers import create_mock_providers_app
 from mock_providers.demo import Demo, build_demo, demo_metrics_url
 from mock_providers.presets import with_preset_providers
 from service.app import create_app, metrics_app
+from service.http.server import DEFAULT_BOUNDS, RequestBounds, bounded_protocol, request_bounds
 from service.mcp.tool_packages import RegisterTools
 from service.observability.tracing import Tracing
 from service.providers.catalogue import ProviderConfig
@@ -88,10 +89,14 @@ class _Server(uvicorn.Server):
 
 
 class ThreadedServers:
-    """Several apps served from one background thread and event loop."""
+    """Several apps served from one background thread and event loop, on the HTTP protocol our
+    servers run (service/http/server.py: request heads and bodies bounded by `bounds`)."""
 
-    def __init__(self, apps: Sequence[tuple[Any, int]]) -> None:
-        self._configs = [uvicorn.Config(app, host=HOST, port=port, log_config=None) for app, port in apps]
+    def __init__(self, apps: Sequence[tuple[Any, int]], bounds: RequestBounds = DEFAULT_BOUNDS) -> None:
+        self._configs = [
+            uvicorn.Config(app, host=HOST, port=port, log_config=None, http=bounded_protocol(bounds))
+            for app, port in apps
+        ]
         self._servers: list[_Server] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._exit_requested: asyncio.Event | None = None
@@ -193,7 +198,7 @@ class DemoServers:
         if settings.metrics_port and self.app is None:  # an app of your own serves its own metrics
             self.apps["metrics"] = metrics_app(self.apps["mcp"].state.runtime)
             served.append((self.wrap("metrics", self.apps["metrics"]), settings.metrics_port))
-        self._threaded = ThreadedServers(served)
+        self._threaded = ThreadedServers(served, request_bounds(settings))
         self._threaded.start()
         return self
 

@@ -37,8 +37,7 @@ from mcp.shared.exceptions import MCPError
 from uncalled_for import Provider
 
 from service.embedding.sdk import UrlConnect
-from service.errors import ConnectionNeeded
-from service.mcp.errors import mcp_errors
+from service.mcp.errors import ConnectionNeeded, mcp_errors
 from service.mcp.provider_session import ProviderSession
 from service.mcp.sdk.hooks import SdkHookMissing
 

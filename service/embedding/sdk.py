@@ -9,6 +9,7 @@
     async def my_issues(ctx: Context, api: ProviderSession) -> list[dict]: ...
 
     app = connect.install(server.streamable_http_app())
+    run_server(app, settings)  # service/embedding/serving.py: served as `serve` serves ours
 
 Your authentication stays yours. The one thing we need from it is the user: your token verifier's
 `AccessToken` must carry `subject` (the `sub`) and `claims["iss"]` (its issuer), the pair under
@@ -35,7 +36,8 @@ from starlette.routing import BaseRoute, Mount
 from connect_routes import browser_routes
 from connect_routes.browser_session import session_middleware
 from connect_routes.error_pages import ERROR_PAGES
-from connect_routes.headers import SecurityHeadersMiddleware
+from connect_routes.headers import add_security_headers
+from service.http.request_pass import RequestPass
 from service.mcp.broker import ConnectionBroker
 from service.mcp.provider_session import SessionFactory
 from service.mcp.tools import register_tools
@@ -73,10 +75,19 @@ class UrlConnect:
 
     def browser_app(self) -> Starlette:
         """The browser half (`/connect`, `/callback/<provider>`, `/login`, `/connections`, the
-        stylesheet) with its session cookie, security headers and error pages."""
+        stylesheet) with its session cookie, security headers and error pages, behind the request
+        pass our own server runs (service/http/request_pass.py): the head and body limits (431,
+        413), the single-valued header fields (400), the request id, and a client that goes away
+        logged as such, not as an error."""
+        bounds = Middleware(
+            RequestPass,
+            browser_session=session_middleware(self.settings),
+            security_headers=add_security_headers,
+        )
         app = Starlette(
             routes=browser_routes(self.runtime),
-            middleware=[Middleware(SecurityHeadersMiddleware), session_middleware(self.settings)],
+            # mutant: embedding.browser_half_bounded "[bounds]" -> "[session_middleware(self.settings)]"
+            middleware=[bounds],
             exception_handlers=dict(ERROR_PAGES),
         )
         app.state.runtime = self.runtime  # the error pages read the settings there

@@ -5,8 +5,10 @@ A tool call creates a `pending` elicitation (`create`); the browser opens it at 
 `/callback/<provider>` (`finish`), which stores the connection and completes the elicitation
 (`complete`), or fails it (`fail`); a 2026-07-28 client may decline it (`decline`).
 
-Every status change goes through `_transition`, which refuses any change not in `TRANSITIONS`;
-docs/flow.md, "Elicitation status machine", shows the same table (a unit test compares them).
+Every status change goes through `_transition`, which refuses any change the status machine does
+not have (`token_store.Transition`, the one statement of it, which every backend follows too);
+`TRANSITIONS` says who makes each, and docs/flow.md, "Elicitation status machine", shows the same
+table (a unit test compares them).
 The checks themselves live in service/flow/security_checks.py; the routes only parse and render.
 """
 
@@ -78,24 +80,26 @@ from token_store import (
     StoreUnavailable,
     TokenSet,
     TooManyPending,
+    Transition,
     UserRef,
+    require_transition,
 )
 
 logger = logging.getLogger(__name__)
 
 PENDING, OPENED = ElicitationStatus.PENDING, ElicitationStatus.OPENED
-COMPLETE, FAILED = ElicitationStatus.COMPLETE, ElicitationStatus.FAILED
+FAILED = ElicitationStatus.FAILED
 
-# The status machine: every allowed change, and who makes it. Creation (→ pending) is
-# `create`; expiry is not a status (an expired record reads as absent).
-TRANSITIONS: dict[tuple[ElicitationStatus, ElicitationStatus], str] = {
-    (PENDING, OPENED): "POST /connect (state stored) or POST /connect/api-key (key accepted): open",
-    (PENDING, FAILED): (
+# Who makes each change of the status machine (`Transition`: the changes themselves). Creation
+# (→ pending) is `create`; expiry is not a status (an expired record reads as absent).
+TRANSITIONS: dict[Transition, str] = {
+    Transition.OPEN: "POST /connect (state stored) or POST /connect/api-key (key accepted): open",
+    Transition.DECLINE: (
         "a 2026-07-28 retry whose connect response is decline or cancel, "
         "or POST /connect/cancel (Cancel on the confirmation page): decline"
     ),
-    (OPENED, COMPLETE): "GET /callback/<provider> or POST /connect/api-key, connection stored: complete",
-    (OPENED, FAILED): "GET /callback/<provider>, a refused check or a failed step: fail",
+    Transition.COMPLETE: "GET /callback/<provider> or POST /connect/api-key, connection stored: complete",
+    Transition.FAIL: "GET /callback/<provider>, a refused check or a failed step: fail",
 }
 
 # What an API key looks like: printable, no spaces, of these lengths (the API-key page's
@@ -148,19 +152,17 @@ class ConnectFlow:
 
     # ---- the status machine ---------------------------------------------------------------------
 
-    @staticmethod
-    def _allowed(old: ElicitationStatus, new: ElicitationStatus) -> None:
-        if (old, new) not in TRANSITIONS:
-            raise UnknownTransition(f"{old.value} -> {new.value} is not a transition of the flow")
-
     async def _transition(
         self, elicitation_id: str, old: ElicitationStatus, new: ElicitationStatus
     ) -> PendingElicitation | None:
         """A status change alone: an atomic compare-and-set (`Store.transition_elicitation`),
         so each one happens at most once, whichever replica performs it. `open` and `complete`
-        change the status together with the record they store (`Store.open_elicitation`,
-        `Store.complete_elicitation`), after the same check against `TRANSITIONS`."""
-        self._allowed(old, new)
+        change the status together with the record they store (`Store.open_elicitation` makes
+        `Transition.OPEN`, `Store.complete_elicitation` `Transition.COMPLETE`)."""
+        try:
+            require_transition(old, new)
+        except ValueError as exc:
+            raise UnknownTransition(str(exc)) from None
         return await self._store().transition_elicitation(elicitation_id, old, new)
 
     async def create(
@@ -309,7 +311,6 @@ class ConnectFlow:
         )
         # State and transition in one step: never an OPENED elicitation without its state, and
         # a visit that lost the race (single use) leaves no state behind.
-        self._allowed(PENDING, OPENED)
         # mutant: connect.link_opens_once unwrap or elicitation
         opened = require_first_open(await self._store().open_elicitation(state))
         return authorization_url(
@@ -431,7 +432,6 @@ class ConnectFlow:
         )
         # The token set and the completion in one step (the token set is kept whatever the
         # elicitation's status: the user did authorize).
-        self._allowed(OPENED, COMPLETE)
         completed = await store.complete_elicitation(connection, elicitation.id)
         if events is not None and (previous is None or previous.status is not ConnectionStatus.OK):
             event = CONNECTION_CREATED if previous is None else CONNECTION_RECOVERED

@@ -32,7 +32,7 @@ from mcp_types import INVALID_REQUEST
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from service.mcp.errors import http_error_body
+from service.http.jsonrpc_error import http_error_body
 from service.urls import MCP_PATH
 
 logger = logging.getLogger(__name__)

@@ -11,7 +11,12 @@ model relies on (docs/threat-model.md):
 4. `require_bounded_request` (service/http/request_limits.py): head and body limits, before anything
    reads the body;
 5. off the MCP endpoint only, the browser session (connect_routes/browser_session.py): MCP
-   clients carry no cookie, so `/mcp` skips Starlette's cookie work.
+   clients carry no cookie, so `/mcp` skips Starlette's cookie work;
+6. around all of it, `client_gone_is_not_an_error` (service/http/client_gone.py): a client that
+   disconnects before its body was read ends its request with an INFO line, not an ERROR.
+
+The browser half of an embedding server (service/embedding/sdk.py `UrlConnect.browser_app`) runs
+the same pass, without a drain: the host's server stops as it does.
 
 Every response's start message is edited once: the request id, `Connection: close` while
 draining, and the security headers (connect_routes/headers.py `add_security_headers`). The two
@@ -26,6 +31,7 @@ from collections.abc import Callable, Iterable
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from service.http.client_gone import client_gone_is_not_an_error
 from service.http.drain import CONNECTION_CLOSE, Drain
 from service.http.request_id import HEADER, request_id_of
 from service.http.request_limits import require_bounded_request
@@ -51,6 +57,7 @@ def with_fields(headers: Iterable[Field], fields: list[Field]) -> list[Field]:
 class RequestPass:
     """Installed outermost by service/app.py `create_app` (inside Starlette's error handler).
 
+    `drain`: the replica's stop (None: the requests are not counted, and none is refused for it).
     `browser_session`: the middleware that carries the browser session, applied to every path
     but the MCP endpoint's (service/urls.py `is_mcp_path`). `security_headers`: adds the headers
     every response carries to a response's header lines.
@@ -59,7 +66,7 @@ class RequestPass:
     def __init__(
         self,
         app: ASGIApp,
-        drain: Drain,
+        drain: Drain | None = None,
         *,
         browser_session: Middleware | None = None,
         security_headers: Callable[[list[Field]], None] = _no_headers,
@@ -90,15 +97,21 @@ class RequestPass:
 
         async def send_edited(message: Message) -> None:
             if message["type"] == "http.response.start":
-                fields = [echoed, CONNECTION_CLOSE] if drain.draining else [echoed]
+                draining = drain is not None and drain.draining
+                fields = [echoed, CONNECTION_CLOSE] if draining else [echoed]
                 headers = message["headers"] = with_fields(message.get("headers", ()), fields)
                 security_headers(headers)
             await send(message)
 
+        app = self._mcp if is_mcp_path(scope["path"]) else self._browser
         with request_context(request_id):
-            refusal = drain.refusal(scope)
+            refusal = None if drain is None else drain.refusal(scope)
             if refusal is not None:
                 await refusal(scope, receive, send_edited)
                 return
-            app = self._mcp if is_mcp_path(scope["path"]) else self._browser
-            await drain.serve(app, scope, receive, send_edited)
+            # mutant: requests.client_gone_not_an_error
+            with client_gone_is_not_an_error(scope):
+                if drain is None:
+                    await app(scope, receive, send_edited)
+                else:
+                    await drain.serve(app, scope, receive, send_edited)

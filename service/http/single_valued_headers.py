@@ -18,7 +18,7 @@ from mcp_types import INVALID_REQUEST
 from starlette.responses import Response
 from starlette.types import Scope
 
-from service.mcp.errors import http_error_body
+from service.http.jsonrpc_error import http_error_body
 from service.urls import is_mcp_path
 
 # As ASGI names them (lower case). Authorization: RFC 9110 §11.6.2; the MCP fields: 2025-11-25

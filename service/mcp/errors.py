@@ -2,6 +2,8 @@
 
 Tools, the broker and `ProviderSession` raise domain errors; `mcp_errors()` (a context manager)
 and `@connected` (a decorator for tools) turn them into JSON-RPC errors here and nowhere else.
+`ConnectionNeeded` is not one of them: it carries the answer a tool gives instead of its result
+(SDK-shaped, so it lives here and not with the domain's errors), which `@connected` delivers.
 docs/threat-model.md, "8. Failure is closed": a store failure is a clear JSON-RPC error, never a
 half answer.
 """
@@ -10,15 +12,21 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, CallToolResult, TextContent
+from mcp_types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    CallToolResult,
+    InputRequiredResult,
+    TextContent,
+)
 
 from service.errors import (
-    ConnectionNeeded,
+    DomainError,
     InvalidToolArgument,
     NotAuthenticated,
     ProviderApiError,
@@ -32,11 +40,14 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def http_error_body(code: int, message: str) -> bytes:
-    """A JSON-RPC error answered at the HTTP layer, before the request body is read: its id is
-    null (JSON-RPC 2.0 §5: "If there was an error in detecting the id in the Request object ...
-    it MUST be Null")."""
-    return json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
+class ConnectionNeeded(DomainError):
+    """Raised by `broker.require`; `outcome` is what the tool answers instead of its result
+    (built for the request's protocol revision by the broker): -32042, an InputRequiredResult,
+    or a tool error."""
+
+    def __init__(self, outcome: CallToolResult | InputRequiredResult | MCPError) -> None:
+        super().__init__("connection needed")
+        self.outcome = outcome
 
 
 def tool_error(text: str, structured: dict[str, Any] | None = None) -> CallToolResult:

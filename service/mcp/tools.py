@@ -4,20 +4,37 @@ returns a token."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from mcp.server.mcpserver import Context, MCPServer
 
 from service.errors import ProviderFailure
 from service.flow.disconnect import disconnect_all
+from service.flow.lifecycle import TokenLifecycle
 from service.mcp.broker import ConnectionBroker
 from service.mcp.errors import mcp_errors
 from service.mcp.identity import current_caller
 from service.mcp.provider_session import ProviderSession, uses
-from service.runtime import Runtime
+from service.observability.webhooks import ConnectionEvents
+from service.providers.outbound_http import OutboundHttp
+from token_store import Store
 
 
-def register_tools(server: MCPServer[Any], broker: ConnectionBroker, runtime: Runtime) -> None:
+class ToolParts(Protocol):
+    """What these tools use of the process's long-lived objects (service/runtime.py's `Runtime`
+    is one): named here so this layer does not import the composition above it."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def lifecycle(self) -> TokenLifecycle: ...
+    @property
+    def outbound(self) -> OutboundHttp: ...
+    @property
+    def connection_events(self) -> ConnectionEvents: ...
+
+
+def register_tools(server: MCPServer[Any], broker: ConnectionBroker, parts: ToolParts) -> None:
     @server.tool(
         description="Show the caller's profile at a connected provider (connects it first if needed)."
     )
@@ -31,7 +48,7 @@ def register_tools(server: MCPServer[Any], broker: ConnectionBroker, runtime: Ru
     async def list_connections(ctx: Context[Any, Any]) -> list[dict[str, Any]]:
         with mcp_errors():
             caller = current_caller(ctx)
-            return await runtime.lifecycle.describe(await runtime.store.list_connections(caller.user))
+            return await parts.lifecycle.describe(await parts.store.list_connections(caller.user))
 
     @server.tool(description="Disconnect the caller's account(s) at a provider and revoke the grant there.")
     async def disconnect(ctx: Context[Any, Any], provider: str) -> dict[str, Any]:
@@ -39,7 +56,7 @@ def register_tools(server: MCPServer[Any], broker: ConnectionBroker, runtime: Ru
             config = broker.provider(provider)  # unknown provider -> clear error
             caller = current_caller(ctx)
             done = await disconnect_all(
-                runtime.store, config, caller.user, runtime.outbound, runtime.connection_events
+                parts.store, config, caller.user, parts.outbound, parts.connection_events
             )
         return {
             "provider": provider,

@@ -67,8 +67,9 @@ def failure_text(outcome: str | None, provider: str) -> str:
     """The tool error for a flow that ended with `outcome` (a FlowOutcome value, or None when the
     reason is unknown, e.g. a failure learned from the store after a restart)."""
     text = GENERIC
-    if outcome is not None and outcome in FlowOutcome._value2member_map_:
-        text = FAILURE_TEXT.get(FlowOutcome(outcome), GENERIC)
+    if outcome is not None:
+        with contextlib.suppress(ValueError):  # a value this version does not know
+            text = FAILURE_TEXT.get(FlowOutcome(outcome), GENERIC)
     return text.format(provider=provider) + RETRY_HINT
 
 

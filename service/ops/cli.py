@@ -29,18 +29,18 @@ from starlette.types import ASGIApp
 from service.errors import UnknownProvider
 from service.flow.operator import DEFAULT_REVOKE_CONCURRENCY, DEFAULT_REVOKE_RATE
 from service.http.drain import Drain
-from service.http.server import (
-    MAX_CONNECTIONS_AWAITING_HEAD,
-    REQUEST_HEAD_TIMEOUT_SECONDS,
-    EventLoopChoice,
-    event_loop_name,
-    loop_factory,
-    with_head_timeout,
-)
+from service.http.server import DEFAULT_BOUNDS, RequestBounds, loop_factory, request_bounds, server_config
 from service.mcp.sdk.hooks import SdkHookMissing
 from service.observability.logs import configure_logging
 from service.providers.catalogue import ProviderError
-from service.settings import DEFAULT_DATA_DIR, Settings, SettingsError, load_settings
+from service.settings import (
+    DEFAULT_DATA_DIR,
+    EventLoopChoice,
+    Settings,
+    SettingsError,
+    event_loop_name,
+    load_settings,
+)
 from token_store import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -112,26 +112,10 @@ def build_server(
     keep_alive: float = 5.0,
     grace: float = 20.0,
     drain: Drain | None = None,
-    head_timeout: float = REQUEST_HEAD_TIMEOUT_SECONDS,
-    awaiting_head: int = MAX_CONNECTIONS_AWAITING_HEAD,
+    bounds: RequestBounds = DEFAULT_BOUNDS,
 ) -> _Server:
-    # log_config=None: uvicorn's loggers propagate to our root handler and its redacting filter.
-    # timeout_graceful_shutdown: after SIGTERM, requests in flight get `grace` seconds to finish
-    # (with a `drain`, tool calls on 2025-11-25 sessions too: see service/http/drain.py).
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_config=None,
-        # h11 by class: "auto" would switch to httptools wherever something installs it, which
-        # accepts header fields of any size (service/http/server.py, docs/performance.md);
-        # ours bounds how long, and how many, connections wait for a request head.
-        http=with_head_timeout(head_timeout, awaiting_head),
-        lifespan="on",
-        timeout_keep_alive=int(keep_alive),
-        timeout_graceful_shutdown=int(grace),
-    )
-    return _Server(config, drain)
+    # With a `drain`, tool calls on 2025-11-25 sessions get the grace period too (service/http/drain.py).
+    return _Server(server_config(app, host, port, keep_alive=keep_alive, grace=grace, bounds=bounds), drain)
 
 
 async def _serve_labelled(label: str, server: _Server) -> bool:
@@ -254,8 +238,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 app,
                 args.host,
                 args.port,
-                head_timeout=demo.settings.request_head_timeout_seconds,
-                awaiting_head=demo.settings.max_connections_awaiting_head,
+                bounds=request_bounds(demo.settings),
             ),
             "metrics": build_server(metrics_app(app.state.runtime), args.host, metrics_port),
         }
@@ -361,8 +344,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         settings.port,
         **timing,
         drain=app.state.drain,
-        head_timeout=settings.request_head_timeout_seconds,
-        awaiting_head=settings.max_connections_awaiting_head,
+        bounds=request_bounds(settings),
     )
     servers = {"mcp": server}
     if settings.metrics_port:
@@ -479,45 +461,38 @@ def cmd_store_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_store_copy_from(args: argparse.Namespace) -> int:
-    """Copy the connections of another Redis store (the URL in the environment variable
-    `--from-env`, never on the command line: it may hold a password) into MCPUC_STORE_URL's, in
-    its layout: moving a single primary's deployment to Redis Cluster (docs/redis.md, "Moving to
-    Cluster"). Run it before and again after the replicas switch; it never overwrites a newer
-    connection."""
-    from token_store import KeyRing, RedisStore, StoreUnavailable, open_store
+    """Copy the connections of another store (the URL in the environment variable `--from-env`,
+    never on the command line: it may hold a password) into MCPUC_STORE_URL's, never bringing
+    back a connection either store deleted (token_store/store_copy.py): moving a deployment to
+    another store (docs/redis.md, "Moving to another store"). Run it before and again after the
+    replicas switch."""
+    from token_store import CopyWindowClosed, KeyRing, StoreUnavailable, copy_between
 
     try:
         settings = load_settings(config_file=args.config).require_safe_to_serve()
     except SettingsError as exc:
         return _configuration_error(exc)
     source_url = os.environ.get(args.from_env, "")
-    if not settings.uses_redis or not source_url.lower().startswith(("redis://", "rediss://", "redis+")):
+    if not source_url:
         print(
-            "mcp-url-connect: store copy-from needs a Redis MCPUC_STORE_URL and a Redis URL in "
-            + args.from_env,
-            file=sys.stderr,
+            f"mcp-url-connect: store copy-from needs the old store's URL in {args.from_env}", file=sys.stderr
         )
         return 2
-
-    async def copy() -> int:
-        keyring = KeyRing.parse(settings.encryption_keys)
-        source = await RedisStore.open(source_url, keyring, prefix=settings.redis_prefix)
-        try:
-            target = await open_store(settings.effective_store_url, keyring, prefix=settings.redis_prefix)
-            try:
-                assert isinstance(target, RedisStore)
-                return await target.copy_connections_from(source)
-            finally:
-                await target.close()
-        finally:
-            await source.close()
-
+    copy = copy_between(
+        source_url,
+        settings.effective_store_url,
+        KeyRing.parse(settings.encryption_keys),
+        prefix=settings.redis_prefix,
+        new_window=args.new_window,
+    )
     try:
-        count = asyncio.run(copy())
-    except (StoreUnavailable, ValueError) as exc:
+        report = asyncio.run(copy)
+    except ValueError as exc:  # a URL that names no store
+        return _configuration_error(exc)
+    except (StoreUnavailable, CopyWindowClosed) as exc:
         print(f"mcp-url-connect: {exc}", file=sys.stderr)
         return 1
-    print(f"copied {count} connection(s)")
+    print(report.summary())
     return 0
 
 
@@ -783,10 +758,15 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.add_argument("--config", type=Path, default=None)
     migrate.set_defaults(func=cmd_store_migrate)
     copy_from = store_sub.add_parser(
-        "copy-from", help="copy another Redis store's connections into this one (docs/redis.md)"
+        "copy-from", help="copy another store's connections into this one, deletions kept (docs/redis.md)"
     )
     copy_from.add_argument(
         "--from-env", default="MCPUC_OLD_STORE_URL", help="variable holding the old store's URL"
+    )
+    copy_from.add_argument(
+        "--new-window",
+        action="store_true",
+        help="open a new copy window (a store that served until now only, never one left behind)",
     )
     copy_from.add_argument("--config", type=Path, default=None)
     copy_from.set_defaults(func=cmd_store_copy_from)

@@ -145,11 +145,16 @@ class StubReplica:
         self.name = name
         self.address = address
         self.seen: list[dict[str, Any]] = []
+        self.connections: list[str] = []  # one entry per connection accepted
         self.release = threading.Event()
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                stub.connections.append(stub.name)
+                super().setup()
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -505,6 +510,34 @@ def test_nginx_refuses_request_heads_the_replicas_would(router: Router) -> None:
         assert client.get("/connections").status_code == 200
     served = [r for s in router.stubs.values() for r in s.seen if r["path"] == "/connections"]
     assert len(served) == 2
+
+
+BODY_TIMEOUT = 10  # client_body_timeout in deploy/nginx/nginx.conf
+
+
+def test_nginx_reads_each_body_whole_before_a_replica_and_times_out_a_stalled_one(router: Router) -> None:
+    """Slowloris by the body: a body that stops coming holds a connection of nginx, never one of
+    a replica (every route's body is read whole first, `proxy_request_buffering on`), and after
+    `client_body_timeout` nginx ends the request (408) and closes. Another client is served
+    meanwhile."""
+    host, port = router.base.removeprefix("http://").rsplit(":", 1)
+    stalled = []
+    for path in ("/logout", "/connect/api-key", "/mcp") * 4:
+        conn = socket.create_connection((host, int(port)), timeout=BODY_TIMEOUT + 20)
+        conn.sendall(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 100\r\n\r\ncsrf=".encode())
+        stalled.append(conn)
+    with httpx.Client(base_url=router.base, timeout=5) as client:
+        assert client.get("/connections").status_code == 200
+    for conn in stalled:
+        with conn:
+            # nginx closes the connection without writing its 408 (the access log has it).
+            assert conn.recv(4096) == b""
+    log = router.log_text(lambda text: text.count('" 408 ') >= len(stalled))
+    for path in ("/logout", "/connect/api-key", "/mcp"):
+        assert log.count(f'"POST {path}" 408 ') == 4, log
+    # The neighbour's request is all the replicas ever saw.
+    assert sum(len(stub.connections) for stub in router.stubs.values()) == 1
+    assert [r["path"] for s in router.stubs.values() for r in s.seen] == ["/connections"]
 
 
 def test_the_router_finds_replicas_in_dns_at_request_time(tmp_path: Path) -> None:

@@ -4,7 +4,9 @@ flow on both revisions, against the kit's mock providers."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
+import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +16,9 @@ import httpx
 import pytest
 
 from mcp_url_connect.testing import MODES, FlowError, Mcpuc
+from service.http.request_limits import MAX_REQUEST_BODY_BYTES, MAX_REQUEST_HEAD_BYTES
 from tests.security.rpc import RawMcp
+from tests.support.settle import wait_until
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -116,3 +120,46 @@ async def test_a_token_the_integrators_verifier_refuses_gets_401(stack: Mcpuc) -
             json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
         )
     assert answer.status_code == 401
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_browser_half_refuses_what_our_server_refuses(
+    stack: Mcpuc, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`install(app)` brings the request pass our server runs: a head over 16 KiB in one piece
+    gets 431, a body over 1 MiB 413, a repeated single-valued field 400, and a body abandoned
+    half-sent is an INFO line, not an ERROR; another user's flow completes meanwhile."""
+    caplog.set_level(logging.INFO)
+    origin = stack.mcp_url.removesuffix("/mcp")
+    host, port = origin.removeprefix("http://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    fill = "f" * (MAX_REQUEST_HEAD_BYTES + 1024)
+    writer.write(f"GET /connections HTTP/1.1\r\nHost: {host}:{port}\r\nX-Fill: {fill}\r\n\r\n".encode())
+    assert (await reader.readline()).split()[1] == b"431"
+    writer.close()
+    async with httpx.AsyncClient(base_url=origin) as http:
+        body = b"csrf=" + b"a" * MAX_REQUEST_BODY_BYTES
+        assert (await http.post("/logout", content=body, headers={"Origin": origin})).status_code == 413
+        twice = [("Authorization", "Bearer a"), ("Authorization", "Bearer b")]
+        repeated = await http.get("/connections", headers=twice)
+        assert repeated.status_code == 400 and "authorization" in repeated.text
+        cookie = (await http.get("/login", params={"next": "/connections"})).headers["set-cookie"]
+    _, writer = await asyncio.open_connection(host, int(port))
+    writer.write(
+        f"POST /logout HTTP/1.1\r\nHost: {host}:{port}\r\nOrigin: {origin}\r\n"
+        f"Cookie: {cookie.split(';', 1)[0]}\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+        "Content-Length: 100\r\n\r\ncsrf=ab".encode()
+    )
+    await writer.drain()
+    writer.close()
+
+    user = f"embed-bounded-{mode}"
+    async with stack.client(user, mode=mode) as client:
+        link = await stack.connect_url(client, "hub_login", {})
+        await stack.browser(user).approve(link.url, login="octocat")
+        result = await stack.retry(client, link, "hub_login", {})
+        assert result.structured_content == {"login": "octocat"}
+    gone = "client went away before its request was read: POST /logout"
+    await wait_until(lambda: any(r.getMessage() == gone for r in caplog.records), "the abandoned body's line")
+    assert [r.levelno for r in caplog.records if r.getMessage() == gone] == [logging.INFO]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]

@@ -23,18 +23,22 @@ TABLES = (
 )
 
 
-def bench_flow(*args: str) -> subprocess.CompletedProcess[str]:
+def run_bench(module: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     run = subprocess.run(
-        [sys.executable, "-m", "bench.flow", "--quick", *args],
+        [sys.executable, "-m", module, *args],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout,
         check=False,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     return run
+
+
+def bench_flow(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_bench("bench.flow", "--quick", *args)
 
 
 @pytest.mark.e2e
@@ -57,15 +61,23 @@ def test_bench_flow_only_prints_the_tables_asked_for() -> None:
 
 @pytest.mark.e2e
 def test_bench_embedding_runs_and_prints_both_tables() -> None:
-    run = subprocess.run(
-        [sys.executable, "-m", "bench.embedding", "--calls", "50", "--flows", "1"],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
+    run = run_bench("bench.embedding", "--calls", "50", "--flows", "1", timeout=120)
     for line in ("through UrlConnectMiddleware", "ratio (median)", "FastMCP embedding", "SDK embedding"):
         assert line in run.stdout, run.stdout
+
+
+def test_bench_broker_walk_traces_every_case_on_both_revisions() -> None:
+    run = run_bench("bench.broker_walk", timeout=120)
+    rows = [line for line in run.stdout.splitlines() if line.startswith(("2025-11-25", "2026-07-28"))]
+    assert len(rows) == 8, run.stdout
+    # Each case ends the way it should, so the walk traced is the case named.
+    assert [row.split()[-7] for row in rows] == [
+        "UrlElicitationRequiredError",
+        "Connection",
+        "Connection",
+        "CallToolResult",
+        "InputRequiredResult",
+        "Connection",
+        "InputRequiredResult",
+        "CallToolResult",
+    ], run.stdout

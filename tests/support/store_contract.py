@@ -49,11 +49,13 @@ from tests.support.postgres import PostgresSchema
 from token_store import (
     Connection,
     ConnectionKey,
+    ElicitationStatus,
     KeyRing,
     OAuthState,
     PendingElicitation,
     Store,
     TokenSet,
+    Transition,
     UserRef,
     slot_tag,
 )
@@ -109,6 +111,21 @@ def make_elicitation(
         created_at=T0,
         expires_at=T0 + ttl,
     )
+
+
+# How an elicitation reaches each status from `pending`, by the status machine's transitions only.
+_ROUTE: dict[ElicitationStatus, tuple[Transition, ...]] = {
+    ElicitationStatus.PENDING: (),
+    ElicitationStatus.OPENED: (Transition.OPEN,),
+    ElicitationStatus.COMPLETE: (Transition.OPEN, Transition.COMPLETE),
+    ElicitationStatus.FAILED: (Transition.DECLINE,),
+}
+
+
+async def reach(store: Store, elicitation: PendingElicitation, status: ElicitationStatus) -> None:
+    """Move the stored `elicitation` (pending) to `status` the way the flow would."""
+    for transition in _ROUTE[status]:
+        assert await store.transition_elicitation(elicitation.id, *transition.value) is not None
 
 
 def make_state(*, ttl: float = 600) -> OAuthState:

@@ -12,8 +12,10 @@ Schema versions (`PRAGMA user_version`): 1 the first release; 2 adds `connection
 `connections.refreshed_at` (metadata, not secret) and the `locks` table; 3 adds the
 `default_accounts` table (the account a user chose per provider, not secret); 4 adds `nonces.slot`
 (a hash; one live nonce per slot); 5 adds the `webhook_outbox` table (no secret); 6 adds the
-`client_registrations` table (sealed: a client secret). Opening an older database
-migrates it in place (one transaction); a newer one is refused.
+`deleted_connections` table (each connection deleted and when: no secret, kept `DELETIONS_KEPT`)
+and `copy_window` (when the first `store copy-from` into this store began); 7 adds the
+`client_registrations` table (sealed: a client secret). Opening an older database migrates it in
+place (one transaction); a newer one is refused.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -43,18 +45,23 @@ from token_store.models import (
     Connection,
     ConnectionKey,
     ConnectionStatus,
+    Deletion,
     ElicitationStatus,
     OAuthState,
     PendingElicitation,
+    SealedConnection,
+    Transition,
     UserRef,
     WebhookMessage,
+    require_transition,
 )
+from token_store.store_copy import Change, Decision
 
 _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
 
 _MIN_SQLITE = (3, 35, 0)  # DELETE/UPDATE ... RETURNING
-_SCHEMA_VERSION = 6
+_SCHEMA_VERSION = 7
 _LIVE_JSON = json.dumps(sorted(s.value for s in LIVE_STATUSES))  # bound to `json_each` in SQL
 _PURGE_INTERVAL = 10.0  # seconds of the store's clock between purges of expired rows
 
@@ -120,6 +127,20 @@ _SCHEMA = (
     attempts INTEGER NOT NULL DEFAULT 0
 )""",
     "CREATE INDEX IF NOT EXISTS webhook_outbox_due ON webhook_outbox (next_attempt_at)",
+    """CREATE TABLE IF NOT EXISTS deleted_connections (
+    iss TEXT NOT NULL,
+    sub TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    account TEXT NOT NULL,
+    deleted_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (iss, sub, provider, account)
+)""",
+    "CREATE INDEX IF NOT EXISTS deleted_connections_expiry ON deleted_connections (expires_at)",
+    """CREATE TABLE IF NOT EXISTS copy_window (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    opened_at REAL NOT NULL
+)""",
     """CREATE TABLE IF NOT EXISTS client_registrations (
     key TEXT PRIMARY KEY,
     blob BLOB NOT NULL
@@ -138,7 +159,8 @@ _ADDED_COLUMNS = (
 # mutant: sqlite.nonce_slot "UNIQUE " -> ""
 _ADDED_INDEXES = ("CREATE UNIQUE INDEX IF NOT EXISTS nonces_slot ON nonces (slot)",)
 
-_TTL_TABLES = ("elicitations", "oauth_states", "nonces", "locks")
+_TTL_TABLES = ("elicitations", "oauth_states", "nonces", "locks", "deleted_connections")
+_COPY_PAGE = 256
 _CONNECTION_COLUMNS = ", ".join(codec.CONNECTION_READ_COLUMNS)
 
 
@@ -195,7 +217,7 @@ class SQLiteStore:
             where, args = "AND provider = ? AND account = ?", [provider, account]
         rows = await self._select_connections("get_connection", user, where, args)
         # A row that fails to decrypt reads as absent; with no account, the next most recent one answers.
-        found = self._decrypt_rows(user, rows)
+        found = codec.open_connection_rows(self._keyring, user, rows)
         return found[0] if found else None
 
     async def list_connections(self, user: UserRef, provider: str | None = None) -> list[Connection]:
@@ -204,27 +226,38 @@ class SQLiteStore:
         else:
             where, args = "AND provider = ? ORDER BY account", [provider]
         rows = await self._select_connections("list_connections", user, where, args)
-        return self._decrypt_rows(user, rows)
+        return codec.open_connection_rows(self._keyring, user, rows)
 
     async def delete_connection(self, key: ConnectionKey) -> bool:
-        delete = partial(
-            _changes,
-            "DELETE FROM connections WHERE iss = ? AND sub = ? AND provider = ? AND account = ?",
-            (key.user.iss, key.user.sub, key.provider, key.account),
-        )
-        return await self._run("delete_connection", delete) > 0
+        now = self._clock()
+
+        def delete(conn: sqlite3.Connection) -> bool:
+            # The deletion is remembered in the same transaction (token_store/store_copy.py).
+            deleted = _changes(_DELETE_CONNECTION, codec.key_values(key), conn) > 0
+            # mutant: sqlite.remember_deletion
+            if deleted:
+                _remember_deletion(conn, Deletion(key, now))
+            return deleted
+
+        return await self._run("delete_connection", delete, transaction=True)
 
     async def delete_connections(self, user: UserRef, provider: str) -> list[Connection]:
+        now = self._clock()
+
         def delete(conn: sqlite3.Connection) -> list[Any]:
-            return conn.execute(
+            rows = conn.execute(
                 f"DELETE FROM connections WHERE iss = ? AND sub = ? AND provider = ? "  # noqa: S608 - constant
                 f"RETURNING {_CONNECTION_COLUMNS}",
                 (user.iss, user.sub, provider),
             ).fetchall()
+            for row in rows:
+                # mutant: sqlite.remember_deletion
+                _remember_deletion(conn, Deletion(ConnectionKey(user, provider, row[1]), now))
+            return rows
 
-        rows = await self._run("delete_connections", delete)
+        rows = await self._run("delete_connections", delete, transaction=True)
         rows.sort(key=lambda r: r[1])  # RETURNING order is unspecified
-        return self._decrypt_rows(user, rows)
+        return codec.open_connection_rows(self._keyring, user, rows)
 
     async def replace_connection(self, connection: Connection, expected_updated_at: float) -> bool:
         # One compare-and-set statement: only the version that was read is replaced.
@@ -352,7 +385,7 @@ class SQLiteStore:
             "SELECT record FROM elicitations WHERE id = ? AND expires_at > ?",
             (elicitation_id, now),
         )
-        return PendingElicitation.from_json(rows[0][0]) if rows else None
+        return codec.elicitation_of_rows(rows)
 
     async def live_elicitations(self, user: UserRef) -> list[PendingElicitation]:
         now = self._clock()
@@ -378,27 +411,18 @@ class SQLiteStore:
             "WHERE e.id = ? AND e.expires_at > ? ORDER BY c.updated_at DESC, c.account",
             (elicitation_id, now),
         )
-        if not rows:
-            return None
-        elicitation = PendingElicitation.from_json(rows[0][0])
-        held = self._decrypt_rows(elicitation.user, [row[1:] for row in rows if row[1] is not None])
-        return elicitation, held[0] if held else None
+        return codec.elicitation_with_connection_rows(self._keyring, rows)
 
     async def transition_elicitation(
         self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
     ) -> PendingElicitation | None:
+        require_transition(expected, new)
         transition = partial(_transition, elicitation_id, expected, new, self._clock())
         return await self._run("transition_elicitation", transition)
 
     async def open_elicitation(self, state: OAuthState) -> PendingElicitation | None:
         key, blob = codec.seal_state(self._keyring, state)
-        transition = partial(
-            _transition,
-            state.elicitation.id,
-            ElicitationStatus.PENDING,
-            ElicitationStatus.OPENED,
-            self._clock(),
-        )
+        transition = partial(_transition, state.elicitation.id, *Transition.OPEN.value, self._clock())
 
         def open_(conn: sqlite3.Connection) -> PendingElicitation | None:
             # One transaction: the state is stored only when this call opened the elicitation.
@@ -414,9 +438,7 @@ class SQLiteStore:
         self, connection: Connection, elicitation_id: str
     ) -> PendingElicitation | None:
         row = self._connection_row(connection)
-        transition = partial(
-            _transition, elicitation_id, ElicitationStatus.OPENED, ElicitationStatus.COMPLETE, self._clock()
-        )
+        transition = partial(_transition, elicitation_id, *Transition.COMPLETE.value, self._clock())
 
         def complete(conn: sqlite3.Connection) -> PendingElicitation | None:
             _upsert_connection(conn, row)  # the token set first, whatever the elicitation's status
@@ -483,22 +505,13 @@ class SQLiteStore:
             if not page:
                 break
             after = page[-1][0]
-            updates = []
-            for _, iss, sub, provider, account, blob in page:
-                key = ConnectionKey(UserRef(iss, sub), provider, account)
-                new = codec.reseal_tokens(self._keyring, key, blob)
-                if new is not None:
-                    updates.append((new, iss, sub, provider, account, blob))
+            updates = codec.resealed_connection_rows(self._keyring, (row[1:] for row in page))
             rewritten += await self._run(
                 "reencrypt_all", partial(_update_each, _CAS_CONNECTION, updates), transaction=True
             )
 
         states = await self._run("reencrypt_all", partial(_stale_states, fresh=fresh, now=self._clock()))
-        state_updates = []
-        for key, blob in states:
-            new = codec.reseal_state(self._keyring, key, blob)
-            if new is not None:
-                state_updates.append((new, key, blob))
+        state_updates = codec.resealed_state_rows(self._keyring, states)
         rewritten += await self._run(
             "reencrypt_all", partial(_update_each, _CAS_STATE, state_updates), transaction=True
         )
@@ -522,30 +535,21 @@ class SQLiteStore:
 
     # --- webhook outbox --------------------------------------------------------------------
     async def enqueue_webhook(self, message: WebhookMessage) -> None:
-        row = (
-            message.id,
-            message.type,
-            message.body,
-            message.created_at,
-            message.next_attempt_at,
-            message.attempts,
-        )
         await self._run(
             "enqueue_webhook",
-            partial(_changes, "INSERT OR IGNORE INTO webhook_outbox VALUES (?, ?, ?, ?, ?, ?)", row),
+            partial(_changes, _ENQUEUE_WEBHOOK, codec.webhook_values(message)),
         )
 
     async def claim_webhooks(self, now: float, lease_seconds: float, limit: int) -> list[WebhookMessage]:
         # One statement, so atomic: the rows it picks are leased before any other writer runs.
         claim = partial(
             _fetch,
-            "UPDATE webhook_outbox SET next_attempt_at = :lease WHERE id IN (SELECT id FROM webhook_outbox "
+            "UPDATE webhook_outbox SET next_attempt_at = :lease WHERE id IN (SELECT id FROM webhook_outbox "  # noqa: S608 - constant
             "WHERE next_attempt_at <= :now ORDER BY next_attempt_at, created_at LIMIT :limit) "
-            "RETURNING id, type, body, created_at, next_attempt_at, attempts",
+            f"RETURNING {_WEBHOOK_COLUMNS}",
             {"lease": now + lease_seconds, "now": now, "limit": limit},
         )
-        rows = await self._run("claim_webhooks", claim)
-        return sorted((WebhookMessage(*row) for row in rows), key=lambda m: (m.created_at, m.id))
+        return codec.webhook_messages(await self._run("claim_webhooks", claim))
 
     async def settle_webhook(self, message_id: str, retry_at: float | None) -> None:
         if retry_at is None:
@@ -625,6 +629,64 @@ class SQLiteStore:
         )
         return int(rows[0][0])
 
+    # --- moving to another store (token_store/store_copy.py) ------------------------------
+    async def sealed_connections(self) -> AsyncIterator[SealedConnection]:
+        after = 0
+        while True:
+            page = await self._run("sealed_connections", partial(_fetch, _SEALED_PAGE, (after, _COPY_PAGE)))
+            if not page:
+                return
+            after = page[-1][0]
+            for row in page:
+                sealed = codec.sealed_of_row(row[1:])
+                if sealed is not None:
+                    yield sealed
+
+    async def deletions(self) -> AsyncIterator[Deletion]:
+        sql = "SELECT iss, sub, provider, account, deleted_at FROM deleted_connections WHERE expires_at > ?"
+        for row in await self._run("deletions", partial(_fetch, sql, (self._clock(),))):
+            yield codec.deletion_of_row(row)
+
+    async def default_accounts(self) -> AsyncIterator[tuple[UserRef, str, str]]:
+        sql = "SELECT iss, sub, provider, account FROM default_accounts"
+        for iss, sub, provider, account in await self._run("default_accounts", partial(_fetch, sql, ())):
+            yield UserRef(iss, sub), provider, account
+
+    async def change_connection(self, key: ConnectionKey, decide: Decision) -> Change:
+        now = self._clock()
+
+        def change(conn: sqlite3.Connection) -> Change:
+            # One transaction under the write lock: nothing changes between the reads and the write.
+            row = conn.execute(_SELECT_CONNECTION, codec.key_values(key)).fetchone()
+            remembered = conn.execute(_SELECT_DELETION, (*codec.key_values(key), now)).fetchone()
+            made = decide(
+                None if row is None else codec.sealed_of_row(row),
+                None if remembered is None else Deletion(key, remembered[0]),
+            )
+            if made.remove:
+                conn.execute(_DELETE_CONNECTION, codec.key_values(key))
+            if made.put is not None:
+                _put_connection(conn, dict(zip(_ROW_COLUMNS, codec.sealed_values(made.put), strict=True)))
+            if made.deletion is not None:
+                _remember_deletion(conn, made.deletion)
+            return made
+
+        return await self._run("change_connection", change, transaction=True)
+
+    async def copy_default_account(self, user: UserRef, provider: str, account: str) -> None:
+        sql = "INSERT OR IGNORE INTO default_accounts (iss, sub, provider, account) VALUES (?, ?, ?, ?)"
+        await self._run(
+            "copy_default_account", partial(_changes, sql, (user.iss, user.sub, provider, account))
+        )
+
+    async def open_copy_window(self, now: float, *, new: bool) -> float:
+        def open_(conn: sqlite3.Connection) -> float:
+            verb = "INSERT OR REPLACE" if new else "INSERT OR IGNORE"
+            conn.execute(f"{verb} INTO copy_window (id, opened_at) VALUES (1, ?)", (now,))
+            return float(conn.execute("SELECT opened_at FROM copy_window").fetchone()[0])
+
+        return await self._run("open_copy_window", open_, transaction=True)
+
     # --- lifecycle ------------------------------------------------------------------------
     async def purge_expired(self) -> int:
         """Delete every expired non-token row now; returns how many. TTL writes also purge, at most
@@ -670,9 +732,6 @@ class SQLiteStore:
     ) -> list[Any]:
         sql = f"SELECT {_CONNECTION_COLUMNS} FROM connections WHERE iss = ? AND sub = ? {where_tail}"  # noqa: S608 - constant fragments only
         return await self._read(op, sql, (user.iss, user.sub, *args))
-
-    def _decrypt_rows(self, user: UserRef, rows: Sequence[Any]) -> list[Connection]:
-        return codec.open_connection_rows(self._keyring, user, rows)
 
     async def _run_ttl_write(self, op: str, fn: Callable[[sqlite3.Connection], _T], now: float) -> _T:
         """Run a write of a record with a TTL; when a purge is due, purge in the same transaction."""
@@ -918,8 +977,32 @@ _REPLACE_CONNECTION = (
     + " AND ".join(f"{c} = :{c}" for c in _ROW_KEY)
     + " AND updated_at = :expected"
 )
+_WEBHOOK_COLUMNS = ", ".join(codec.WEBHOOK_COLUMNS)
+_ENQUEUE_WEBHOOK = (
+    f"INSERT OR IGNORE INTO webhook_outbox ({_WEBHOOK_COLUMNS}) "  # noqa: S608 - constant
+    f"VALUES ({', '.join('?' for _ in codec.WEBHOOK_COLUMNS)})"
+)
 # `_CONNECTION_COLUMNS` of the `c` in a join.
 _JOINED_CONNECTION_COLUMNS = ", ".join(f"c.{c}" for c in codec.CONNECTION_READ_COLUMNS)
+
+
+_KEY_WHERE = " AND ".join(f"{c} = ?" for c in _ROW_KEY)
+_DELETE_CONNECTION = f"DELETE FROM connections WHERE {_KEY_WHERE}"  # noqa: S608 - constant
+_SELECT_CONNECTION = f"SELECT {', '.join(_ROW_COLUMNS)} FROM connections WHERE {_KEY_WHERE}"  # noqa: S608
+_SELECT_DELETION = f"SELECT deleted_at FROM deleted_connections WHERE {_KEY_WHERE} AND expires_at > ?"  # noqa: S608
+_SEALED_PAGE = (
+    f"SELECT rowid, {', '.join(_ROW_COLUMNS)} FROM connections "  # noqa: S608 - constant
+    "WHERE rowid > ? ORDER BY rowid LIMIT ?"
+)
+# A later deletion of the same key replaces the earlier one.
+_REMEMBER_DELETION = (
+    f"INSERT OR REPLACE INTO deleted_connections ({', '.join(codec.DELETION_COLUMNS)}) "  # noqa: S608
+    f"VALUES ({', '.join('?' for _ in codec.DELETION_COLUMNS)})"
+)
+
+
+def _remember_deletion(conn: sqlite3.Connection, deletion: Deletion) -> None:
+    conn.execute(_REMEMBER_DELETION, codec.deletion_values(deletion))
 
 
 def _put_connection(conn: sqlite3.Connection, row: dict[str, Any]) -> None:
@@ -949,7 +1032,7 @@ def _transition(
         "WHERE id = :id AND status = :expected AND expires_at > :now RETURNING record",
         {"new": new.value, "id": elicitation_id, "expected": expected.value, "now": now},
     ).fetchall()
-    return PendingElicitation.from_json(rows[0][0]) if rows else None
+    return codec.elicitation_of_rows(rows)
 
 
 def _error_name(exc: sqlite3.Error) -> str:

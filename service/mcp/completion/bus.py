@@ -17,6 +17,7 @@ elicitation id in its place (`PostgresBus`).
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
@@ -63,7 +64,36 @@ class LocalBus:
         yield
 
 
-class RedisBus:
+class _ListeningBus(ABC):
+    """What the buses between replicas share: a task that listens while the app runs
+    (`running`; it listens again after each failure), and readiness once it is subscribed."""
+
+    subscribed: anyio.Event  # set by the listener once subscribed (tests and readiness)
+
+    @property
+    def ready(self) -> bool:
+        return self.subscribed.is_set()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._listen_forever)
+            try:
+                yield
+            finally:
+                tasks.cancel_scope.cancel()
+        await self._close()
+
+    @abstractmethod
+    async def _listen_forever(self) -> None:
+        """Listen until cancelled, subscribing again after each failure."""
+
+    @abstractmethod
+    async def _close(self) -> None:
+        """Close the connections publishing opened."""
+
+
+class RedisBus(_ListeningBus):
     """Several replicas: PUBLISH on one channel, every replica subscribed. Behind Sentinel the
     channel is the current primary's: a failover closes the subscription, and the next one,
     made on the new primary, resyncs from the store. On Cluster the channel is a shard channel
@@ -82,11 +112,7 @@ class RedisBus:
         self._channel = f"{prefix}completions"
         self._hub = hub
         self._on_resubscribed = on_resubscribed
-        self.subscribed = anyio.Event()  # for tests and readiness
-
-    @property
-    def ready(self) -> bool:
-        return self.subscribed.is_set()
+        self.subscribed = anyio.Event()
 
     async def publish(self, elicitation: PendingElicitation) -> None:
         message = elicitation.to_json()
@@ -106,14 +132,7 @@ class RedisBus:
                 # The token is stored already; the client's retry will find it.
                 raise StoreUnavailable("publish completion") from exc
 
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(self._listen_forever)
-            try:
-                yield
-            finally:
-                tasks.cancel_scope.cancel()
+    async def _close(self) -> None:
         await self._client.aclose()
 
     async def _listen_forever(self) -> None:
@@ -178,7 +197,7 @@ def require_finished_in_store(stored: PendingElicitation | None) -> PendingElici
     return stored
 
 
-class PostgresBus:
+class PostgresBus(_ListeningBus):
     """Several replicas on PostgreSQL alone: NOTIFY on one channel, every replica LISTENs.
 
     The payload is the elicitation id only (`require_finished_in_store` says why); the replica
@@ -207,11 +226,7 @@ class PostgresBus:
         self._publisher: Any | None = None
         self._publishing = anyio.Lock()  # one connection runs one statement at a time
         self._dropped = False  # a notice did not fit in the queue
-        self.subscribed = anyio.Event()  # for tests and readiness
-
-    @property
-    def ready(self) -> bool:
-        return self.subscribed.is_set()
+        self.subscribed = anyio.Event()
 
     async def publish(self, elicitation: PendingElicitation) -> None:
         async with self._publishing:
@@ -227,21 +242,11 @@ class PostgresBus:
             except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
                 # The next attempt opens a new connection. Publishing twice is harmless: the hub
                 # delivers an elicitation once.
-                await self._close_publisher()
+                await self._close()
                 if attempt == 2:
                     raise StoreUnavailable("publish completion") from exc
 
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(self._listen_forever)
-            try:
-                yield
-            finally:
-                tasks.cancel_scope.cancel()
-        await self._close_publisher()
-
-    async def _close_publisher(self) -> None:
+    async def _close(self) -> None:
         publisher, self._publisher = self._publisher, None
         if publisher is not None:
             publisher.terminate()

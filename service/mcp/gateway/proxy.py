@@ -29,15 +29,10 @@ from mcp_types import (
     Tool,
 )
 
-from service.errors import (
-    ConnectionNeeded,
-    InvalidToolArgument,
-    NeedsReauthorization,
-    ProviderApiError,
-)
+from service.errors import InvalidToolArgument, NeedsReauthorization, ProviderApiError
 from service.flow.lifecycle import TokenLifecycle
 from service.mcp.broker import ConnectionBroker
-from service.mcp.errors import connected, tool_error
+from service.mcp.errors import ConnectionNeeded, connected, tool_error
 from service.mcp.gateway.names import CONNECT_TOOL, Namespaces
 from service.mcp.gateway.pool import DownstreamSessions, PooledSession, SessionNotOpened
 from service.mcp.identity import Caller, current_caller

@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 from mcp.server.mcpserver import Context
 from mcp_types import ElicitRequest, ElicitRequestURLParams, InputRequiredResult
 
-from service.errors import ConnectionNeeded, InvalidRequestState
+from service.errors import InvalidRequestState
 from service.flow.connect import ConnectFlow
 from service.flow.security_checks import (
     elicitation_of_same_user,
@@ -30,8 +30,9 @@ from service.flow.security_checks import (
 )
 from service.mcp.account_choice import AccountChoice
 from service.mcp.completion.hub import CompletionHub
-from service.mcp.errors import tool_error
+from service.mcp.errors import ConnectionNeeded, tool_error
 from service.mcp.identity import Caller
+from service.mcp.revisions.answers import AccountAnswered, ConnectAnew, Resumed
 from service.mcp.revisions.capabilities import STATELESS_REVISION
 from service.observability.flow_events import failure_text
 from service.providers.catalogue import ProviderConfig
@@ -80,13 +81,6 @@ class RequestState:
             raise InvalidRequestState("requestState is not valid for this tool") from None
 
 
-@dataclass(frozen=True)
-class AccountAnswered:
-    """A retry carrying the answer to "which account?" (read by `AccountChoice.pick`)."""
-
-    answer: object
-
-
 def one_open_account_question(user: UserRef, provider: str) -> str:
     """The store slot of a user's "which account?" at one provider. Asking again replaces the
     question's nonce (an older state is then refused as used), so a user holds one such nonce per
@@ -131,17 +125,21 @@ class StatelessAnswers:
             request_state=await self._new_request_state(elicitation),
         )
 
-    async def ask_account(self, ctx: Context[Any, Any], caller: Caller, choice: AccountChoice) -> NoReturn:
+    async def ask_account(
+        self, ctx: Context[Any, Any], caller: Caller, choice: AccountChoice
+    ) -> InputRequiredResult:
+        """The question as the tool's answer: its answer comes with the retry (`resume`)."""
         config = choice.provider
         slot = one_open_account_question(caller.user, config.name)
         # mutant: broker.one_open_account_question "slot)" -> "None)"
         state = RequestState("", await self._new_nonce(caller.user, slot), config.name, ACCOUNT_KIND)
-        raise ConnectionNeeded(
-            InputRequiredResult(
-                input_requests={ACCOUNT_INPUT_KEY: ElicitRequest(params=choice.request())},
-                request_state=state.dumps(),
-            )
+        return InputRequiredResult(
+            input_requests={ACCOUNT_INPUT_KEY: ElicitRequest(params=choice.request())},
+            request_state=state.dumps(),
         )
+
+    def untold_failure(self, caller: Caller, config: ProviderConfig) -> None:
+        return None  # a flow's failure is told on the retry that carries its requestState (`resume`)
 
     async def resume(
         self,
@@ -149,12 +147,14 @@ class StatelessAnswers:
         caller: Caller,
         config: ProviderConfig,
         find: Callable[[], Awaitable[Connection | None]],
-    ) -> Connection | AccountAnswered | None:
+    ) -> Resumed:
         """A retry carrying a requestState, checked and consumed whatever it asked for. An answer
         to "which account?" goes back to the broker as it is; a connect retry answers with the
-        connection `find` returns once the flow stored it, or None when the flow ended without
-        one and the user must be asked anew."""
-        assert ctx.request_state is not None
+        connection `find` returns once the flow stored it, or `ConnectAnew` when the flow ended
+        without one and the user must be asked anew. A call without a requestState resumes
+        nothing."""
+        if ctx.request_state is None:
+            return None
         state = RequestState.loads(ctx.request_state)
         require_request_state_for_provider(state.provider, config.name)
         await require_single_use_request_state(self._store(), state.nonce)
@@ -196,7 +196,7 @@ class StatelessAnswers:
         config: ProviderConfig,
         state: RequestState,
         find: Callable[[], Awaitable[Connection | None]],
-    ) -> Connection | None:
+    ) -> Connection | ConnectAnew:
         """Wait up to `retry_wait_seconds` for the flow (not while draining), then answer."""
         deadline = self._clock() + self._settings.retry_wait_seconds
         while True:
@@ -221,7 +221,7 @@ class StatelessAnswers:
             raise ConnectionNeeded(
                 InputRequiredResult(request_state=await self._new_request_state(elicitation))
             )
-        return None
+        return ConnectAnew()
 
     async def _new_request_state(self, elicitation: PendingElicitation) -> str:
         return RequestState(

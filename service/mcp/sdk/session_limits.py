@@ -31,7 +31,7 @@ from mcp_types import INVALID_REQUEST
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from service.errors import SessionCapReached
-from service.mcp.errors import http_error_body
+from service.http.jsonrpc_error import http_error_body
 from service.mcp.sdk.hooks import SessionManager
 
 RETRY_AFTER_SECONDS = 30

@@ -40,6 +40,7 @@ from tests.support.store_contract import (
     make_elicitation,
     make_state,
     make_tokens,
+    reach,
     redis_prefix,
 )
 from token_store import (
@@ -47,15 +48,21 @@ from token_store import (
     Connection,
     ConnectionKey,
     ConnectionStatus,
+    Deletion,
     ElicitationStatus,
     KeyRing,
     Store,
     StoreUnavailable,
     TooManyPending,
+    Transition,
     UserRef,
     WebhookMessage,
+    codec,
+    copy_endpoints,
     slot_tag,
 )
+from token_store.models import DELETIONS_KEPT
+from token_store.store_copy import Outcome, carry_deletion, copy_unless_deleted
 
 
 @pytest.fixture(params=["sqlite", "redis", "sentinel", "cluster", "postgres"])
@@ -172,6 +179,117 @@ async def test_delete_connections_of_one_provider(store: Store) -> None:
     assert await store.list_connections(ALICE) == [kept[0]]
     assert await store.list_connections(BOB) == [kept[1]]
     assert await store.delete_connections(ALICE, "github") == []
+
+
+# --- moving to another store (token_store/store_copy.py) ------------------------------------
+
+
+async def remembered(store: Store) -> set[Deletion]:
+    source, _ = copy_endpoints(store, store)
+    return {deletion async for deletion in source.deletions()}
+
+
+async def test_every_deletion_is_remembered_until_it_is_forgotten(store: Store, harness: Harness) -> None:
+    one, three, kept = (
+        make_connection(),
+        make_connection(BOB, "slack", "9"),
+        make_connection(BOB, "github", "5"),
+    )
+    for conn in (one, three, kept):
+        await store.put_connection(conn)
+    assert await store.delete_connection(one.key)
+    assert not await store.delete_connection(make_connection(account="never").key)  # nothing deleted
+    harness.clock.advance(10)
+    assert await store.delete_connections(BOB, "slack") == [three]
+    assert await remembered(store) == {Deletion(one.key, T0), Deletion(three.key, T0 + 10)}
+    # Deleted again: the later deletion is the one remembered.
+    await store.put_connection(one)
+    harness.clock.advance(5)
+    assert await store.delete_connection(one.key)
+    assert await remembered(store) == {Deletion(one.key, T0 + 15), Deletion(three.key, T0 + 10)}
+    assert await store.list_connections(BOB) == [kept]
+    # Each is forgotten DELETIONS_KEPT after it was made (and purged by later writes).
+    harness.clock.advance(DELETIONS_KEPT - 3)
+    assert await remembered(store) == {Deletion(one.key, T0 + 15)}
+    await store.delete_connection(kept.key)
+    harness.clock.advance(10)
+    assert await remembered(store) == {Deletion(kept.key, T0 + 12 + DELETIONS_KEPT)}
+
+
+async def test_a_copy_step_writes_what_the_copy_rules_decide(
+    store: Store, harness: Harness, keyring: KeyRing
+) -> None:
+    _, target = copy_endpoints(store, store)
+    conn = make_connection()
+    key, other = conn.key, make_connection(BOB)
+    await store.put_connection(other)
+
+    async def copy(c: Connection) -> Outcome:
+        change = await target.change_connection(c.key, copy_unless_deleted(codec.seal_connection(keyring, c)))
+        return change.outcome
+
+    async def carry(deletion: Deletion) -> Outcome:
+        return (await target.change_connection(deletion.key, carry_deletion(deletion))).outcome
+
+    assert await copy(conn) is Outcome.COPIED
+    assert await store.list_connections(ALICE) == [conn]  # opens, and is indexed like put_connection
+    assert await copy(conn) is Outcome.KEPT  # as new as the target's
+    assert await copy(replace(conn, updated_at=T0 - 1)) is Outcome.KEPT
+    newer = replace(conn, tokens=make_tokens(), updated_at=T0 + 1)
+    assert await copy(newer) is Outcome.COPIED
+    assert await store.get_connection(ALICE, "github", "1") == newer
+    # Deleted on the target: that grant, however refreshed since, is not brought back; a grant
+    # made after the deletion is a new one and is.
+    harness.clock.advance(100)
+    assert await store.delete_connection(key)
+    assert await copy(replace(newer, updated_at=T0 + 500)) is Outcome.DELETED
+    assert await store.get_connection(ALICE, "github") is None
+    regranted = replace(conn, tokens=make_tokens(), connected_at=T0 + 101, updated_at=T0 + 101)
+    assert await copy(regranted) is Outcome.COPIED
+    # A deletion carried over removes a grant made before it, remembers it, and leaves a later one.
+    assert await carry(Deletion(key, T0 + 150)) is Outcome.REMOVED
+    assert await store.get_connection(ALICE, "github") is None
+    assert await carry(Deletion(key, T0 + 120)) is Outcome.NOTHING
+    assert await remembered(store) == {Deletion(key, T0 + 150)}
+    later = replace(regranted, connected_at=T0 + 160, updated_at=T0 + 160)
+    assert await copy(later) is Outcome.COPIED
+    assert await carry(Deletion(key, T0 + 155)) is Outcome.NOTHING
+    assert await store.get_connection(ALICE, "github") == later
+    # A deletion past DELETIONS_KEPT no longer counts.
+    await store.delete_connection(key)
+    harness.clock.advance(DELETIONS_KEPT)
+    assert await copy(conn) is Outcome.COPIED
+    assert await store.list_connections(BOB) == [other]
+
+
+async def test_what_a_copy_reads_and_the_copy_window(store: Store, keyring: KeyRing) -> None:
+    source, target = copy_endpoints(store, store)
+    conns = [
+        make_connection(),
+        make_connection(account="2", updated_at=T0 + 3),
+        make_connection(BOB, "slack", "x"),
+    ]
+    for conn in conns:
+        await store.put_connection(conn)
+    await store.set_connection_status(conns[1].key, ConnectionStatus.NEEDS_REAUTHORIZATION)
+    await store.set_default_account(ALICE, "github", "2")
+    sealed = {s.key: s async for s in source.sealed_connections()}
+    assert set(sealed) == {c.key for c in conns}
+    for conn in conns:
+        got = sealed[conn.key]
+        expected = await store.get_connection(conn.key.user, conn.key.provider, conn.key.account)
+        assert expected is not None
+        # Sealed as stored (the copy never opens it), and it opens to the token set put.
+        assert replace(got, blob=b"") == replace(codec.seal_connection(keyring, expected), blob=b"")
+        assert codec.open_tokens(keyring, conn.key, got.blob) == conn.tokens
+    assert [d async for d in source.default_accounts()] == [(ALICE, "github", "2")]
+    await target.copy_default_account(ALICE, "github", "1")  # a choice made on the target stays
+    await target.copy_default_account(BOB, "slack", "x")
+    assert await store.get_default_account(ALICE, "github") == "2"
+    assert await store.get_default_account(BOB, "slack") == "x"
+    assert await target.open_copy_window(T0, new=False) == T0
+    assert await target.open_copy_window(T0 + 5, new=False) == T0
+    assert await target.open_copy_window(T0 + 9, new=True) == T0 + 9
 
 
 async def test_flipped_byte_reads_as_absent(store: Store, harness: Harness) -> None:
@@ -547,7 +665,7 @@ async def test_live_elicitations_are_the_users_pending_and_opened_ones(
         await store.create_elicitation(e, max_live_per_user=5)
     await store.create_elicitation(make_elicitation(BOB), max_live_per_user=5)
     await store.transition_elicitation(opened.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
-    await store.transition_elicitation(done.id, ElicitationStatus.PENDING, ElicitationStatus.COMPLETE)
+    await reach(store, done, ElicitationStatus.COMPLETE)
     await store.transition_elicitation(failed.id, ElicitationStatus.PENDING, ElicitationStatus.FAILED)
     live = await store.live_elicitations(ALICE)
     assert [(e.id, e.status) for e in live] == [
@@ -569,7 +687,7 @@ async def test_opened_counts_expired_and_finished_do_not(store: Store, harness: 
     with pytest.raises(TooManyPending):
         await store.create_elicitation(make_elicitation(), max_live_per_user=4)
 
-    await store.transition_elicitation(done.id, ElicitationStatus.PENDING, ElicitationStatus.COMPLETE)
+    await reach(store, done, ElicitationStatus.COMPLETE)
     await store.create_elicitation(make_elicitation(), max_live_per_user=4)  # complete frees a slot
     with pytest.raises(TooManyPending):
         await store.create_elicitation(make_elicitation(), max_live_per_user=4)
@@ -624,6 +742,41 @@ async def test_concurrent_transitions_exactly_one_wins(store: Store) -> None:
     winners = [r for r in results if r is not None]
     assert len(winners) == 1
     assert await store.get_elicitation(e.id) == winners[0]
+
+
+async def test_the_store_makes_exactly_the_transitions_of_the_status_machine(store: Store) -> None:
+    """Every (from, to) pair through `transition_elicitation`, and `open_elicitation` and
+    `complete_elicitation` from every status: each backend's SQL or Lua changes a status exactly
+    when `Transition` has the change, and refuses every other pair before writing anything."""
+    allowed = {transition.value for transition in Transition}
+    for old in ElicitationStatus:
+        for new in ElicitationStatus:
+            e = make_elicitation()
+            await store.create_elicitation(e, max_live_per_user=100)
+            await reach(store, e, old)
+            if (old, new) in allowed:
+                changed = await store.transition_elicitation(e.id, old, new)
+                assert changed == replace(e, status=new), (old, new)
+            else:
+                with pytest.raises(ValueError, match="not a transition"):
+                    await store.transition_elicitation(e.id, old, new)
+            stored = await store.get_elicitation(e.id)
+            assert stored == replace(e, status=new if (old, new) in allowed else old), (old, new)
+        # The batched steps are `Transition.OPEN` and `Transition.COMPLETE`, from `old` only.
+        opening, completing = make_elicitation(), make_elicitation()
+        for e in (opening, completing):
+            await store.create_elicitation(e, max_live_per_user=100)
+            await reach(store, e, old)
+        opened = await store.open_elicitation(replace(make_state(), elicitation=opening))
+        assert (opened is not None) == (old is Transition.OPEN.old), old
+        completed = await store.complete_elicitation(make_connection(), completing.id)
+        assert (completed is not None) == (old is Transition.COMPLETE.old), old
+        assert await store.get_elicitation(opening.id) == replace(
+            opening, status=Transition.OPEN.new if opened else old
+        )
+        assert await store.get_elicitation(completing.id) == replace(
+            completing, status=Transition.COMPLETE.new if completed else old
+        )
 
 
 # --- batched flow steps ---------------------------------------------------------------------

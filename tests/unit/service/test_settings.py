@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from service.http import server as server_runtime
+from service import settings as settings_module
 from service.providers.catalogue import ProviderConfig
 from service.settings import Settings, SettingsError, load_settings
 
@@ -436,7 +436,7 @@ def test_the_server_reports_the_package_version(tmp_path: Path) -> None:
 def test_an_event_loop_that_is_not_installed_is_a_configuration_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(server_runtime, "_installed", lambda module: False)
+    monkeypatch.setattr(settings_module, "_installed", lambda module: False)
     valid_settings().require_safe_to_serve()  # `auto` falls back to asyncio's own loop
     with pytest.raises(SettingsError, match="MCPUC_EVENT_LOOP is uvloop, but uvloop is not installed"):
         valid_settings(event_loop="uvloop").require_safe_to_serve()

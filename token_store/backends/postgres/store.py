@@ -22,7 +22,7 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
@@ -33,17 +33,23 @@ from token_store.backends.postgres.migrations import SCHEMA_VERSION, SchemaBehin
 from token_store.base import StoreUnavailable, TooManyPending
 from token_store.crypto import KeyRing
 from token_store.models import (
+    DELETIONS_KEPT,
     LIVE_STATUSES,
     ClientRegistration,
     Connection,
     ConnectionKey,
     ConnectionStatus,
+    Deletion,
     ElicitationStatus,
     OAuthState,
     PendingElicitation,
+    SealedConnection,
+    Transition,
     UserRef,
     WebhookMessage,
+    require_transition,
 )
+from token_store.store_copy import Change, Decision
 
 _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
@@ -74,6 +80,39 @@ _UPSERT_CONNECTION = _INSERT_ROW + ", ".join(
     f"{c} = excluded.{c}" for c in _ROW_COLUMNS[4:] if c != "connected_at"
 )
 
+_KEY_WHERE = " AND ".join(f"{c} = ${i}" for i, c in enumerate(_ROW_KEY, 1))
+_SELECT_CONNECTION = f"SELECT {', '.join(_ROW_COLUMNS)} FROM connections WHERE {_KEY_WHERE}"  # noqa: S608
+_SELECT_DELETION = f"SELECT deleted_at, expires_at FROM deleted_connections WHERE {_KEY_WHERE}"  # noqa: S608
+_INSERT_CONNECTION = f"INSERT INTO connections ({', '.join(_ROW_COLUMNS)}) VALUES ({_VALUES})"  # noqa: S608
+_DELETION_VALUES = ", ".join(f"${i}" for i in range(1, len(codec.DELETION_COLUMNS) + 1))
+_INSERT_DELETION = (
+    f"INSERT INTO deleted_connections ({', '.join(codec.DELETION_COLUMNS)}) VALUES ({_DELETION_VALUES})"  # noqa: S608
+)
+_REPLACE_DELETION = f"UPDATE deleted_connections SET deleted_at = $5, expires_at = $6 WHERE {_KEY_WHERE}"  # noqa: S608
+
+
+def _remember_gone(now: str, kept: str) -> str:
+    """An INSERT remembering each connection the `gone` of a data-modifying WITH deleted, as deleted
+    at the parameter `now`, for `kept` seconds (a later deletion replaces an earlier one)."""
+    return (
+        f"INSERT INTO deleted_connections ({', '.join(codec.DELETION_COLUMNS)}) "  # noqa: S608 - constant
+        f"SELECT iss, sub, provider, account, {now}::double precision, "
+        # mutant: postgres.remember_deletion "FROM gone " -> "FROM gone WHERE false "
+        f"{now}::double precision + {kept}::double precision FROM gone "
+        f"ON CONFLICT ({', '.join(_ROW_KEY)}) DO UPDATE SET deleted_at = excluded.deleted_at, "
+        "expires_at = excluded.expires_at"
+    )
+
+
+_COPY_PAGE = 256
+_COPY_ATTEMPTS = 5  # of a copy step that met a row inserted since it read (change_connection)
+_WEBHOOK_COLUMNS = ", ".join(codec.WEBHOOK_COLUMNS)
+_ENQUEUE_WEBHOOK = (
+    f"INSERT INTO webhook_outbox ({_WEBHOOK_COLUMNS}) "  # noqa: S608 - constant
+    f"VALUES ({', '.join(f'${i}' for i in range(1, len(codec.WEBHOOK_COLUMNS) + 1))}) "
+    "ON CONFLICT (id) DO NOTHING"
+)
+
 
 def _transition_sql(first: int) -> str:
     """Compare-and-set of an elicitation's status (the record's JSON carries it too), its
@@ -91,7 +130,13 @@ _TRANSITION = _transition_sql(1)
 # The database server's clock, in the store's unit: locks expire by it (see the module docstring).
 _DB_NOW = "extract(epoch from clock_timestamp())::double precision"
 # Each table with a TTL, and the clock its expiry is judged by ($1: the store's).
-_TTL_TABLES = (("elicitations", "$1"), ("oauth_states", "$1"), ("nonces", "$1"), ("locks", _DB_NOW))
+_TTL_TABLES = (
+    ("elicitations", "$1"),
+    ("oauth_states", "$1"),
+    ("nonces", "$1"),
+    ("locks", _DB_NOW),
+    ("deleted_connections", "$1"),
+)
 # Every non-token row carries a TTL (docs/threat-model.md, "Every non-token key has a TTL"); reads
 # ignore expired rows anyway, so the purge only bounds how long they linger. One statement.
 _PURGE = "WITH {} SELECT {}".format(
@@ -194,25 +239,29 @@ class PostgresStore:
         return codec.open_connection_rows(self._keyring, user, rows)
 
     async def delete_connection(self, key: ConnectionKey) -> bool:
+        # One statement: the deletion is remembered with it (token_store/store_copy.py).
         rows = await self._fetch(
             "delete_connection",
-            "DELETE FROM connections WHERE iss = $1 AND sub = $2 AND provider = $3 AND account = $4 "
-            "RETURNING 1",
-            key.user.iss,
-            key.user.sub,
-            key.provider,
-            key.account,
+            f"WITH gone AS (DELETE FROM connections WHERE {_KEY_WHERE} "  # noqa: S608 - constant
+            f"RETURNING iss, sub, provider, account), remembered AS ({_remember_gone('$5', '$6')}) "
+            "SELECT 1 FROM gone",
+            *codec.key_values(key),
+            self._clock(),
+            DELETIONS_KEPT,
         )
         return bool(rows)
 
     async def delete_connections(self, user: UserRef, provider: str) -> list[Connection]:
         rows = await self._fetch(
             "delete_connections",
-            "DELETE FROM connections WHERE iss = $1 AND sub = $2 AND provider = $3 "  # noqa: S608
-            f"RETURNING {_READ_COLUMNS}",
+            "WITH gone AS (DELETE FROM connections WHERE iss = $1 AND sub = $2 AND provider = $3 "  # noqa: S608 - constant
+            f"RETURNING iss, sub, {_READ_COLUMNS}), remembered AS ({_remember_gone('$4', '$5')}) "
+            f"SELECT {_READ_COLUMNS} FROM gone",
             user.iss,
             user.sub,
             provider,
+            self._clock(),
+            DELETIONS_KEPT,
         )
         rows.sort(key=lambda r: r[1])  # RETURNING order is unspecified
         return codec.open_connection_rows(self._keyring, user, rows)
@@ -364,7 +413,7 @@ class PostgresStore:
             elicitation_id,
             self._clock(),
         )
-        return PendingElicitation.from_json(rows[0][0]) if rows else None
+        return codec.elicitation_of_rows(rows)
 
     async def live_elicitations(self, user: UserRef) -> list[PendingElicitation]:
         rows = await self._read(
@@ -391,21 +440,16 @@ class PostgresStore:
             elicitation_id,
             self._clock(),
         )
-        if not rows:
-            return None
-        elicitation = PendingElicitation.from_json(rows[0][0])
-        held = codec.open_connection_rows(
-            self._keyring, elicitation.user, [tuple(row)[1:] for row in rows if row[1] is not None]
-        )
-        return elicitation, held[0] if held else None
+        return codec.elicitation_with_connection_rows(self._keyring, rows)
 
     async def transition_elicitation(
         self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
     ) -> PendingElicitation | None:
+        require_transition(expected, new)
         rows = await self._fetch(
-            "transition_elicitation", _TRANSITION, new.value, elicitation_id, expected.value, self._clock()
+            "transition_elicitation", _TRANSITION, *self._transition_params(elicitation_id, expected, new)
         )
-        return PendingElicitation.from_json(rows[0][0]) if rows else None
+        return codec.elicitation_of_rows(rows)
 
     async def open_elicitation(self, state: OAuthState) -> PendingElicitation | None:
         key, blob = codec.seal_state(self._keyring, state)
@@ -416,15 +460,12 @@ class PostgresStore:
             f"WITH opened AS ({_TRANSITION}), stored AS (INSERT INTO oauth_states "  # noqa: S608 - constant
             # mutant: postgres.open_elicitation_single_use " FROM opened)" -> ")"
             "(key, blob, expires_at) SELECT $5, $6, $7 FROM opened) SELECT record FROM opened",
-            ElicitationStatus.OPENED.value,
-            state.elicitation.id,
-            ElicitationStatus.PENDING.value,
-            self._clock(),
+            *self._transition_params(state.elicitation.id, *Transition.OPEN.value),
             key,
             blob,
             state.expires_at,
         )
-        return PendingElicitation.from_json(rows[0][0]) if rows else None
+        return codec.elicitation_of_rows(rows)
 
     async def complete_elicitation(
         self, connection: Connection, elicitation_id: str
@@ -435,12 +476,9 @@ class PostgresStore:
             "complete_elicitation",
             f"WITH stored AS ({_UPSERT_CONNECTION}) {_transition_sql(len(_ROW_COLUMNS) + 1)}",
             *self._connection_row(connection),
-            ElicitationStatus.COMPLETE.value,
-            elicitation_id,
-            ElicitationStatus.OPENED.value,
-            self._clock(),
+            *self._transition_params(elicitation_id, *Transition.COMPLETE.value),
         )
-        return PendingElicitation.from_json(rows[0][0]) if rows else None
+        return codec.elicitation_of_rows(rows)
 
     # --- one-time records -----------------------------------------------------------------
     async def put_oauth_state(self, state: OAuthState) -> None:
@@ -517,12 +555,7 @@ class PostgresStore:
             if not page:
                 break
             after = tuple(page[-1])[:4]
-            updates = []
-            for iss, sub, provider, account, blob in page:
-                key = ConnectionKey(UserRef(iss, sub), provider, account)
-                new = codec.reseal_tokens(self._keyring, key, blob)
-                if new is not None:
-                    updates.append((new, iss, sub, provider, account, blob))
+            updates = codec.resealed_connection_rows(self._keyring, page)
             rewritten += await self._update_each(
                 "UPDATE connections SET blob = $1 WHERE iss = $2 AND sub = $3 AND provider = $4 "
                 "AND account = $5 AND blob = $6 RETURNING 1",
@@ -537,11 +570,7 @@ class PostgresStore:
             len(fresh),
             fresh,
         )
-        state_updates = []
-        for key, blob in states:
-            new = codec.reseal_state(self._keyring, key, blob)
-            if new is not None:
-                state_updates.append((new, key, blob))
+        state_updates = codec.resealed_state_rows(self._keyring, states)
         rewritten += await self._update_each(
             "UPDATE oauth_states SET blob = $1 WHERE key = $2 AND blob = $3 RETURNING 1", state_updates
         )
@@ -647,28 +676,23 @@ class PostgresStore:
     async def enqueue_webhook(self, message: WebhookMessage) -> None:
         await self._execute(
             "enqueue_webhook",
-            "INSERT INTO webhook_outbox VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
-            message.id,
-            message.type,
-            message.body,
-            message.created_at,
-            message.next_attempt_at,
-            message.attempts,
+            _ENQUEUE_WEBHOOK,
+            *codec.webhook_values(message),
         )
 
     async def claim_webhooks(self, now: float, lease_seconds: float, limit: int) -> list[WebhookMessage]:
         # SKIP LOCKED: replicas claiming at once take different rows instead of waiting in line.
         rows = await self._fetch(
             "claim_webhooks",
-            "UPDATE webhook_outbox SET next_attempt_at = $1 WHERE id IN (SELECT id FROM webhook_outbox "
+            "UPDATE webhook_outbox SET next_attempt_at = $1 WHERE id IN (SELECT id FROM webhook_outbox "  # noqa: S608 - constant
             "WHERE next_attempt_at <= $2 ORDER BY next_attempt_at, created_at LIMIT $3 "
             "FOR UPDATE SKIP LOCKED) "
-            "RETURNING id, type, body, created_at, next_attempt_at, attempts",
+            f"RETURNING {_WEBHOOK_COLUMNS}",
             now + lease_seconds,
             now,
             limit,
         )
-        return sorted((WebhookMessage(*row) for row in rows), key=lambda m: (m.created_at, m.id))
+        return codec.webhook_messages(rows)
 
     async def settle_webhook(self, message_id: str, retry_at: float | None) -> None:
         if retry_at is None:
@@ -680,6 +704,97 @@ class PostgresStore:
             retry_at,
             message_id,
         )
+
+    # --- moving to another store (token_store/store_copy.py) ------------------------------
+    async def sealed_connections(self) -> AsyncIterator[SealedConnection]:
+        after: tuple[str, ...] = ("", "", "", "")
+        while True:
+            page = await self._read(
+                "sealed_connections",
+                f"SELECT {', '.join(_ROW_COLUMNS)} FROM connections "  # noqa: S608 - constant
+                "WHERE (iss, sub, provider, account) > ($1, $2, $3, $4) "
+                "ORDER BY iss, sub, provider, account LIMIT $5",
+                *after,
+                _COPY_PAGE,
+            )
+            if not page:
+                return
+            after = tuple(page[-1])[:4]
+            for row in page:
+                sealed = codec.sealed_of_row(tuple(row))
+                if sealed is not None:
+                    yield sealed
+
+    async def deletions(self) -> AsyncIterator[Deletion]:
+        rows = await self._read(
+            "deletions",
+            "SELECT iss, sub, provider, account, deleted_at FROM deleted_connections WHERE expires_at > $1",
+            self._clock(),
+        )
+        for row in rows:
+            yield codec.deletion_of_row(tuple(row))
+
+    async def default_accounts(self) -> AsyncIterator[tuple[UserRef, str, str]]:
+        rows = await self._read(
+            "default_accounts", "SELECT iss, sub, provider, account FROM default_accounts"
+        )
+        for iss, sub, provider, account in rows:
+            yield UserRef(iss, sub), provider, account
+
+    async def change_connection(self, key: ConnectionKey, decide: Decision) -> Change:
+        now = self._clock()
+
+        async def change(conn: Any) -> Change:
+            # Under READ COMMITTED: the row read FOR UPDATE cannot change until the commit; a row
+            # inserted meanwhile where none was read (a connection, a deletion) makes the plain
+            # INSERT below fail, and the whole step is tried again on what is there then.
+            async with conn.transaction():
+                row = await conn.fetchrow(f"{_SELECT_CONNECTION} FOR UPDATE", *codec.key_values(key))
+                remembered = await conn.fetchrow(f"{_SELECT_DELETION} FOR UPDATE", *codec.key_values(key))
+                held = None if row is None else codec.sealed_of_row(tuple(row))
+                live = remembered is not None and remembered[1] > now
+                made = decide(held, Deletion(key, remembered[0]) if live else None)
+                if made.remove:
+                    await conn.execute(f"DELETE FROM connections WHERE {_KEY_WHERE}", *codec.key_values(key))  # noqa: S608
+                if made.put is not None:
+                    sql = _INSERT_CONNECTION if row is None else _PUT_CONNECTION
+                    await conn.execute(sql, *codec.sealed_values(made.put))
+                if made.deletion is not None:
+                    sql = _INSERT_DELETION if remembered is None else _REPLACE_DELETION
+                    await conn.execute(sql, *codec.deletion_values(made.deletion))
+                return made
+
+        for attempt in range(_COPY_ATTEMPTS):
+            try:
+                return await self._with_conn("change_connection", change)
+            except StoreUnavailable as exc:
+                if attempt == _COPY_ATTEMPTS - 1 or not isinstance(
+                    exc.__cause__, asyncpg.UniqueViolationError
+                ):
+                    raise
+        raise AssertionError("unreachable")
+
+    async def copy_default_account(self, user: UserRef, provider: str, account: str) -> None:
+        await self._execute(
+            "copy_default_account",
+            "INSERT INTO default_accounts (iss, sub, provider, account) VALUES ($1, $2, $3, $4) "
+            "ON CONFLICT (iss, sub, provider) DO NOTHING",
+            user.iss,
+            user.sub,
+            provider,
+            account,
+        )
+
+    async def open_copy_window(self, now: float, *, new: bool) -> float:
+        conflict = "DO UPDATE SET opened_at = excluded.opened_at" if new else "DO NOTHING"
+        rows = await self._fetch(
+            "open_copy_window",
+            "WITH opened AS (INSERT INTO copy_window (id, opened_at) VALUES (1, $1) "  # noqa: S608 - constant
+            f"ON CONFLICT (id) {conflict} RETURNING opened_at) SELECT opened_at FROM opened UNION ALL "
+            "SELECT opened_at FROM copy_window WHERE NOT EXISTS (SELECT 1 FROM opened)",
+            now,
+        )
+        return float(rows[0][0])
 
     # --- lifecycle ------------------------------------------------------------------------
     async def purge_expired(self) -> int:
@@ -707,6 +822,12 @@ class PostgresStore:
                 pool.terminate()
 
     # --- helpers --------------------------------------------------------------------------
+    def _transition_params(
+        self, elicitation_id: str, old: ElicitationStatus, new: ElicitationStatus
+    ) -> tuple[str, str, str, float]:
+        """The parameters of `_transition_sql`, in its order."""
+        return new.value, elicitation_id, old.value, self._clock()
+
     def _connection_row(self, connection: Connection) -> tuple[Any, ...]:
         """The `connections` row of `connection` in `_ROW_COLUMNS` order, its token set sealed."""
         return codec.connection_values(self._keyring, connection)

@@ -7,6 +7,10 @@ Key layout (docs/redis.md has the full table); `u` is `user_tag(user)`, a hash o
 - `{prefix}user:{u}:providers`: set of providers the user has connections at. No TTL.
 - `{prefix}user:{u}:defaults`: hash, field = provider, value = the account the user chose there
   (not secret). No TTL.
+- `{prefix}gone:{u}:{provider}`: hash, field = account, value = JSON with iss, sub and when the
+  connection was deleted (not secret; token_store/store_copy.py). Each entry kept
+  `DELETIONS_KEPT`, the hash as long past its newest entry.
+- `{prefix}copy-window`: string, when the first `store copy-from` into this store began. No TTL.
 - `{prefix}elic:{id}`: hash (status, record, user, expires_at), TTL until the elicitation expires.
 - `{prefix}elic-user:{u}`: zset of the user's live elicitation ids scored by expires_at, TTL.
 - `{prefix}state:{sha256(state)}`: sealed OAuth state, TTL. `{prefix}nonce:{sha256(nonce)}`: TTL.
@@ -48,16 +52,22 @@ from token_store import codec
 from token_store.base import StoreUnavailable, TooManyPending
 from token_store.crypto import KeyRing
 from token_store.models import (
+    DELETIONS_KEPT,
     ClientRegistration,
     Connection,
     ConnectionKey,
     ConnectionStatus,
+    Deletion,
     ElicitationStatus,
     OAuthState,
     PendingElicitation,
+    SealedConnection,
+    Transition,
     UserRef,
     WebhookMessage,
+    require_transition,
 )
+from token_store.store_copy import Change, Decision
 
 _log = logging.getLogger(__name__)
 
@@ -70,6 +80,7 @@ _SCAN_COUNT = 500
 _REENCRYPT_ATTEMPTS = 3  # per field, when a concurrent write changed it between read and write-back
 _SLOT_ATTEMPTS = 16  # Cluster: a nonce slot's read-then-replace; each round one concurrent put wins
 _USER_TAG_CHARS = 32  # 128 bits of sha256: collisions are out of reach, keys stay short
+_COPY_ATTEMPTS = 8  # a copy step whose key changed between its read and its write, tried again
 
 
 def _lua(*names: str) -> str:
@@ -85,9 +96,9 @@ _OPEN_ELICITATION = _lua("transition", "open_elicitation")
 _COMPLETE_ELICITATION = _lua("transition", "complete_elicitation")
 _ELICITATION_WITH_CONNECTION = _lua("elicitation_with_connection")
 _PUT_CONNECTION = _lua("put_connection")
-_DELETE_CONNECTION = _lua("delete_connection")
-_DELETE_CONNECTIONS = _lua("delete_connections")
-_COPY_CONNECTION = _lua("copy_connection")
+_DELETE_CONNECTION = _lua("remember_deletion", "delete_connection")
+_DELETE_CONNECTIONS = _lua("remember_deletion", "delete_connections")
+_CHANGE_CONNECTION = _lua("remember_deletion", "change_connection")
 _CAS_FIELD = _lua("cas_field")
 _CAS_STRING = _lua("cas_string")
 _REPLACE_CONNECTION = _lua("stored_value", "replace_connection")
@@ -138,8 +149,19 @@ class _Keys:
     def conn_prefix(self) -> str:
         return f"{self.prefix}conn:"
 
+    def per_provider(self, kind: str, tag: str, provider: str) -> str:
+        """A key of one user at one provider: `conn` (their connections), `gone` (deletions)."""
+        return f"{self.prefix}{kind}:{self.user(tag)}:{provider}"
+
     def conn(self, tag: str, provider: str) -> str:
-        return f"{self.conn_prefix}{self.user(tag)}:{provider}"
+        return self.per_provider("conn", tag, provider)
+
+    def gone(self, tag: str, provider: str) -> str:
+        return self.per_provider("gone", tag, provider)
+
+    @property
+    def copy_window(self) -> str:
+        return f"{self.prefix}copy-window"
 
     def providers(self, tag: str) -> str:
         return f"{self.prefix}user:{self.user(tag)}:providers"
@@ -238,7 +260,7 @@ class RedisStore:
         self._put_connection = client.register_script(_PUT_CONNECTION)
         self._delete_connection = client.register_script(_DELETE_CONNECTION)
         self._delete_connections = client.register_script(_DELETE_CONNECTIONS)
-        self._copy_connection = client.register_script(_COPY_CONNECTION)
+        self._change_connection = client.register_script(_CHANGE_CONNECTION)
         self._cas_field = client.register_script(_CAS_FIELD)
         self._cas_string = client.register_script(_CAS_STRING)
         self._replace_connection = client.register_script(_REPLACE_CONNECTION)
@@ -328,18 +350,21 @@ class RedisStore:
         return connections
 
     async def delete_connection(self, key: ConnectionKey) -> bool:
-        tag = user_tag(key.user)
-        keys = [self._keys.conn(tag, key.provider), self._keys.providers(tag)]
+        # One script: the deletion is remembered with it (token_store/store_copy.py).
+        now = self._clock()
+        args = [key.account, key.provider, _deletion_value(key.user, now), *self._kept_args(now)]
         async with self._guard("delete_connection"):
-            deleted = await self._delete_connection(keys=keys, args=[key.account, key.provider])
+            deleted = await self._delete_connection(
+                keys=self._connection_keys(key.user, key.provider), args=args
+            )
         return bool(deleted)
 
     async def delete_connections(self, user: UserRef, provider: str) -> list[Connection]:
-        tag = user_tag(user)
-        name = self._keys.conn(tag, provider)
+        now = self._clock()
+        args = [provider, _deletion_value(user, now), *self._kept_args(now)]
         # Read and delete in one script: what is returned is exactly what was deleted.
         async with self._guard("delete_connections"):
-            flat = await self._delete_connections(keys=[name, self._keys.providers(tag)], args=[provider])
+            flat = await self._delete_connections(keys=self._connection_keys(user, provider), args=args)
         return self._open_hash(user, provider, dict(zip(flat[::2], flat[1::2], strict=True)))
 
     async def replace_connection(self, connection: Connection, expected_updated_at: float) -> bool:
@@ -489,6 +514,7 @@ class RedisStore:
     async def transition_elicitation(
         self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
     ) -> PendingElicitation | None:
+        require_transition(expected, new)
         args = self._transition_args(elicitation_id, expected, new)
         async with self._guard("transition_elicitation") as client:
             live = await self._declared_live_set(client, elicitation_id)
@@ -512,7 +538,7 @@ class RedisStore:
     async def open_elicitation(self, state: OAuthState) -> PendingElicitation | None:
         elicitation_id = state.elicitation.id
         digest, blob = codec.seal_state(self._keyring, state)
-        args = self._transition_args(elicitation_id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
+        args = self._transition_args(elicitation_id, *Transition.OPEN.value)
         args += [blob, _ttl_ms(state.expires_at, self._clock())]
         if self._keys.cluster:
             require_slot_tag(state.state, elicitation_id[:SLOT_TAG_CHARS])
@@ -526,14 +552,14 @@ class RedisStore:
             raise StoreUnavailable("redis store: open_elicitation failed (state already exists)")
         if reply[0] != 1:
             return None
-        return replace(PendingElicitation.from_json(reply[1]), status=ElicitationStatus.OPENED)
+        return replace(PendingElicitation.from_json(reply[1]), status=Transition.OPEN.new)
 
     async def complete_elicitation(
         self, connection: Connection, elicitation_id: str
     ) -> PendingElicitation | None:
         key = connection.key
         tag = user_tag(key.user)
-        args = self._transition_args(elicitation_id, ElicitationStatus.OPENED, ElicitationStatus.COMPLETE)
+        args = self._transition_args(elicitation_id, *Transition.COMPLETE.value)
         args += [key.account, key.provider, self._connection_value(connection)]
         keys = [
             self._keys.elic(elicitation_id),
@@ -551,7 +577,7 @@ class RedisStore:
             record = await self._complete_elicitation(keys=keys, args=args, client=client)
         if record is None:
             return None
-        return replace(PendingElicitation.from_json(record), status=ElicitationStatus.COMPLETE)
+        return replace(PendingElicitation.from_json(record), status=Transition.COMPLETE.new)
 
     def _transition_args(
         self, elicitation_id: str, expected: ElicitationStatus, new: ElicitationStatus
@@ -642,7 +668,7 @@ class RedisStore:
         return rewritten
 
     async def _reencrypt_hash(self, client: Redis | RedisCluster, name: str) -> int:
-        parsed = self._parse_conn_name(name)
+        parsed = self._parse_provider_name("conn", name)
         if parsed is None:
             return 0
         tag, provider = parsed
@@ -668,14 +694,13 @@ class RedisStore:
     def _resealed_value(self, tag: str, provider: str, account: str, raw: Any) -> bytes | None:
         """`raw` with its blob sealed again under the primary key; None when the value is current,
         malformed, moved from another user, or does not open."""
-        stored = _StoredConnection.parse(raw)
+        stored = _stored_connection(raw, provider, account)
         if stored is None or not self._keyring.is_stale(stored.blob):
             return None
-        user = UserRef(stored.iss, stored.sub)
-        if user_tag(user) != tag:  # moved here from another user's hash: leave it alone
+        if user_tag(stored.key.user) != tag:  # moved here from another user's hash: leave it alone
             return None
-        blob = codec.reseal_tokens(self._keyring, ConnectionKey(user, provider, account), stored.blob)
-        return None if blob is None else replace(stored, blob=blob).dump()
+        blob = codec.reseal_tokens(self._keyring, stored.key, stored.blob)
+        return None if blob is None else _connection_value(replace(stored, blob=blob))
 
     async def _reencrypt_state(self, client: Redis | RedisCluster, name: str) -> int:
         digest = name.removeprefix(self._keys.state_prefix)
@@ -749,40 +774,104 @@ class RedisStore:
                 count += blob is not None and _bytes(blob).startswith(prefix)
         return count
 
-    # --- moving to another layout ---------------------------------------------------------
-    async def copy_connections_from(self, source: RedisStore) -> int:
-        """Copy every connection and remembered default account of `source` (another Redis store,
-        such as a single primary whose deployment moves to Cluster) into this store, in this
-        store's layout; return how many connections were written.
+    # --- moving to another store (token_store/store_copy.py) ------------------------------
+    async def sealed_connections(self) -> AsyncIterator[SealedConnection]:
+        async with self._guard("sealed_connections") as client:
+            async for tag, provider, fields in self._provider_hashes(client, "conn"):
+                for account, raw in fields.items():
+                    stored = _stored_connection(raw, provider, _text(account))
+                    if stored is not None and user_tag(stored.key.user) == tag:
+                        yield stored
 
-        Values are copied as they are: a sealed token set's associated data is its connection key
-        (user, provider, account), not the Redis key name, so it opens under any layout. A
-        connection this store already holds at least as new (`updated_at`) is kept, so running the
-        copy again after the replicas switched picks up what the old store got meanwhile without
-        undoing what the new one got. Pending flows, states, nonces and locks are not copied:
-        they live for minutes, and a flow cut by the switch is asked again."""
-        copied = 0
-        async with source._guard("copy_connections_from") as old, self._guard("copy_connections_from") as new:
-            async for name in old.scan_iter(
-                match=source._keys.pattern("conn"), count=_SCAN_COUNT, _type="hash"
+    async def deletions(self) -> AsyncIterator[Deletion]:
+        now = self._clock()
+        async with self._guard("deletions") as client:
+            async for tag, provider, fields in self._provider_hashes(client, "gone"):
+                for account, raw in fields.items():
+                    user = _deleted_user(raw)
+                    if user is None or user_tag(user) != tag:
+                        continue
+                    deletion = _deletion(ConnectionKey(user, provider, _text(account)), raw, now)
+                    if deletion is not None:
+                        yield deletion
+
+    async def default_accounts(self) -> AsyncIterator[tuple[UserRef, str, str]]:
+        async with self._guard("default_accounts") as client:
+            async for name in client.scan_iter(
+                match=self._keys.pattern("user"), count=_SCAN_COUNT, _type="hash"
             ):
-                parsed = source._parse_conn_name(_text(name))
-                if parsed is None:
-                    continue
-                tag, provider = parsed
-                keys = [self._keys.conn(tag, provider), self._keys.providers(tag)]
-                for account, value in (await old.hgetall(name)).items():
-                    copied += int(await self._copy_connection(keys=keys, args=[account, value, provider]))
-            async for name in old.scan_iter(
-                match=source._keys.pattern("user"), count=_SCAN_COUNT, _type="hash"
-            ):
-                owner = source._parse_defaults_name(_text(name))
-                if owner is None:
-                    continue
-                target = self._keys.defaults(owner)
-                for chosen_at, account in (await old.hgetall(name)).items():
-                    await new.hsetnx(target, chosen_at, account)  # a choice made on the target stays
-        return copied
+                tag = self._parse_defaults_name(_text(name))
+                # The hash names the user by a hash only: their (iss, sub) is in their connections,
+                # and a default of a user with none left has nothing to choose from.
+                user = None if tag is None else await self._user_of_tag(client, tag)
+                if user is not None:
+                    for provider, account in (await client.hgetall(name)).items():
+                        yield user, _text(provider), _text(account)
+
+    async def change_connection(self, key: ConnectionKey, decide: Decision) -> Change:
+        keys = self._connection_keys(key.user, key.provider)
+        async with self._replicated("change_connection") as client:
+            for _ in range(_COPY_ATTEMPTS):
+                # Read, decide, then write only if both fields are still as read (the script).
+                now = self._clock()
+                held = await client.hget(keys[0], key.account)
+                remembered = await client.hget(keys[2], key.account)
+                stored = None if held is None else _stored_connection(held, key.provider, key.account)
+                made = decide(
+                    None if stored is None else replace(stored, key=key),
+                    None if remembered is None else _deletion(key, remembered, now),
+                )
+                if made.put is None and not made.remove and made.deletion is None:
+                    return made
+                args = [
+                    key.account,
+                    key.provider,
+                    held or b"",
+                    remembered or b"",
+                    b"" if made.put is None else _connection_value(made.put),
+                    "1" if made.remove else "0",
+                    b"" if made.deletion is None else _deletion_value(key.user, made.deletion.deleted_at),
+                    *self._kept_args(now),
+                ]
+                if await self._change_connection(keys=keys, args=args, client=client):
+                    return made
+        raise StoreUnavailable("redis store: change_connection failed (the key kept changing)")
+
+    async def copy_default_account(self, user: UserRef, provider: str, account: str) -> None:
+        async with self._guard("copy_default_account") as client:
+            await client.hsetnx(self._keys.defaults(user_tag(user)), provider, account)
+
+    async def open_copy_window(self, now: float, *, new: bool) -> float:
+        async with self._guard("open_copy_window") as client:
+            await client.set(self._keys.copy_window, _num(now), nx=not new)
+            return float(_text(await client.get(self._keys.copy_window)))
+
+    def _connection_keys(self, user: UserRef, provider: str) -> list[str]:
+        """The connection hash, provider index and deletion hash of `user` at `provider`: what the
+        scripts that store or delete a connection touch (one slot on Cluster)."""
+        tag = user_tag(user)
+        return [self._keys.conn(tag, provider), self._keys.providers(tag), self._keys.gone(tag, provider)]
+
+    def _kept_args(self, now: float) -> list[str | int]:
+        """ARGV of scripts/remember_deletion.lua: now, and how long a deletion is kept."""
+        return [_num(now), _num(DELETIONS_KEPT), int(DELETIONS_KEPT * 1000)]
+
+    async def _provider_hashes(
+        self, client: Redis | RedisCluster, kind: str
+    ) -> AsyncIterator[tuple[str, str, dict[Any, Any]]]:
+        """(user tag, provider, fields) of every `{prefix}{kind}:{u}:{provider}` hash."""
+        async for name in client.scan_iter(match=self._keys.pattern(kind), count=_SCAN_COUNT, _type="hash"):
+            parsed = self._parse_provider_name(kind, _text(name))
+            if parsed is not None:
+                yield *parsed, await client.hgetall(name)
+
+    async def _user_of_tag(self, client: Redis | RedisCluster, tag: str) -> UserRef | None:
+        for provider in sorted(_text(p) for p in await client.smembers(self._keys.providers(tag))):
+            for account, raw in (await client.hgetall(self._keys.conn(tag, provider))).items():
+                stored = _stored_connection(raw, provider, _text(account))
+                if stored is not None and user_tag(stored.key.user) == tag:
+                    return stored.key.user
+        return None
 
     def _parse_defaults_name(self, name: str) -> str | None:
         """The user tag of a `{prefix}user:{tag}:defaults` name in this store's layout."""
@@ -793,16 +882,16 @@ class RedisStore:
             return None
         return rest
 
-    def _parse_conn_name(self, name: str) -> tuple[str, str] | None:
-        # `{prefix}conn:{tag}:{provider}` (on Cluster `{prefix}conn:{{slot}}{tag}:{provider}`); the
-        # tag has a fixed length, so a provider may contain ':'.
-        rest = name.removeprefix(self._keys.conn_prefix)
+    def _parse_provider_name(self, kind: str, name: str) -> tuple[str, str] | None:
+        # `{prefix}{kind}:{tag}:{provider}` (on Cluster `{prefix}{kind}:{{slot}}{tag}:{provider}`);
+        # the tag has a fixed length, so a provider may contain ':'.
+        rest = name.removeprefix(f"{self._keys.prefix}{kind}:")
         if self._keys.cluster:
             rest = rest[SLOT_TAG_CHARS + 2 :]
         tag, provider = rest[:_USER_TAG_CHARS], rest[_USER_TAG_CHARS + 1 :]
         if len(tag) != _USER_TAG_CHARS or rest[_USER_TAG_CHARS : _USER_TAG_CHARS + 1] != ":" or not provider:
             return None
-        if self._keys.conn(tag, provider) != name:
+        if self._keys.per_provider(kind, tag, provider) != name:
             return None
         return tag, provider
 
@@ -849,63 +938,40 @@ class RedisStore:
             require_replica_acknowledgement(op, int(acknowledged), self._wait_replicas)
 
     def _connection_value(self, connection: Connection) -> bytes:
-        key = connection.key
-        return _StoredConnection(
-            iss=key.user.iss,
-            sub=key.user.sub,
-            blob=codec.seal_tokens(self._keyring, key, connection.tokens),
-            label=connection.account_label,
-            connected_at=connection.connected_at,
-            updated_at=connection.updated_at,
-            status=connection.status,
-            refreshed_at=connection.refreshed_at,
-        ).dump()
+        return _connection_value(codec.seal_connection(self._keyring, connection))
 
     @staticmethod
-    def _parse_fields(fields: Mapping[Any, Any]) -> list[tuple[str, _StoredConnection]]:
+    def _parse_fields(provider: str, fields: Mapping[Any, Any]) -> list[SealedConnection]:
+        """The connections of a `conn:` hash at `provider`, in account order, as their values say."""
         parsed = []
         for account_raw, raw in fields.items():
             account = _text(account_raw)
-            stored = _StoredConnection.parse(raw)
+            stored = _stored_connection(raw, provider, account)
             if stored is None:
                 _log.warning("stored connection is malformed; treating it as absent (account=%s)", account)
                 continue
-            parsed.append((account, stored))
-        return parsed
+            parsed.append(stored)
+        return sorted(parsed, key=lambda stored: stored.key.account)
 
     def _newest_connection(
         self, user: UserRef, provider: str, fields: Mapping[Any, Any]
     ) -> Connection | None:
         """The most recently updated connection among the hash `fields` that opens."""
-        ordered = sorted(self._parse_fields(fields), key=lambda item: (-item[1].updated_at, item[0]))
-        for account, stored in ordered:
+        ordered = sorted(self._parse_fields(provider, fields), key=lambda stored: -stored.updated_at)
+        for stored in ordered:
             # A record that fails to decrypt reads as absent; the next most recent answers.
-            connection = self._open_connection(ConnectionKey(user, provider, account), stored)
+            connection = self._open_connection(user, stored)
             if connection is not None:
                 return connection
         return None
 
     def _open_hash(self, user: UserRef, provider: str, fields: Mapping[Any, Any]) -> list[Connection]:
-        connections = []
-        for account, stored in sorted(self._parse_fields(fields), key=lambda item: item[0]):
-            connection = self._open_connection(ConnectionKey(user, provider, account), stored)
-            if connection is not None:
-                connections.append(connection)
-        return connections
+        opened = (self._open_connection(user, stored) for stored in self._parse_fields(provider, fields))
+        return [connection for connection in opened if connection is not None]
 
-    def _open_connection(self, key: ConnectionKey, stored: _StoredConnection) -> Connection | None:
-        tokens = codec.open_tokens(self._keyring, key, stored.blob)
-        if tokens is None:
-            return None
-        return Connection(
-            key,
-            tokens,
-            stored.label,
-            stored.connected_at,
-            stored.updated_at,
-            stored.status,
-            stored.refreshed_at,
-        )
+    def _open_connection(self, user: UserRef, stored: SealedConnection) -> Connection | None:
+        """`stored` as `user`'s (never as the user its value names), None when it does not open."""
+        return codec.open_sealed(self._keyring, replace(stored, key=replace(stored.key, user=user)))
 
     # --- operators ------------------------------------------------------------------------
     async def find_connections(
@@ -930,8 +996,8 @@ class RedisStore:
             async for name in client.scan_iter(
                 match=self._keys.pattern("conn"), count=_SCAN_COUNT, _type="hash"
             ):
-                for raw in (await client.hgetall(name)).values():
-                    stored = _StoredConnection.parse(raw)
+                for account, raw in (await client.hgetall(name)).items():
+                    stored = _stored_connection(raw, "", _text(account))  # only its blob counts
                     count += stored is not None and stored.blob.startswith(prefix)
             async for name in client.scan_iter(
                 match=self._keys.pattern("state"), count=_SCAN_COUNT, _type="string"
@@ -965,15 +1031,14 @@ class RedisStore:
             hashes = await pipe.execute()
         connections = []
         for name, fields in zip(names, hashes, strict=True):
-            parsed = self._parse_conn_name(name)
+            parsed = self._parse_provider_name("conn", name)
             if parsed is None:
                 continue
             tag, provider = parsed
-            for account, stored in sorted(self._parse_fields(fields), key=lambda item: item[0]):
-                user = UserRef(stored.iss, stored.sub)
-                if user_tag(user) != tag:  # moved here from another user's hash: not theirs
+            for stored in self._parse_fields(provider, fields):
+                if user_tag(stored.key.user) != tag:  # moved here from another user's hash: not theirs
                     continue
-                connection = self._open_connection(ConnectionKey(user, provider, account), stored)
+                connection = self._open_connection(stored.key.user, stored)
                 if connection is not None:
                     connections.append(connection)
         return connections
@@ -1027,52 +1092,68 @@ class RedisStore:
             )
 
 
-@dataclass(frozen=True)
-class _StoredConnection:
-    """One hash field value. iss/sub are kept so `reencrypt_all` can rebuild the associated data
-    (key names hold only a hash of the user); reads never trust them: the caller's user is used.
-    `status` and `refreshed_at` came later: a value without them reads as status ok, never refreshed."""
+def _connection_value(sealed: SealedConnection) -> bytes:
+    """A `conn:` hash field's value. iss/sub are kept so `reencrypt_all` can rebuild the associated
+    data (key names hold only a hash of the user); reads never trust them: the caller's user is
+    used. The provider and account are the key name and the field."""
+    data = {
+        "iss": sealed.key.user.iss,
+        "sub": sealed.key.user.sub,
+        "blob": base64.b64encode(sealed.blob).decode("ascii"),
+        "label": sealed.account_label,
+        "connected_at": sealed.connected_at,
+        "updated_at": sealed.updated_at,
+        "status": sealed.status.value,
+        "refreshed_at": sealed.refreshed_at,
+    }
+    return json.dumps(data, separators=(",", ":")).encode()
 
-    iss: str
-    sub: str
-    blob: bytes
-    label: str
-    connected_at: float
-    updated_at: float
-    status: ConnectionStatus = ConnectionStatus.OK
-    refreshed_at: float | None = None
 
-    def dump(self) -> bytes:
-        data = {
-            "iss": self.iss,
-            "sub": self.sub,
-            "blob": base64.b64encode(self.blob).decode("ascii"),
-            "label": self.label,
-            "connected_at": self.connected_at,
-            "updated_at": self.updated_at,
-            "status": self.status.value,
-            "refreshed_at": self.refreshed_at,
-        }
-        return json.dumps(data, separators=(",", ":")).encode()
+def _stored_connection(raw: Any, provider: str, account: str) -> SealedConnection | None:
+    """The value of field `account` of a `conn:` hash at `provider`, its user as the value says;
+    None when it is not one (edited or corrupted underneath the store). `status` and
+    `refreshed_at` came later: a value without them reads as status ok, never refreshed."""
+    try:
+        data = json.loads(_bytes(raw))
+        refreshed_at = data.get("refreshed_at")
+        return SealedConnection(
+            key=ConnectionKey(
+                UserRef(_require_str(data["iss"]), _require_str(data["sub"])), provider, account
+            ),
+            blob=base64.b64decode(_require_str(data["blob"]), validate=True),
+            account_label=_require_str(data["label"]),
+            connected_at=float(data["connected_at"]),
+            updated_at=float(data["updated_at"]),
+            status=ConnectionStatus(_require_str(data.get("status", ConnectionStatus.OK.value))),
+            refreshed_at=None if refreshed_at is None else float(refreshed_at),
+        )
+    except (ValueError, TypeError, KeyError, AttributeError, binascii.Error):
+        return None
 
-    @classmethod
-    def parse(cls, raw: Any) -> _StoredConnection | None:
-        """The stored value, or None when it is not one (edited or corrupted underneath the store)."""
-        try:
-            data = json.loads(_bytes(raw))
-            refreshed_at = data.get("refreshed_at")
-            return cls(
-                iss=_require_str(data["iss"]),
-                sub=_require_str(data["sub"]),
-                blob=base64.b64decode(_require_str(data["blob"]), validate=True),
-                label=_require_str(data["label"]),
-                connected_at=float(data["connected_at"]),
-                updated_at=float(data["updated_at"]),
-                status=ConnectionStatus(_require_str(data.get("status", ConnectionStatus.OK.value))),
-                refreshed_at=None if refreshed_at is None else float(refreshed_at),
-            )
-        except (ValueError, TypeError, KeyError, AttributeError, binascii.Error):
-            return None
+
+def _deletion_value(user: UserRef, deleted_at: float) -> bytes:
+    """The value of a `gone:` hash entry: the user (key names hold only a hash of it) and when."""
+    return json.dumps(
+        {"iss": user.iss, "sub": user.sub, "deleted_at": deleted_at}, separators=(",", ":")
+    ).encode()
+
+
+def _deleted_user(raw: Any) -> UserRef | None:
+    try:
+        data = json.loads(_bytes(raw))
+        return UserRef(_require_str(data["iss"]), _require_str(data["sub"]))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def _deletion(key: ConnectionKey, raw: Any, now: float) -> Deletion | None:
+    """The deletion a `gone:` hash entry remembers at `key`; None when malformed or past
+    `DELETIONS_KEPT` (the script forgets those on its next write)."""
+    try:
+        deleted_at = float(json.loads(_bytes(raw))["deleted_at"])
+    except (ValueError, TypeError, KeyError):
+        return None
+    return Deletion(key, deleted_at) if deleted_at + DELETIONS_KEPT > now else None
 
 
 def require_slot_tag(opaque: str, slot: str) -> None:

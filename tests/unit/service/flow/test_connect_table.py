@@ -1,5 +1,6 @@
-"""docs/flow.md, "Elicitation status machine", and `TRANSITIONS` in service/flow/connect.py are
-the same table; and the flow refuses any status change outside it."""
+"""docs/flow.md, "Elicitation status machine", `token_store.Transition` and `TRANSITIONS` in
+service/flow/connect.py are the same table; and the flow refuses any status change outside it
+(every backend does too: tests/integration/token_store/test_store_contract.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from mock_providers.demo import build_demo
 from service.errors import UnknownTransition
 from service.flow.connect import TRANSITIONS, ConnectFlow
 from service.providers.outbound_http import OutboundHttp
-from token_store import ElicitationStatus
+from token_store import ElicitationStatus, Transition
 
 FLOW_MD = Path(__file__).resolve().parents[4] / "docs" / "flow.md"
 
@@ -37,8 +38,13 @@ def documented_table() -> set[tuple[ElicitationStatus, ElicitationStatus]]:
 
 
 def test_the_documented_status_machine_is_the_one_in_code() -> None:
-    assert documented_diagram() == set(TRANSITIONS)
-    assert documented_table() == set(TRANSITIONS)
+    pairs = {transition.value for transition in Transition}
+    assert documented_diagram() == pairs
+    assert documented_table() == pairs
+
+
+def test_the_flow_says_who_makes_every_transition() -> None:
+    assert set(TRANSITIONS) == set(Transition)
 
 
 def test_the_table_names_the_flow_functions() -> None:
@@ -56,7 +62,7 @@ async def test_a_transition_outside_the_table_is_refused(tmp_path: Path) -> None
     flow = ConnectFlow(settings, no_store, OutboundHttp(1.0), clock=lambda: 0.0)  # type: ignore[arg-type]
     for old in ElicitationStatus:
         for new in ElicitationStatus:
-            if (old, new) in TRANSITIONS:
+            if (old, new) in {transition.value for transition in Transition}:
                 continue
             with pytest.raises(UnknownTransition):
                 await flow._transition("e" * 43, old, new)

@@ -37,10 +37,10 @@ from mcp_types import (
 from mcp_types._v2025_11_25 import ElicitRequestFormParams as WireFormParams
 
 from mock_providers.demo import build_demo
-from service.errors import ConnectionNeeded, InvalidRequestState
+from service.errors import InvalidRequestState
 from service.mcp.account_choice import NEW_ACCOUNT_OPTION, AccountChoice, with_notice
 from service.mcp.broker import ConnectionBroker
-from service.mcp.errors import connected
+from service.mcp.errors import ConnectionNeeded, connected
 from service.mcp.revisions.capabilities import supports_form_elicitation
 from service.mcp.revisions.v2026_07_28 import ACCOUNT_INPUT_KEY, RequestState
 from service.providers.outbound_http import OutboundHttp

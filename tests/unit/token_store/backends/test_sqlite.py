@@ -248,8 +248,8 @@ async def test_version_1_database_is_migrated_and_reads_with_status_ok(
 
     fresh = tmp_path / "fresh.sqlite3"
     await (await SQLiteStore.open(fresh, keyring)).close()
-    assert schema_of(path) == schema_of(fresh)  # same columns, defaults, indexes and version (6)
-    assert schema_of(path)["user_version"] == [(6,)]
+    assert schema_of(path) == schema_of(fresh)  # same columns, defaults, indexes and version (7)
+    assert schema_of(path)["user_version"] == [(7,)]
 
     store = await SQLiteStore.open(path, keyring)  # a second open finds nothing to migrate
     try:
@@ -283,11 +283,11 @@ async def test_newer_schema_is_refused_and_left_alone(tmp_path: Path, keyring: K
     make_v1_database(path, keyring, [make_connection()])
     raw = sqlite3.connect(path, isolation_level=None)
     try:
-        raw.execute("PRAGMA user_version = 7")
+        raw.execute("PRAGMA user_version = 8")
     finally:
         raw.close()
     before = schema_of(path)
-    with pytest.raises(StoreUnavailable, match="schema version 7 is newer"):
+    with pytest.raises(StoreUnavailable, match="schema version 8 is newer"):
         await SQLiteStore.open(path, keyring)
     assert schema_of(path) == before  # no column added, version not lowered
 

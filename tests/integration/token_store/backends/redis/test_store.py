@@ -33,6 +33,7 @@ from tests.support.store_contract import (
     make_elicitation,
     make_state,
     make_tokens,
+    reach,
     record_wire,
     redis_prefix,
     redis_server,
@@ -41,14 +42,19 @@ from tests.support.store_contract import (
 )
 from token_store import (
     ConnectionStatus,
+    Deletion,
     ElicitationStatus,
     KeyRing,
     RedisStore,
+    SealedConnection,
     StoreUnavailable,
     TooManyPending,
     UserRef,
+    codec,
     open_store,
 )
+from token_store.models import DELETIONS_KEPT
+from token_store.store_copy import Change, Outcome, copy_unless_deleted
 
 
 @pytest.fixture
@@ -84,7 +90,7 @@ async def test_every_key_that_is_not_a_token_has_a_ttl(store: RedisStore, harnes
     done, opened = make_elicitation(), make_elicitation(BOB)
     for e in (done, opened, make_elicitation()):
         await store.create_elicitation(e, max_live_per_user=5)
-    await store.transition_elicitation(done.id, ElicitationStatus.PENDING, ElicitationStatus.COMPLETE)
+    await reach(store, done, ElicitationStatus.COMPLETE)
     await store.transition_elicitation(opened.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
     await store.put_oauth_state(make_state())
     taken = make_state()
@@ -169,6 +175,54 @@ async def test_key_names_and_ttls_follow_the_documented_layout(
     assert 44_000 < harness.raw.pttl(lock_key) <= 45_000
 
 
+async def test_deletions_are_remembered_per_user_and_provider_for_the_copy_window(
+    store: RedisStore, harness: RedisHarness
+) -> None:
+    p, u = harness.prefix, user_tag(ALICE)
+    conn = make_connection(provider="git:hub")
+    await store.put_connection(conn)
+    assert await store.delete_connection(conn.key)
+    gone = f"{p}gone:{u}:git:hub"
+    assert json.loads(harness.raw.hget(gone, "1") or b"") == {
+        "iss": ALICE.iss,
+        "sub": ALICE.sub,
+        "deleted_at": harness.clock.now,
+    }
+    kept_ms = DELETIONS_KEPT * 1000
+    assert kept_ms - 60_000 < harness.raw.pttl(gone) <= kept_ms
+    # An entry past DELETIONS_KEPT goes with the next deletion in the hash.
+    harness.clock.advance(DELETIONS_KEPT)
+    await store.put_connection(make_connection(provider="git:hub", account="2"))
+    assert await store.delete_connection(make_connection(provider="git:hub", account="2").key)
+    assert harness.raw.hkeys(gone) == [b"2"]
+
+
+async def test_a_copy_step_is_written_only_over_what_it_read(
+    store: RedisStore, harness: RedisHarness, keyring: KeyRing
+) -> None:
+    """A user disconnects on the target between the copy's read and its write: the write is
+    refused, and the step decides again on what is there now, so the grant stays deleted."""
+    conn = make_connection()
+    await store.put_connection(conn)
+    incoming = codec.seal_connection(keyring, replace(conn, tokens=make_tokens(), updated_at=T0 + 60))
+    copy = copy_unless_deleted(incoming)
+    seen: list[tuple[object, object]] = []
+
+    def decide_while_a_user_disconnects(held: SealedConnection | None, deleted: Deletion | None) -> Change:
+        seen.append((held, deleted))
+        if len(seen) == 1:  # what delete_connection does, right after the copy read
+            harness.raw.hdel(harness.conn_key(conn.key), conn.key.account)
+            gone = f"{harness.prefix}gone:{user_tag(ALICE)}:github"
+            value = {"iss": ALICE.iss, "sub": ALICE.sub, "deleted_at": T0 + 30}
+            harness.raw.hset(gone, conn.key.account, json.dumps(value))
+        return copy(held, deleted)
+
+    change = await store.change_connection(conn.key, decide_while_a_user_disconnects)
+    assert change.outcome is Outcome.DELETED
+    assert seen[1] == (None, Deletion(conn.key, T0 + 30))
+    assert await store.get_connection(ALICE, "github") is None
+
+
 async def test_finished_and_expired_elicitations_leave_the_live_set(
     store: RedisStore, harness: RedisHarness
 ) -> None:
@@ -181,7 +235,7 @@ async def test_finished_and_expired_elicitations_leave_the_live_set(
     )
     for e in (done, failed, opened, short):
         await store.create_elicitation(e, max_live_per_user=10)
-    await store.transition_elicitation(done.id, ElicitationStatus.PENDING, ElicitationStatus.COMPLETE)
+    await reach(store, done, ElicitationStatus.COMPLETE)
     await store.transition_elicitation(failed.id, ElicitationStatus.PENDING, ElicitationStatus.FAILED)
     await store.transition_elicitation(opened.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
     assert {m.decode() for m in harness.raw.zrange(live_set, 0, -1)} == {opened.id, short.id}

@@ -1,6 +1,7 @@
 """Redis Cluster, against the session's private three-primary cluster: a single primary's
-connections move to Cluster (`RedisStore.copy_connections_from`, `mcp-url-connect store
-copy-from`) without losing one, also when run again after the switch; every key of one user, and
+connections move to Cluster (`mcp-url-connect store copy-from`, token_store/store_copy.py)
+without losing one, also when run again after the switch (tests/integration/token_store/
+test_store_copy.py: nor bringing back a deleted one); every key of one user, and
 the records its ids name, share one hash slot (`require_slot_tag`); a primary restart fails the
 calls to its slots cleanly and the same store works again.
 
@@ -23,12 +24,14 @@ from tests.support.store_contract import (
     ALICE,
     BOB,
     REDIS_URL,
+    T0,
     FakeClock,
     make_connection,
     make_elicitation,
     make_state,
 )
-from token_store import KeyRing, RedisStore, StoreUnavailable, slot_tag
+from token_store import KeyRing, RedisStore, StoreUnavailable, copy_endpoints, copy_store, slot_tag
+from token_store.store_copy import Outcome
 
 
 @pytest.fixture
@@ -59,7 +62,8 @@ async def test_connections_move_from_a_single_primary_to_cluster(
         for conn in conns:
             await old.put_connection(conn)
         await old.set_default_account(ALICE, "github", "2")
-        assert await new.copy_connections_from(old) == 4
+        source, target = copy_endpoints(old, new)
+        assert (await copy_store(source, target, now=T0)).counts[Outcome.COPIED] == 4
         assert await new.list_connections(ALICE) == conns[:3]
         assert await new.list_connections(BOB) == conns[3:]
         assert await new.get_connection(ALICE, "github") == conns[1]
@@ -72,7 +76,8 @@ async def test_connections_move_from_a_single_primary_to_cluster(
         late = make_connection(BOB, "slack", "9")
         await old.put_connection(late)
         await new.set_default_account(ALICE, "github", "1")
-        assert await new.copy_connections_from(old) == 1
+        again = await copy_store(source, target, now=T0 + 60)
+        assert (again.counts[Outcome.COPIED], again.counts[Outcome.KEPT]) == (1, 4)
         assert await new.get_connection(ALICE, "github", "1") == refreshed
         assert await new.get_connection(BOB, "slack") == late
         assert await new.get_default_account(ALICE, "github") == "1"
@@ -110,7 +115,7 @@ def test_store_copy_from_command(
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
     assert main(["store", "copy-from"]) == 0
-    assert capsys.readouterr().out == "copied 1 connection(s)\n"
+    assert capsys.readouterr().out.startswith("copied 1 connection(s);")
 
     async def read() -> None:
         new = await RedisStore.open(cluster_group.url(), keyring, prefix=prefix, clock=FakeClock())

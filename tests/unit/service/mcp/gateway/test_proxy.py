@@ -17,8 +17,8 @@ from mcp_types import (
     Tool,
 )
 
-from service.errors import ConnectionNeeded, InvalidToolArgument, ProviderApiError
-from service.mcp.errors import tool_error
+from service.errors import InvalidToolArgument, ProviderApiError
+from service.mcp.errors import ConnectionNeeded, tool_error
 from service.mcp.gateway.names import Namespaces
 from service.mcp.gateway.proxy import Gateway, connect_tool, downstream_error, offered_tool, passed_on
 from service.providers.catalogue import ProviderConfig

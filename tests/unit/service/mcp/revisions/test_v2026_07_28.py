@@ -13,15 +13,16 @@ import pytest
 from mcp_types import ElicitRequestURLParams, ElicitResult, InputRequiredResult
 
 from mock_providers.demo import build_demo
-from service.errors import ConnectionNeeded, InvalidRequestState
+from service.errors import InvalidRequestState
 from service.flow.connect import ConnectFlow
 from service.mcp.completion.hub import CompletionHub
+from service.mcp.errors import ConnectionNeeded
 from service.mcp.identity import Caller
+from service.mcp.revisions.answers import AccountAnswered, ConnectAnew
 from service.mcp.revisions.capabilities import STATELESS_REVISION
 from service.mcp.revisions.v2026_07_28 import (
     ACCOUNT_INPUT_KEY,
     CONNECT_INPUT_KEY,
-    AccountAnswered,
     RequestState,
     StatelessAnswers,
     one_open_account_question,
@@ -101,7 +102,7 @@ async def test_another_users_flow_is_no_answer_to_a_retry(world: World) -> None:
     resumed = await world.answers.resume(
         retry(asked.request_state), caller(), world.config, nothing_connected
     )
-    assert resumed is None
+    assert resumed == ConnectAnew()
     still = await world.flow.elicitation(bobs.id)
     assert still is not None and still.status is ElicitationStatus.PENDING
 

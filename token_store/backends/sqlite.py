@@ -620,6 +620,13 @@ class SQLiteStore:
             "reencrypt_client_registrations", partial(_update_each, sql, updates), transaction=True
         )
 
+    async def client_registrations(self) -> AsyncIterator[ClientRegistration]:
+        sql = "SELECT key, blob FROM client_registrations"
+        for key, blob in await self._run("client_registrations", partial(_fetch, sql, ())):
+            opened = codec.open_client(self._keyring, key, blob)
+            if opened is not None:
+                yield opened
+
     async def count_client_registrations_sealed_under(self, kid: str) -> int:
         prefix = KeyRing.sealed_prefix(kid)
         rows = await self._read(

@@ -16,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
@@ -32,7 +33,7 @@ from mcp_types import (
 from service.errors import InvalidToolArgument, NeedsReauthorization, ProviderApiError
 from service.flow.lifecycle import TokenLifecycle
 from service.mcp.broker import ConnectionBroker
-from service.mcp.errors import ConnectionNeeded, connected, tool_error
+from service.mcp.errors import ConnectionNeeded, connected, mcp_errors, tool_error
 from service.mcp.gateway.names import CONNECT_TOOL, Namespaces
 from service.mcp.gateway.pool import DownstreamSessions, PooledSession, SessionNotOpened
 from service.mcp.identity import Caller, current_caller
@@ -142,12 +143,28 @@ class Gateway:
     # ---- tools/list -----------------------------------------------------------------------------
 
     async def list_tools(self, ctx: Context[Any, Any]) -> list[Tool]:
-        caller = current_caller(ctx)
+        """The caller's tools at every remote MCP server, read from them all at once: a slow one
+        delays the list by its own deadline only. A store failure is a clear JSON-RPC error."""
+        with mcp_errors():
+            caller = current_caller(ctx)
+            listed: dict[str, list[Tool]] = {}
+            failures: list[Exception] = []
+
+            async def list_one(provider: ProviderConfig) -> None:
+                try:
+                    listed[provider.name] = await self._tools_for(caller, provider)
+                except Exception as exc:  # raised below as it is, not in a group: mapped there
+                    failures.append(exc)
+
+            async with anyio.create_task_group() as tasks:
+                for provider in self.namespaces.providers:
+                    tasks.start_soon(list_one, provider)
+            if failures:
+                raise failures[0]
         offered: list[Tool] = []
         for provider in self.namespaces.providers:
-            tools = await self._tools_for(caller, provider)
-            self._remember_listed(caller, provider, tools)
-            offered += tools
+            self._remember_listed(caller, provider, listed[provider.name])
+            offered += listed[provider.name]
         return offered
 
     async def _tools_for(self, caller: Caller, provider: ProviderConfig) -> list[Tool]:

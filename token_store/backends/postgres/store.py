@@ -662,6 +662,14 @@ class PostgresStore:
             "UPDATE client_registrations SET blob = $1 WHERE key = $2 AND blob = $3 RETURNING 1", updates
         )
 
+    async def client_registrations(self) -> AsyncIterator[ClientRegistration]:
+        for key, blob in await self._read(
+            "client_registrations", "SELECT key, blob FROM client_registrations"
+        ):
+            opened = codec.open_client(self._keyring, key, bytes(blob))
+            if opened is not None:
+                yield opened
+
     async def count_client_registrations_sealed_under(self, kid: str) -> int:
         prefix = KeyRing.sealed_prefix(kid)
         rows = await self._read(

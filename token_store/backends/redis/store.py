@@ -763,6 +763,21 @@ class RedisStore:
                     rewritten += int(await self._cas_string(keys=[name], args=[blob, new]))
         return rewritten
 
+    async def client_registrations(self) -> AsyncIterator[ClientRegistration]:
+        async with self._guard("client_registrations") as client:
+            async for raw_name in client.scan_iter(
+                match=self._keys.pattern("client"), count=_SCAN_COUNT, _type="string"
+            ):
+                name = _text(raw_name)
+                blob = await client.get(name)
+                if blob is None:
+                    continue
+                opened = codec.open_client(
+                    self._keyring, name.removeprefix(self._keys.client_prefix), _bytes(blob)
+                )
+                if opened is not None:
+                    yield opened
+
     async def count_client_registrations_sealed_under(self, kid: str) -> int:
         prefix = KeyRing.sealed_prefix(kid)
         count = 0

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from mcp.server.auth.middleware.auth_context import auth_context_var
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     CallToolResult,
     EmbeddedResource,
@@ -18,12 +23,12 @@ from mcp_types import (
 )
 
 from service.errors import InvalidToolArgument, ProviderApiError
-from service.mcp.errors import ConnectionNeeded, tool_error
+from service.mcp.errors import STORE_DOWN, ConnectionNeeded, tool_error
 from service.mcp.gateway.names import Namespaces
 from service.mcp.gateway.proxy import Gateway, connect_tool, downstream_error, offered_tool, passed_on
 from service.providers.catalogue import ProviderConfig
 from service.providers.protected_resource import Challenge
-from token_store import Connection, ConnectionKey, TokenSet, UserRef
+from token_store import Connection, ConnectionKey, StoreUnavailable, TokenSet, UserRef
 
 LINEAR = ProviderConfig(
     name="linear", kind="mcp", url="https://mcp.linear.example/mcp", display_name="Linear"
@@ -110,3 +115,21 @@ async def test_a_step_up_asks_for_the_union_once_and_never_again_for_what_was_gr
         outcome = refused.value.outcome
         assert isinstance(outcome, CallToolResult) and outcome.is_error
     assert broker.asked == [["read", "write"]]
+
+
+async def test_a_store_failure_while_listing_is_a_clear_json_rpc_error() -> None:
+    def no_store() -> object:
+        raise StoreUnavailable("down")
+
+    gateway = Gateway(Namespaces([LINEAR]), None, None, no_store, None)  # type: ignore[arg-type]
+    ctx = SimpleNamespace(protocol_version="2025-11-25", headers={})
+    token = AccessToken(
+        token="t", client_id="c", scopes=[], subject="alice", claims={"iss": "https://as.example"}
+    )
+    reset = auth_context_var.set(AuthenticatedUser(token))
+    try:
+        with pytest.raises(MCPError) as raised:
+            await gateway.list_tools(ctx)  # type: ignore[arg-type]
+    finally:
+        auth_context_var.reset(reset)
+    assert raised.value.error.code == INTERNAL_ERROR and raised.value.error.message == STORE_DOWN

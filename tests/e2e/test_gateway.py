@@ -313,3 +313,13 @@ def test_the_demo_serves_a_downstream_with_one_flag(tmp_path: Path) -> None:
 async def tool_names(target: Any) -> list[str]:
     async with mcp_client(target, "alice", "legacy") as (client, _):
         return [tool.name for tool in (await client.list_tools()).tools]
+
+
+def test_our_client_id_metadata_document_is_served_per_remote_server(stack: DemoServers) -> None:
+    settings = stack.demo.settings
+    document = httpx.get(f"{stack.public_url}/oauth/client-metadata/{PROVIDER}").json()
+    assert document["client_id"] == settings.client_metadata_url(PROVIDER)
+    assert document["redirect_uris"] == [settings.callback_url(PROVIDER)]
+    assert document["token_endpoint_auth_method"] == "none"
+    for other in ("mockhub", "nobody"):  # only remote MCP servers have one
+        assert httpx.get(f"{stack.public_url}/oauth/client-metadata/{other}").status_code == 404

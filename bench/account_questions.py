@@ -61,10 +61,10 @@ async def ask(store: Store, data_dir: Path, calls: int) -> None:
     outbound = OutboundHttp(1.0)
     broker = ConnectionBroker(
         settings,
-        lambda: store,
+        store,
         CompletionHub(),
-        TokenLifecycle(lambda: store, outbound, timeout_seconds=1),
-        ConnectFlow(settings, lambda: store, outbound, clock=time.time),
+        TokenLifecycle(store, outbound, timeout_seconds=1),
+        ConnectFlow(settings, store, outbound, clock=time.time),
         outbound.client,
     )
     alice = UserRef(settings.auth_issuer, "alice")

@@ -127,7 +127,7 @@ async def counted_operations(
     async with demo_in_process(root, overrides) as servers:
         await plain_flow(servers, "ops-warm")
         if backend == "SQLite":
-            store = servers.apps["mcp"].state.runtime.store
+            store = servers.apps["mcp"].state.runtime.store.backend
             statements: list[str] = []
             store.trace(statements.append)
             try:

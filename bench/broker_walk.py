@@ -172,10 +172,10 @@ async def trace(settings: Settings, data_dir: Path, revision: str, case: Case) -
     outbound = OutboundHttp(1.0)
     broker = ConnectionBroker(
         settings,
-        lambda: store,
+        store,
         CompletionHub(),
-        TokenLifecycle(lambda: store, outbound, timeout_seconds=1),
-        ConnectFlow(settings, lambda: store, outbound, clock=time.time),
+        TokenLifecycle(store, outbound, timeout_seconds=1),
+        ConnectFlow(settings, store, outbound, clock=time.time),
         outbound.client,
     )
     # What the SDK's Context gives the broker on a first call (no requestState).

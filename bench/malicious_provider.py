@@ -180,7 +180,7 @@ async def slow_refresh(base: str, hub: Any, store: Any, outbound: Any, http_time
         1.0,
     )
     await store.put_connection(stale)
-    lifecycle = TokenLifecycle(lambda: store, outbound, timeout_seconds=http_timeout)
+    lifecycle = TokenLifecycle(store, outbound, timeout_seconds=http_timeout)
     provider = hub(f"{base}/refresh")
 
     async def caller() -> None:

@@ -32,9 +32,10 @@ from starlette.routing import Mount, Route
 from bench.request_cpu import RequestCpu
 from bench.tool_call import add_in_memory_tool
 from service.app import create_app, mcp_http_app, transport_security
-from service.mcp.bearer import JwksCache, JwtTokenVerifier
+from service.mcp.bearer import token_verifier
 from service.observability.logs import configure_logging
-from service.ops.cli import build_server, resolve_providers, run_until_stopped
+from service.ops.cli.preamble import resolve_providers
+from service.ops.cli.serving import build_server, run_until_stopped
 from service.providers.outbound_http import OutboundHttp
 from service.settings import Settings, load_settings
 
@@ -55,13 +56,7 @@ def ours(settings: Settings, request_cpu: bool = False) -> Starlette:
 
 def sdk(settings: Settings, resumable: bool = False) -> Starlette:
     http = OutboundHttp(settings.http_timeout).client
-    verifier = JwtTokenVerifier(
-        issuer=settings.auth_issuer,
-        audience=settings.audience,
-        resource=settings.resource_url,
-        algorithms=settings.auth_algorithms,
-        jwks=JwksCache(settings.auth_issuer, http, settings.auth_jwks_url),
-    )
+    verifier = token_verifier(settings, http)
     server: MCPServer[Any] = MCPServer(
         "bare-sdk",
         token_verifier=verifier,

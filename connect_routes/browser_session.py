@@ -4,21 +4,21 @@ Starlette's SessionMiddleware (an itsdangerous-signed cookie) carries it. We add
 lifetime (the cookie's own max-age slides on every response), rotation at login, the browser
 binding used by OAuth states, and a per-session CSRF token. The checks themselves are
 `require_session_within_lifetime`, `rotate_session_on_login` and `require_csrf_token` in
-service/flow/security_checks.py; this module only reads and writes the session.
+service/flow/security_checks.py; the session's content is `BrowserSession`
+(service/flow/browser_session.py); this module connects both to Starlette's request.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 
 from service.errors import CsrfTokenMismatch, SessionExpired
+from service.flow.browser_session import BrowserSession, BrowserUser
 from service.flow.security_checks import (
     mint_opaque_id,
     require_csrf_token,
@@ -27,19 +27,6 @@ from service.flow.security_checks import (
 )
 from service.settings import Settings
 from token_store import UserRef
-
-# What the ID token says about the user besides `sub`, kept with it to show on our pages.
-PROFILE_CLAIMS = ("name", "email")
-MAX_PROFILE_CLAIM = 128  # the session is a cookie
-
-
-@dataclass(frozen=True)
-class BrowserUser:
-    user: UserRef
-    binding: str  # hash of this browser session's random id; ties OAuth states to this browser
-    name: str | None = None
-    email: str | None = None
-    auth_time: float | None = None  # when the user authenticated at the issuer (ID token)
 
 
 def cookie_name(settings: Settings) -> str:
@@ -64,56 +51,40 @@ def session_middleware(settings: Settings) -> Middleware:
     )
 
 
+def session_of(request: Request) -> BrowserSession:
+    """This request's session, typed (what SessionMiddleware read from the cookie)."""
+    return BrowserSession(request.session)
+
+
 def browser_user(request: Request, settings: Settings, clock: float | None = None) -> BrowserUser | None:
     """The logged-in user of this browser, or None (no session, malformed, or past its lifetime)."""
-    session = request.session
-    user, login_at, browser_id = session.get("user"), session.get("login_at"), session.get("bid")
-    if not (isinstance(user, dict) and isinstance(login_at, (int, float)) and isinstance(browser_id, str)):
+    session = session_of(request)
+    browser = session.user
+    if browser is None:
         return None
     now = time.time() if clock is None else clock
     try:
-        require_session_within_lifetime(login_at, now, settings.session_max_age)
+        require_session_within_lifetime(browser.login_at, now, settings.session_max_age)
     except SessionExpired:
         session.clear()
         return None
-    iss, sub = user.get("iss"), user.get("sub")
-    if not (isinstance(iss, str) and isinstance(sub, str)):
-        return None
-    name, email, auth_time = user.get("name"), user.get("email"), user.get("auth_time")
-    return BrowserUser(
-        UserRef(iss=iss, sub=sub),
-        binding_of(browser_id),
-        name=name if isinstance(name, str) else None,
-        email=email if isinstance(email, str) else None,
-        auth_time=auth_time if isinstance(auth_time, (int, float)) else None,
-    )
+    return browser
 
 
 def start_session(request: Request, user: UserRef, claims: Mapping[str, object] | None = None) -> None:
     """Log `user` in: a fresh session (no state carried over from before login), with the name,
     e-mail and authentication time of the ID token's `claims` when it has them."""
-    rotate_session_on_login(request.session, user, time.time())
-    claims = claims or {}
-    shown: dict[str, str | int] = {
-        key: value[:MAX_PROFILE_CLAIM]
-        for key in PROFILE_CLAIMS
-        if isinstance(value := claims.get(key), str) and value.strip()
-    }
-    auth_time = claims.get("auth_time")
-    if isinstance(auth_time, int) and not isinstance(auth_time, bool):
-        shown["auth_time"] = auth_time
-    request.session["user"].update(shown)
-
-
-def binding_of(browser_id: str) -> str:
-    return hashlib.sha256(browser_id.encode()).hexdigest()
+    session = session_of(request)
+    rotate_session_on_login(session, user, time.time())
+    session.show_profile(claims or {})
 
 
 def csrf_token(request: Request) -> str:
-    token = request.session.get("csrf")
-    if not isinstance(token, str):
+    session = session_of(request)
+    token = session.csrf
+    if token is None:
         token = mint_opaque_id()
-        request.session["csrf"] = token
+        session.csrf = token
     return token
 
 
@@ -121,4 +92,4 @@ def check_csrf(
     request: Request, submitted: object, refusal: type[CsrfTokenMismatch] = CsrfTokenMismatch
 ) -> None:
     """`require_csrf_token` against this session's token."""
-    require_csrf_token(request.session.get("csrf"), submitted, refusal)
+    require_csrf_token(session_of(request).csrf, submitted, refusal)

@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from connect_routes.browser_session import BrowserUser, browser_user, check_csrf, csrf_token
+from connect_routes.browser_session import browser_user, check_csrf, csrf_token
 from connect_routes.headers import HEADERS
 from connect_routes.login import Login
 from connect_routes.pages import message, page, timestamp
@@ -39,6 +39,7 @@ from service.errors import (
     MalformedElicitationId,
     NotSignedIn,
 )
+from service.flow.browser_session import BrowserUser
 from service.flow.connect import API_KEY_MAX_LENGTH, CallbackParams
 from service.flow.security_checks import (
     require_opaque_id,

@@ -10,10 +10,11 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from connect_routes.browser_session import BrowserUser, browser_user, check_csrf, csrf_token
+from connect_routes.browser_session import browser_user, check_csrf, csrf_token, session_of
 from connect_routes.login import Login
 from connect_routes.pages import page
 from service.errors import ConnectionsPageNotSignedIn, InvalidRequest
+from service.flow.browser_session import BrowserUser, DisconnectedNotice
 from service.flow.connections import Connections
 from service.flow.disconnect import disconnect_one
 from service.flow.security_checks import require_same_origin, require_signed_in
@@ -22,14 +23,13 @@ from service.urls import CONNECTIONS_DEFAULT_PATH, CONNECTIONS_DISCONNECT_PATH, 
 from token_store import ConnectionKey
 
 MAX_FIELD = 256
-FLASH_KEY = "flash_disconnected"
 
 
 class ConnectionsPage:
     def __init__(self, runtime: Runtime, login: Login) -> None:
         self._runtime = runtime
         self._login = login
-        self._connections = Connections(lambda: runtime.store)
+        self._connections = Connections(runtime.store)
 
     def routes(self) -> list[Route]:
         return [
@@ -46,7 +46,6 @@ class ConnectionsPage:
         providers = {c.key.provider for c in connections}
         defaults = await self._connections.default_accounts(browser.user, providers)
         several = {p for p in providers if sum(c.key.provider == p for c in connections) > 1}
-        flash = request.session.pop(FLASH_KEY, None)
         return page(
             request,
             "connections.html",
@@ -55,7 +54,7 @@ class ConnectionsPage:
             defaults=defaults,
             several=several,
             csrf=csrf_token(request),
-            **(flash if isinstance(flash, dict) else {}),
+            notice=session_of(request).take_disconnected(),
         )
 
     async def _account_form(self, request: Request) -> tuple[BrowserUser, str, str]:
@@ -87,11 +86,13 @@ class ConnectionsPage:
             self._runtime.connection_events,
         )
         if done is not None:
-            request.session[FLASH_KEY] = {
-                "disconnected": config.display_name if config else provider,
-                "disconnected_account": done.label,
-                "revoked": done.revoked,
-            }
+            session_of(request).flash_disconnected(
+                DisconnectedNotice(
+                    disconnected=config.display_name if config else provider,
+                    disconnected_account=done.label,
+                    revoked=done.revoked,
+                )
+            )
         return RedirectResponse(CONNECTIONS_PATH, status_code=303)
 
     async def set_default(self, request: Request) -> Response:

@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from connect_routes.browser_session import browser_user, check_csrf, start_session
+from connect_routes.browser_session import browser_user, check_csrf, session_of, start_session
 from connect_routes.error_pages import offer_sign_out
 from connect_routes.pages import message
 from service.errors import AccountSwitchUnconfirmed, LoginFailed, LoginUnavailable
@@ -49,7 +49,6 @@ from service.urls import CONNECTIONS_PATH, LOGIN_CALLBACK_PATH, LOGIN_PATH, LOGO
 
 logger = logging.getLogger(__name__)
 
-PURPOSE_KEY = "login_purpose"
 ALREADY_SIGNED_IN = "This browser is already signed in here. To sign in as another account, sign out first."
 MAX_PURPOSE = 160
 
@@ -108,7 +107,7 @@ class Login:
         """To /login, then back to `next_path`. `purpose` (what the sign-in is for) goes into
         `request`'s session; `switch_account` asks the authorization server for a fresh sign-in."""
         if request is not None and purpose:
-            request.session[PURPOSE_KEY] = purpose[:MAX_PURPOSE]
+            session_of(request).keep_login_purpose(purpose[:MAX_PURPOSE])
         query = {"next": next_path, **({"prompt": "login"} if switch_account else {})}
         return RedirectResponse(f"{LOGIN_PATH}?{urlencode(query)}", status_code=303)
 
@@ -127,10 +126,11 @@ class Login:
                 title="Already signed in",
                 continue_as=True,
             )
-        request.session["next"] = next_path
+        session = session_of(request)
+        session.next_path = next_path
         hints: dict[str, str] = {}
-        purpose = request.session.pop(PURPOSE_KEY, None)
-        if isinstance(purpose, str):
+        purpose = session.take_login_purpose()
+        if purpose is not None:
             hints["mcpuc_purpose"] = purpose[:MAX_PURPOSE]
         # "login" is the one value we send; a sign-in for a connect link always asks it.
         # mutant: login.prompt_login_for_connect_links drop 1
@@ -146,7 +146,7 @@ class Login:
         return response
 
     async def callback(self, request: Request) -> Response:
-        next_path = require_safe_next(request.session.get("next"))
+        next_path = require_safe_next(session_of(request).next_path)
         try:
             token = await self._client.authorize_access_token(request)
         except OAuthError as exc:
@@ -172,11 +172,12 @@ class Login:
         a fresh sign-in (the same safe paths as the login's `next`)."""
         # mutant: origin.logout
         require_same_origin(request.headers.get("origin"), self._settings.public_url)
-        if not request.session:
+        session = session_of(request)
+        if not session:
             return _signed_out(request)
         form = await request.form(max_files=0, max_fields=2, max_part_size=1024)
         check_csrf(request, form.get("csrf"))
-        request.session.clear()
+        session.clear()
         next_path = form.get("next")
         if next_path is not None:
             return self.redirect_to_login(require_safe_next(next_path), switch_account=True)

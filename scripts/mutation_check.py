@@ -1010,7 +1010,7 @@ CHECKS: tuple[Check, ...] = (
     check(
         "keys.retire_only_unused",
         [
-            "tests/unit/service/ops/test_cli.py::test_keys_retire_refuses_while_a_record_is_sealed_under_the_key"
+            "tests/unit/service/ops/cli/test_keys.py::test_keys_retire_refuses_while_a_record_is_sealed_under_the_key"
         ],
         "a key is retired while records are still sealed under it",
     ),
@@ -1032,6 +1032,49 @@ CHECKS: tuple[Check, ...] = (
         "admin.unknown_members",
         ["tests/security/test_admin_api.py::test_admin_api_lets_the_static_token_act_and_audits_it"],
         "a misspelt member of an admin request is refused, never ignored",
+    ),
+    check(
+        "admin.own_audience",
+        ["tests/security/test_admin_api.py::test_an_mcp_token_with_the_admin_scope_is_not_an_admin_token"],
+        "the admin API takes MCP access tokens (the MCP resource's audience) as admin tokens",
+    ),
+    check(
+        "settings.admin_resource_of_its_own",
+        ["tests/unit/service/ops/test_admin_api.py::test_the_admin_api_needs_a_resource_of_its_own"],
+        "the admin API starts without an audience of its own, or with the MCP resource's",
+    ),
+    check(
+        "admin.client_allow_list",
+        ["tests/security/test_admin_api.py::test_only_listed_admin_clients_act_as_operators"],
+        "a token of a client not on the admin client list acts as an operator",
+    ),
+    check(
+        "admin.unknown_query_parameters",
+        ["tests/security/test_admin_api.py::test_an_unknown_query_parameter_is_refused_not_ignored"],
+        "a misspelt filter in the admin API's query is ignored (and every user listed)",
+    ),
+    check(
+        "admin.refusals_audited",
+        ["tests/security/test_admin_api.py::test_refused_authentications_are_audited_at_a_bounded_rate"],
+        "a refused admin authentication leaves no audit event",
+    ),
+    check(
+        "admin.refusal_audit_throttled",
+        ["tests/security/test_admin_api.py::test_refused_authentications_are_audited_at_a_bounded_rate"],
+        "a flood of refused admin requests floods the audit log",
+    ),
+    check(
+        "cli.output_escaped",
+        [
+            "tests/unit/service/ops/cli/test_preamble.py::test_every_line_printed_is_escaped_as_the_text_log_writes_it",
+            "tests/security/test_operator_cli.py::test_provider_supplied_labels_reach_the_operators_terminal_escaped",
+        ],
+        "the CLI prints values from outside (a provider's account label) with their control characters",
+    ),
+    check(
+        "admin.nested_body",
+        ["tests/security/test_admin_api.py::test_malformed_requests_get_the_documented_json_error"],
+        "a deeply nested admin request body is a 500",
     ),
     check(
         "gateway.public_downstream_address",

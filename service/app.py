@@ -25,7 +25,7 @@ from connect_routes.error_pages import ERROR_PAGES
 from connect_routes.headers import add_security_headers
 from service.http.drain import Drain
 from service.http.request_pass import RequestPass
-from service.mcp.bearer import JwksCache, JwtTokenVerifier
+from service.mcp.bearer import token_verifier
 from service.mcp.broker import ConnectionBroker
 from service.mcp.gateway.names import Namespaces, require_unshadowed_tool_names
 from service.mcp.gateway.pool import DownstreamSessions
@@ -60,20 +60,13 @@ def package_version() -> str:
 
 
 def build_mcp_server(settings: Settings, runtime: Runtime) -> tuple[ObservedMCPServer, ConnectionBroker]:
-    verifier = JwtTokenVerifier(
-        issuer=settings.auth_issuer,
-        audience=settings.audience,
-        resource=settings.resource_url,
-        algorithms=settings.auth_algorithms,
-        jwks=JwksCache(settings.auth_issuer, runtime.http, settings.auth_jwks_url),
-    )
     server = ObservedMCPServer(
         "mcp-url-connect",
         metrics=runtime.metrics,
         tracing=runtime.tracing,
         version=package_version(),
         instructions=INSTRUCTIONS,
-        token_verifier=verifier,
+        token_verifier=token_verifier(settings, runtime.http),
         auth=AuthSettings(
             issuer_url=settings.auth_issuer,  # type: ignore[arg-type]  # pydantic coerces str
             resource_server_url=settings.resource_url,  # type: ignore[arg-type]
@@ -87,7 +80,7 @@ def build_mcp_server(settings: Settings, runtime: Runtime) -> tuple[ObservedMCPS
         ),
     )
     broker = ConnectionBroker(
-        settings, lambda: runtime.store, runtime.hub, runtime.lifecycle, runtime.flow, runtime.http
+        settings, runtime.store, runtime.hub, runtime.lifecycle, runtime.flow, runtime.http
     )
     register_tools(server, broker, runtime)
     register_tool_packages(load_tool_packages(settings.tools), server, broker)
@@ -117,7 +110,7 @@ def build_gateway(
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     sessions = DownstreamSessions(runtime.outbound)
-    return Gateway(namespaces, broker, runtime.lifecycle, lambda: runtime.store, sessions)
+    return Gateway(namespaces, broker, runtime.lifecycle, runtime.store, sessions)
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
@@ -244,9 +237,10 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
         exception_handlers=dict(ERROR_PAGES),
     )
     app.state.runtime = runtime
-    app.state.drain = drain  # `serve` stops through it (service/ops/cli.py)
+    app.state.drain = drain  # `serve` stops through it (service/ops/cli/serving.py)
     # For embedding, tests and benchmarks: add tools (with `uses(app.state.broker.session, ...)`).
     app.state.mcp_server = server
+    app.state.sessions = sessions  # the SDK's session manager with our steps (service/mcp/sdk/hooks.py)
     app.state.broker = broker
     app.state.gateway = gateway
     return app

@@ -9,9 +9,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import cast
 
 import anyio
 import httpx
@@ -34,7 +33,7 @@ from service.providers.mcp_downstream import DownstreamContext, resolve_downstre
 from service.providers.outbound_http import OutboundHttp
 from service.providers.registration import ClientRegistrations
 from service.settings import Settings
-from token_store import KeyRing, PendingElicitation, Store, StoreUnavailable, open_store
+from token_store import KeyRing, Store, StoreUnavailable, open_store
 
 logger = logging.getLogger(__name__)
 
@@ -97,36 +96,21 @@ class Runtime:
         # OTEL_* are the OpenTelemetry standard's own variables, read where its SDK would read them.
         self.tracing = tracing if tracing is not None else tracing_from_environment(os.environ)
         self.events = FlowEvents(self.metrics, Pseudonyms(settings.session_secret), self.tracing, clock)
-        self.hub = CompletionHub(clock, self.metrics)
-        self.hub.on_expired = self.events.expired
-        self.completions: CompletionBus = (
-            RedisBus(
-                settings.effective_store_url,
-                settings.redis_prefix,
-                self.hub,
-                on_resubscribed=self._resync,
-            )
-            if settings.uses_redis
-            else PostgresBus(
-                settings.effective_store_url,
-                self.hub,
-                self._read_elicitation,
-                on_resubscribed=self._resync,
-            )
-            if settings.uses_postgres
-            else LocalBus(self.hub)
-        )
+        # The store every part holds from the start; the backend behind it is opened in
+        # `running` (or later, by a replica that started while its store was down).
+        self.store = ObservedStore(self.metrics)
+        self.hub = CompletionHub(clock, self.metrics, on_expired=self.events.expired)
+        self.completions = completion_bus(settings, self.hub, self.store, on_resubscribed=self._resync)
         # One TLS context and one connection pool for every outbound call.
         self.outbound = OutboundHttp(settings.http_timeout)
         self.http = self.outbound.client
-        self._store: Store | None = None
         # The webhook sender and the keep-alive sweep run in servers; a CLI command turns them off.
         self.run_sweeps = True
         # Connection health events into the store's outbox, sent by every replica's sender.
-        self.connection_events = ConnectionEvents(lambda: self.store, bool(settings.webhook_url), clock)
+        self.connection_events = ConnectionEvents(self.store, bool(settings.webhook_url), clock)
         self.webhook_sender = (
             WebhookSender(
-                lambda: self.store,
+                self.store,
                 self.http,
                 settings.webhook_url,
                 settings.webhook_secret,
@@ -138,7 +122,7 @@ class Runtime:
             else None
         )
         self.lifecycle = TokenLifecycle(
-            lambda: self.store,
+            self.store,
             self.outbound,
             timeout_seconds=settings.http_timeout,
             clock=clock,
@@ -149,7 +133,7 @@ class Runtime:
         # broker (tool calls) and the browser routes.
         self.flow = ConnectFlow(
             settings,
-            lambda: self.store,
+            self.store,
             self.outbound,
             clock=clock,
             publish=self.completions.publish,
@@ -158,25 +142,17 @@ class Runtime:
         )
         # Refreshes grants before they die unused (providers' `refresh_keepalive`).
         self.keepalive = KeepAliveSweep(
-            lambda: self.store, settings.providers, self.lifecycle, self.metrics, clock=clock
+            self.store, settings.providers, self.lifecycle, self.metrics, clock=clock
         )
         # Operators' actions over every user's connections (the CLI and the admin API).
         self.operator = Operator(
-            lambda: self.store,
+            self.store,
             settings.providers,
             self.outbound,
             self.flow,
             default_issuer=settings.auth_issuer,
             events=self.connection_events,
         )
-
-    @property
-    def store(self) -> Store:
-        """The open store. Until it is open (a replica that started while Redis was down) every
-        use fails like a store outage: 503 pages, -32603 tool errors, /readyz 503."""
-        if self._store is None:
-            raise StoreUnavailable("store not open yet")
-        return self._store
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Runtime]:
@@ -194,8 +170,7 @@ class Runtime:
                     yield self
                 tasks.cancel_scope.cancel()
         finally:
-            if self._store is not None:
-                await self._store.close()
+            await self.store.close()
             await self.outbound.aclose()
             self.tracing.shutdown()
 
@@ -215,8 +190,7 @@ class Runtime:
             # The message names the failure's class or the schema step, never the URL.
             logger.warning("store: %s at start-up; retrying every %.0f s", exc, STORE_RETRY_SECONDS)
             return False
-        # The proxy counts failed operations; it is a Store in every other respect.
-        self._store = cast(Store, ObservedStore(backend, self.metrics))
+        self.store.attach(backend)
         return True
 
     async def _open_store_when_reachable(self) -> None:
@@ -227,9 +201,6 @@ class Runtime:
         logger.info("store: connected")
         await self._resync()
 
-    async def _read_elicitation(self, elicitation_id: str) -> PendingElicitation | None:
-        return await self.store.get_elicitation(elicitation_id)
-
     async def _sweep_expired(self) -> None:
         while True:
             await anyio.sleep(EXPIRY_SWEEP_SECONDS)
@@ -237,7 +208,23 @@ class Runtime:
 
     async def _resync(self) -> None:
         """The bus (or the store) was away: deliver what finished meanwhile, from the store."""
-        if self._store is not None:
-            delivered = await self.hub.resync(self._store.get_elicitation)
+        if self.store.is_open:
+            delivered = await self.hub.resync(self.store.get_elicitation)
             if delivered:
                 logger.info("completion: %d notification(s) delivered after reconnecting", delivered)
+
+
+def completion_bus(
+    settings: Settings, hub: CompletionHub, store: Store, *, on_resubscribed: Callable[[], Awaitable[None]]
+) -> CompletionBus:
+    """The bus of the configured store's kind: Redis pub/sub, PostgreSQL LISTEN/NOTIFY (the store
+    confirms each id it names), or the process itself for SQLite."""
+    if settings.uses_redis:
+        return RedisBus(
+            settings.effective_store_url, settings.redis_prefix, hub, on_resubscribed=on_resubscribed
+        )
+    if settings.uses_postgres:
+        return PostgresBus(
+            settings.effective_store_url, hub, store.get_elicitation, on_resubscribed=on_resubscribed
+        )
+    return LocalBus(hub)

@@ -193,9 +193,14 @@ class Settings(BaseSettings):
     # longest is closed. Never more than half the process's open-file limit (`ulimit -n`).
     max_connections_awaiting_head: int = MAX_CONNECTIONS_AWAITING_HEAD
     # The admin API (service/ops/admin_api.py, docs/admin.md): on this port only, never the public one
-    # (0: no admin API). Callers present a bearer from the MCP authorization server carrying
-    # `admin_scope`, or the static token whose SHA-256 (hex) is `admin_token_sha256`.
+    # (0: no admin API). Callers present an access token from the MCP authorization server issued
+    # for the admin API's own resource (`admin_audience`, RFC 8707), carrying `admin_scope` and,
+    # when `admin_client_ids` lists any, issued to one of those clients; or the static token whose
+    # SHA-256 (hex) is `admin_token_sha256`. `admin_bearer` false: the static token only.
     admin_port: int = 0
+    admin_bearer: bool = True
+    admin_audience: str = ""
+    admin_client_ids: Annotated[tuple[str, ...], NoDecode] = ()
     admin_scope: str = "mcp-url-connect:admin"
     admin_token_sha256: str = ""
     # Connection health webhooks (service/observability/webhooks.py): sent to this URL (https, or http to
@@ -223,7 +228,7 @@ class Settings(BaseSettings):
     def _named_tables(cls, value: Any) -> Any:
         return named_provider_tables(value)
 
-    @field_validator("auth_algorithms", "tools", mode="before")
+    @field_validator("auth_algorithms", "tools", "admin_client_ids", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         # The environment gives "RS256, ES256"; the file gives a TOML list.
@@ -338,6 +343,13 @@ class Settings(BaseSettings):
             raise SettingsError("MCPUC_ADMIN_PORT: 0 (no admin API) or a port of its own")
         if self.admin_token_sha256 and not re.fullmatch(r"[0-9a-f]{64}", self.admin_token_sha256):
             raise SettingsError("MCPUC_ADMIN_TOKEN_SHA256: the token's SHA-256, 64 lower-case hex digits")
+        if self.admin_port and self.admin_bearer:
+            require_admin_resource_of_its_own(self.admin_audience, (self.audience, self.resource_url))
+        if self.admin_port and not (self.admin_bearer or self.admin_token_sha256):
+            raise SettingsError(
+                "MCPUC_ADMIN_TOKEN_SHA256 is required with MCPUC_ADMIN_BEARER=false: "
+                "the admin API would take no token"
+            )
         if self.webhook_url and not (https_unless_loopback(self.webhook_url) and self.webhook_secret):
             raise SettingsError(
                 "MCPUC_WEBHOOK_URL: https (or http to loopback), with MCPUC_WEBHOOK_SECRET set"
@@ -427,6 +439,22 @@ def require_asymmetric_algorithms(algorithms: tuple[str, ...]) -> None:
         # mutant: settings.no_hs_or_none
         if algorithm.lower() == "none" or algorithm.upper().startswith("HS"):
             raise SettingsError(f"MCPUC_AUTH_ALGORITHMS must not contain {algorithm}")
+
+
+def require_admin_resource_of_its_own(admin_audience: str, mcp_audiences: tuple[str, ...]) -> None:
+    """The admin API takes only access tokens issued for it: a resource of its own, named by
+    `admin_audience`, which no MCP access token carries (RFC 8707 §2: the authorization server
+    audience-restricts a token to the resource it was requested for; RFC 9068 §4: the resource
+    server rejects a token whose `aud` does not name it). With the MCP resource's audience, any
+    MCP client an admin authorized for the admin scope would be an operator, and its token would
+    open MCP sessions too."""
+    # mutant: settings.admin_resource_of_its_own
+    if not admin_audience or admin_audience in mcp_audiences:
+        raise SettingsError(
+            "MCPUC_ADMIN_AUDIENCE is required while the admin API takes bearer tokens "
+            "(MCPUC_ADMIN_BEARER), and must name the admin API, not the MCP resource "
+            "(set MCPUC_ADMIN_BEARER=false for the static token only)"
+        )
 
 
 def _split(value: str) -> list[str]:

@@ -27,6 +27,7 @@ from service.app import create_app, metrics_app
 from service.http.server import DEFAULT_BOUNDS, RequestBounds, bounded_protocol, request_bounds
 from service.mcp.tool_packages import RegisterTools
 from service.observability.tracing import Tracing
+from service.ops.admin_api import admin_app
 from service.providers.catalogue import ProviderConfig
 from service.runtime import Runtime
 from service.settings import Settings
@@ -198,6 +199,9 @@ class DemoServers:
         if settings.metrics_port and self.app is None:  # an app of your own serves its own metrics
             self.apps["metrics"] = metrics_app(self.apps["mcp"].state.runtime)
             served.append((self.wrap("metrics", self.apps["metrics"]), settings.metrics_port))
+        if settings.admin_port and self.app is None:  # the admin API, as `serve` runs it
+            self.apps["admin"] = admin_app(self.apps["mcp"].state.runtime)
+            served.append((self.wrap("admin", self.apps["admin"]), settings.admin_port))
         self._threaded = ThreadedServers(served, request_bounds(settings))
         self._threaded.start()
         return self

@@ -58,7 +58,7 @@ class UrlConnect:
         self.settings = settings.require_safe_to_serve()
         self.runtime = runtime or Runtime(settings)
         r = self.runtime
-        self.broker = ConnectionBroker(settings, lambda: r.store, r.hub, r.lifecycle, r.flow, r.http)
+        self.broker = ConnectionBroker(settings, r.store, r.hub, r.lifecycle, r.flow, r.http)
 
     @property
     def session(self) -> SessionFactory:

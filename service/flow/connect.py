@@ -134,7 +134,7 @@ class ConnectFlow:
     def __init__(
         self,
         settings: Settings,
-        store: Callable[[], Store],
+        store: Store,
         outbound: OutboundHttp,
         *,
         clock: Callable[[], float],
@@ -144,7 +144,7 @@ class ConnectFlow:
     ) -> None:
         self._connection_events = connection_events
         self._settings = settings
-        self._store = store  # a getter: the store is opened in the app lifespan
+        self._store = store
         self._outbound = outbound
         self._clock = clock
         self._publish = publish
@@ -163,7 +163,7 @@ class ConnectFlow:
             require_transition(old, new)
         except ValueError as exc:
             raise UnknownTransition(str(exc)) from None
-        return await self._store().transition_elicitation(elicitation_id, old, new)
+        return await self._store.transition_elicitation(elicitation_id, old, new)
 
     async def create(
         self,
@@ -189,7 +189,7 @@ class ConnectFlow:
             client_name=client_name,
         )
         try:
-            await self._store().create_elicitation(elicitation, self._settings.max_pending_per_user)
+            await self._store.create_elicitation(elicitation, self._settings.max_pending_per_user)
         except TooManyPending:
             raise TooManyPendingElicitations(provider.display_name) from None
         self._events.created(elicitation, revision)
@@ -214,7 +214,7 @@ class ConnectFlow:
         """pending/opened → failed for each of the user's live flows (an operator removed the
         user), and each session that asked is told; returns how many ended."""
         ended = 0
-        for elicitation in await self._store().live_elicitations(user):
+        for elicitation in await self._store.live_elicitations(user):
             failed = await self._transition(elicitation.id, elicitation.status, FAILED)
             if failed is not None:
                 ended += 1
@@ -248,7 +248,7 @@ class ConnectFlow:
 
     async def elicitation(self, elicitation_id: str) -> PendingElicitation | None:
         """The elicitation as stored, unchecked (None when unknown or expired)."""
-        return await self._store().get_elicitation(elicitation_id)
+        return await self._store.get_elicitation(elicitation_id)
 
     async def unchecked_link(self, elicitation_id: str) -> tuple[PendingElicitation, ProviderConfig] | None:
         """What a link names before any check: its elicitation and provider, for a signed-out
@@ -273,7 +273,7 @@ class ConnectFlow:
     ) -> PendingElicitation | None:
         """The user's unopened link that the same client may be shown again
         (`reusable_link_of_same_user_and_client`), or None."""
-        live = await self._store().live_elicitations(user)
+        live = await self._store.live_elicitations(user)
         return reusable_link_of_same_user_and_client(live, user, client_id, provider, scopes, usable_until)
 
     # ---- /connect ---------------------------------------------------------------------------------
@@ -281,7 +281,7 @@ class ConnectFlow:
     async def check_link(self, user: UserRef, elicitation_id: str) -> Link:
         """The live elicitation behind a link and its provider, for its own user, still unused
         (one store round trip, which also reads the connection the user holds there)."""
-        found = await self._store().get_elicitation_with_connection(elicitation_id)
+        found = await self._store.get_elicitation_with_connection(elicitation_id)
         if found is None:
             raise UnknownElicitation()
         elicitation, held = found
@@ -312,7 +312,7 @@ class ConnectFlow:
         # State and transition in one step: never an OPENED elicitation without its state, and
         # a visit that lost the race (single use) leaves no state behind.
         # mutant: connect.link_opens_once unwrap or elicitation
-        opened = require_first_open(await self._store().open_elicitation(state))
+        opened = require_first_open(await self._store.open_elicitation(state))
         return authorization_url(
             provider,
             state.redirect_uri,
@@ -352,7 +352,7 @@ class ConnectFlow:
         fails the flow closed."""
         query = received.query
         state_value = require_opaque_id(query.get("state", ""), InvalidRequest)
-        state = await require_single_use_state(self._store(), state_value)
+        state = await require_single_use_state(self._store, state_value)
         elicitation = state.elicitation
         async with self.failing_closed(elicitation):
             session_user = require_signed_in(received.session_user, WrongBrowser)
@@ -409,7 +409,7 @@ class ConnectFlow:
             field_at(profile, provider.account_field), provider.display_name
         )
         key = ConnectionKey(elicitation.user, provider.name, account)
-        store = self._store()
+        store = self._store
         events = (
             self._connection_events if self._connection_events and self._connection_events.enabled else None
         )

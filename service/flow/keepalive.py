@@ -46,7 +46,7 @@ class SweepReport:
 class KeepAliveSweep:
     def __init__(
         self,
-        store: Callable[[], Store],
+        store: Store,
         providers: Mapping[str, ProviderConfig],
         lifecycle: TokenLifecycle,
         metrics: Metrics,
@@ -88,7 +88,7 @@ class KeepAliveSweep:
     async def sweep_once(self) -> SweepReport:
         report = SweepReport()
         for provider in self._providers.values():
-            found = await self._store().find_connections(provider.name)
+            found = await self._store.find_connections(provider.name)
             due = [c for c in found if self.due(c, provider)]
             report.due[provider.name] = len(due)
             await self._refresh_paced(provider, due, report)

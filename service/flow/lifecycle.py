@@ -55,7 +55,7 @@ def refresh_lock_ttl(timeout_seconds: float) -> float:
 class TokenLifecycle:
     def __init__(
         self,
-        store: Callable[[], Store],
+        store: Store,
         outbound: OutboundHttp,
         *,
         timeout_seconds: float,
@@ -107,7 +107,7 @@ class TokenLifecycle:
         described = []
         for connection in connections:
             shown = connection.describe()
-            if connection.status is ConnectionStatus.OK and await self._store().lock_held(
+            if connection.status is ConnectionStatus.OK and await self._store.lock_held(
                 refresh_lock_name(connection.key)
             ):
                 shown["status"] = ConnectionStatus.REFRESHING.value
@@ -115,7 +115,7 @@ class TokenLifecycle:
         return described
 
     async def _single_flight(self, seen: Connection, provider: ProviderConfig) -> Connection:
-        store = self._store()
+        store = self._store
         name = refresh_lock_name(seen.key)
         deadline = self._clock() + self.lock_ttl + 1
         while True:
@@ -156,7 +156,7 @@ class TokenLifecycle:
                 raise ProviderApiError(f"refreshing the {provider.display_name} token timed out")
 
     async def _refresh_once(self, seen: Connection, provider: ProviderConfig) -> Connection:
-        store = self._store()
+        store = self._store
         # Under the lock, re-read: a previous holder may have refreshed already.
         current = await store.get_connection(seen.key.user, seen.key.provider, seen.key.account)
         if current is None:
@@ -206,7 +206,7 @@ class TokenLifecycle:
     async def _fail_if_failed_recently(self, name: str, provider: ProviderConfig) -> None:
         """Raise when the failure marker is set (a lock with a TTL doubles as a flag shared by
         replicas; the failing holder sets it before it releases the refresh lock)."""
-        if await self._store().lock_held(f"{name}:failed"):
+        if await self._store.lock_held(f"{name}:failed"):
             raise ProviderApiError(f"{provider.display_name} could not refresh the token; try again shortly")
 
     def _expired(self, connection: Connection) -> bool:
@@ -224,7 +224,7 @@ class TokenLifecycle:
         connection read as already marked is left alone (no second webhook)."""
         if connection.status is ConnectionStatus.NEEDS_REAUTHORIZATION:
             return
-        updated = await self._store().set_connection_status(
+        updated = await self._store.set_connection_status(
             connection.key, ConnectionStatus.NEEDS_REAUTHORIZATION
         )
         if updated and self._connection_events is not None:

@@ -66,7 +66,7 @@ class Removal:
 class Operator:
     def __init__(
         self,
-        store: Callable[[], Store],
+        store: Store,
         providers: Mapping[str, ProviderConfig],
         outbound: OutboundHttp,
         flow: ConnectFlow,
@@ -88,7 +88,7 @@ class Operator:
     async def list_connections(
         self, actor: str, *, sub: str | None = None, iss: str | None = None, provider: str | None = None
     ) -> list[dict[str, Any]]:
-        rows = [connection_row(c) for c in await self._store().find_connections(provider, sub, iss)]
+        rows = [connection_row(c) for c in await self._store.find_connections(provider, sub, iss)]
         audit_operator("list", actor, sub=sub, iss=iss, provider=provider, count=len(rows))
         return rows
 
@@ -100,7 +100,7 @@ class Operator:
         self._require_known(provider)
         user = UserRef(iss or self._default_issuer, sub)
         # mutant: operator.revoke_by_iss_and_sub "user.iss)" -> "None)"
-        found = await self._store().find_connections(provider, user.sub, user.iss)
+        found = await self._store.find_connections(provider, user.sub, user.iss)
         removal = Removal(matched=len(found))
         await self._remove(actor, found, removal, rate=None, concurrency=1, reason="operator")
         removal.flows_ended = await self._flow.withdraw(user)
@@ -130,7 +130,7 @@ class Operator:
         self._require_known(provider)
         if not rate > 0 or concurrency < 1:
             raise ValueError("rate must be > 0 and concurrency >= 1")
-        found = await self._store().find_connections(provider)
+        found = await self._store.find_connections(provider)
         removal = Removal(matched=len(found), dry_run=dry_run)
         if not dry_run:
             await self._remove(actor, found, removal, rate=rate, concurrency=concurrency, reason="revocation")
@@ -166,7 +166,7 @@ class Operator:
             key = connection.key
             try:
                 done = await disconnect_one(
-                    self._store(),
+                    self._store,
                     self._providers.get(key.provider),
                     key,
                     self._outbound,

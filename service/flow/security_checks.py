@@ -12,8 +12,8 @@ from __future__ import annotations
 import hmac
 import re
 import secrets
-from collections.abc import Collection, MutableMapping
-from typing import Any, Protocol, TypeVar
+from collections.abc import Collection
+from typing import Protocol, TypeVar
 
 from service.errors import (
     AccountIdTooLong,
@@ -36,6 +36,7 @@ from service.errors import (
     SessionExpired,
     WrongBrowser,
 )
+from service.flow.browser_session import BrowserSession
 from service.flow.names import is_blank
 from service.providers.catalogue import ProviderConfig
 from service.urls import CONNECTIONS_PATH, connect_link, origin
@@ -90,20 +91,13 @@ def require_session_within_lifetime(login_at: float, now: float, max_age: float)
         raise SessionExpired()
 
 
-def rotate_session_on_login(session: MutableMapping[str, Any], user: UserRef, now: float) -> None:
+def rotate_session_on_login(session: BrowserSession, user: UserRef, now: float) -> None:
     """Log `user` in with a fresh session: nothing from before the login survives, and the
     browser id and CSRF token are new (OWASP Session Management Cheat Sheet, "Renew the Session
     ID After Any Privilege Level Change"; session fixation)."""
     # mutant: session.rotated_on_login
     session.clear()
-    session.update(
-        {
-            "user": {"iss": user.iss, "sub": user.sub},
-            "login_at": int(now),
-            "bid": mint_opaque_id(),
-            "csrf": mint_opaque_id(),
-        }
-    )
+    session.sign_in(user, now, browser_id=mint_opaque_id(), csrf=mint_opaque_id())
 
 
 def require_csrf_token(

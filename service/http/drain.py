@@ -8,7 +8,7 @@ returned without completing response" once per stream. A :class:`Drain` orders t
 
 1. ``begin()``: ``/readyz`` answers 503 from now on (an orchestrator stops routing here), and
    every response says ``Connection: close``, so the proxy's keep-alive connections end after
-   their answer (see service/ops/cli.py for why idle ones are left to the proxy to close);
+   their answer (see service/ops/cli/serving.py for why idle ones are left to the proxy to close);
 2. ``wait_idle(seconds)``: every request except the GET streams finishes (tool calls included),
    for at most the grace period;
 3. ``close_sessions()``: the 2025-11-25 sessions are terminated. Their GET streams end like a

@@ -22,6 +22,7 @@ import jwt
 from mcp.server.auth.provider import AccessToken
 
 from service.providers.discovery import discover_metadata
+from service.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -233,3 +234,20 @@ class JwtTokenVerifier:
         if not isinstance(claims.get("sub"), str) or not claims["sub"] or len(claims["sub"]) > 255:
             raise jwt.InvalidTokenError("sub missing or malformed")
         return claims
+
+
+def token_verifier(
+    settings: Settings, http: httpx.AsyncClient, resource: str | None = None
+) -> JwtTokenVerifier:
+    """The verifier of the configured issuer's JWT access tokens for one of our resources: `/mcp`
+    (the settings' audience) unless `resource` names another (the admin API's `admin_audience`).
+    A token is good for the resource whose audience it carries only (MCP 2025-11-25,
+    basic/authorization, "Token Audience Binding and Validation"; RFC 8707 §2). Keys come from the
+    issuer's JWKS, fetched over `http`."""
+    return JwtTokenVerifier(
+        issuer=settings.auth_issuer,
+        audience=resource or settings.audience,
+        resource=resource or settings.resource_url,
+        algorithms=settings.auth_algorithms,
+        jwks=JwksCache(settings.auth_issuer, http, settings.auth_jwks_url),
+    )

@@ -47,7 +47,7 @@ class ConnectionBroker:
     def __init__(
         self,
         settings: Settings,
-        store: Callable[[], Store],
+        store: Store,
         hub: CompletionHub,
         lifecycle: TokenLifecycle,
         flow: ConnectFlow,

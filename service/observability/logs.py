@@ -4,7 +4,7 @@
 `RedactingFilter` (service/observability/redaction.py: no secret survives) and `LogContextFilter` (adds the
 fields below from the current context). `MCPUC_LOG_FORMAT=json` writes one JSON object a line;
 `text` (the default, for the demo) appends the same fields to a readable line, with every
-control character escaped (`escape_log_line`), so a record is exactly one line.
+control character escaped (`escape_control_characters`), so a record is exactly one line.
 
 The flow id and the user key are keyed hashes (`Pseudonyms`): a reader of the logs can join every
 line of Alice's flow, from the tool call that created it to the callback that failed, without the
@@ -136,17 +136,20 @@ _CONTROLS = {
 } | {ord("\r"): "\\r", ord("\n"): "\\n", ord("\t"): "\\t"}
 
 
-def escape_log_line(text: str) -> str:
-    """`text` with CR, LF and every other control character written as a visible escape: an
-    OAuth `error` from a callback or a token endpoint, an account id or any other value from
-    outside cannot end the line and forge records of other users after it (CWE-117; OWASP Logging
-    Cheat Sheet, "Event collection": sanitise CR, LF and delimiter characters)."""
+def escape_control_characters(text: str) -> str:
+    """`text` with CR, LF and every other control character written as a visible escape, for a
+    line of the text log or of the CLI's output: an OAuth `error` from a callback or a token
+    endpoint, an account label or any other value from outside cannot end the line and forge
+    records or rows after it (CWE-117; OWASP Logging Cheat Sheet, "Event collection": sanitise CR,
+    LF and delimiter characters), nor start a terminal escape sequence (ECMA-48 §5.3: every
+    sequence starts with ESC or a C1 control, such as CSI or OSC: an erased row, or OSC 52 writing
+    the clipboard; CWE-150)."""
     # mutant: logs.control_characters_escaped
     return text.translate(_CONTROLS)
 
 
 class TextFormatter(logging.Formatter):
-    """One line a record: the message and the context fields escaped (`escape_log_line`); a
+    """One line a record: the message and the context fields escaped (`escape_control_characters`); a
     traceback follows on lines of its own, each indented, so none can pass for a record."""
 
     def __init__(self) -> None:
@@ -154,20 +157,20 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = logging.makeLogRecord(record.__dict__)  # the record itself goes on to other handlers
-        line.msg, line.args = escape_log_line(record.getMessage()), None
+        line.msg, line.args = escape_control_characters(record.getMessage()), None
         trace = record.exc_text or (self.formatException(record.exc_info) if record.exc_info else "")
         if record.stack_info:
             trace = f"{trace}\n{record.stack_info}" if trace else record.stack_info
         line.exc_info, line.exc_text, line.stack_info = None, None, None
         text = super().format(line)
         fields = " ".join(
-            f"{name}={escape_log_line(str(value))}"
+            f"{name}={escape_control_characters(str(value))}"
             for name in CONTEXT_FIELDS
             if (value := getattr(record, name, None)) is not None
         )
         text = f"{text} [{fields}]" if fields else text
         if trace:
-            text += "".join(f"\n    {escape_log_line(part)}" for part in trace.split("\n"))
+            text += "".join(f"\n    {escape_control_characters(part)}" for part in trace.split("\n"))
         return text
 
 

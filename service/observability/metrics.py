@@ -81,6 +81,13 @@ class Metrics:
             ["operation"],
             registry=r,
         )
+        self.admin_refusals = Counter(
+            "mcpuc_admin_refusals_total",
+            "Admin API requests refused before any action, by reason (no_token, invalid_token, "
+            "client_not_allowed, insufficient_scope): every one, also those the audit log leaves out.",
+            ["reason"],
+            registry=r,
+        )
         self.tool_call_seconds = Histogram(
             "mcpuc_tool_call_duration_seconds", "Tool call latency.", ["tool"], buckets=_FAST, registry=r
         )

@@ -63,9 +63,7 @@ def signing_key(secret: str) -> Webhook:
 class ConnectionEvents:
     """Writes connection health events to the outbox; does nothing when no receiver is set."""
 
-    def __init__(
-        self, store: Callable[[], Store], enabled: bool, clock: Callable[[], float] = time.time
-    ) -> None:
+    def __init__(self, store: Store, enabled: bool, clock: Callable[[], float] = time.time) -> None:
         self._store = store
         self.enabled = enabled
         self._clock = clock
@@ -100,7 +98,7 @@ class ConnectionEvents:
         )
         message = WebhookMessage(f"msg_{secrets.token_urlsafe(18)}", event, body, now, now)
         try:
-            await self._store().enqueue_webhook(message)
+            await self._store.enqueue_webhook(message)
         except StoreUnavailable as exc:
             logger.warning("webhook %s not queued: %s", event, exc)
 
@@ -110,7 +108,7 @@ class WebhookSender:
 
     def __init__(
         self,
-        store: Callable[[], Store],
+        store: Store,
         http: httpx.AsyncClient,
         url: str,
         secret: str,
@@ -137,7 +135,7 @@ class WebhookSender:
 
     async def send_due(self) -> int:
         """Claim the due messages and try each once; how many were delivered."""
-        store = self._store()
+        store = self._store
         delivered = 0
         for message in await store.claim_webhooks(self._clock(), LEASE_SECONDS, BATCH):
             ok = await self._send(message)

@@ -29,6 +29,7 @@ from token_store import Store
 pytestmark = pytest.mark.e2e
 
 ADMIN_PORT = 9471  # never bound: the in-process transport names it as the server's port
+ADMIN_AUDIENCE = "https://admin.mcp.example/"  # the admin API's own resource (RFC 8707)
 
 
 def add_google_tool(app: Starlette) -> None:
@@ -49,7 +50,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LifecycleStack]:
 @pytest.fixture
 def configured(stack: LifecycleStack, monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI reads the replicas' own settings (what --config and MCPUC_* load for `serve`)."""
-    monkeypatch.setattr("service.ops.cli.load_settings", lambda **_: stack.settings)
+    monkeypatch.setattr("service.ops.cli.preamble.load_settings", lambda **_: stack.settings)
 
 
 async def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -159,8 +160,16 @@ async def test_admin_api_revokes_a_user_with_an_admin_bearer_and_audits_who_aske
     await connect(stack.instances[1], stayer)
     held = await store.get_connection(stack.user(leaver), "mockhub")
     assert held is not None
-    settings = stack.settings.replace(admin_port=ADMIN_PORT).require_safe_to_serve()
-    admin_bearer = mint_access_token(stack.data_dir, "ops-bot", scope=settings.admin_scope)
+    settings = stack.settings.replace(
+        admin_port=ADMIN_PORT, admin_audience=ADMIN_AUDIENCE, admin_client_ids=("ops-automation",)
+    ).require_safe_to_serve()
+    admin_bearer = mint_access_token(
+        stack.data_dir,
+        "ops-bot",
+        audience=ADMIN_AUDIENCE,
+        client_id="ops-automation",
+        scope=settings.admin_scope,
+    )
     caplog.set_level(logging.INFO, logger="mcp_url_connect.audit")
     runtime = Runtime(settings)  # a third replica's admin listener, in process
     async with (
@@ -186,5 +195,5 @@ async def test_admin_api_revokes_a_user_with_an_admin_bearer_and_audits_who_aske
     async with legacy_client(stack.instances[0], leaver) as (client, _):
         await elicitation_of(client, "whoami")
     events = [json.loads(r.getMessage()) for r in caplog.records if r.name == "mcp_url_connect.audit"]
-    ours = [e["event"] for e in events if e.get("actor") == "bearer:ops-bot"]
+    ours = [e["event"] for e in events if e.get("actor") == "bearer:ops-bot client:ops-automation"]
     assert ours == ["operator_list", "operator_revoke_provider", "operator_revoke_user"]

@@ -92,7 +92,7 @@ async def test_operator_removals_are_told_with_their_reason(
     leaver, incident = "hooked-leaver", "hooked-incident"
     await connect(stack.instances[0], leaver, login="hooked-leaver-login")
     await connect(stack.instances[1], incident, login="hooked-incident-login")
-    monkeypatch.setattr("service.ops.cli.load_settings", lambda **_: stack.settings)
+    monkeypatch.setattr("service.ops.cli.preamble.load_settings", lambda **_: stack.settings)
     assert await anyio.to_thread.run_sync(main, ["connections", "revoke", "--user", leaver]) == 0
     assert (await delivered(receiver, "connection.deleted", leaver))["data"]["reason"] == "operator"
     argv = ["connections", "revoke", "--provider", "mockhub", "--all", "--rate", "100"]

@@ -24,7 +24,7 @@ TOP_LEVEL = (
     "token_store",
 )
 # A path into the repository: a top-level folder, then names; stops at what cannot be in a name
-# (`service/ops/cli.py: cmd_keys_rotate`, `tests/unit/test_x.py::test_y`, `docs/redis.md#cluster`).
+# (`service/ops/cli/keys.py: cmd_keys_rotate`, `tests/unit/test_x.py::test_y`, `docs/redis.md#cluster`).
 REPO_PATH = re.compile(r"(?<![\w./-])((?:" + "|".join(TOP_LEVEL) + r")/[\w./<>*{}-]*[\w/>*}])")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 CODE_BLOCK = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)

@@ -65,6 +65,12 @@ RULES = (
         literal=re.compile(rf"{COLUMN}\s*,\s*{COLUMN}"),  # a column list in SQL
         constant=re.compile(r"(CONNECTION|ROW|READ)_COLUMNS"),  # a list of column names
     ),
+    # The browser session cookie's own keys ("user", "csrf" and "next" are too common a word to scan).
+    Rule(
+        "browser session keys",
+        "service/flow/browser_session.py",
+        literal=re.compile(r"^(login_at|bid|login_purpose|flash_disconnected)$"),
+    ),
 )
 
 

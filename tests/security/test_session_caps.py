@@ -24,7 +24,7 @@ ORDERS = {"legacy first": (LEGACY_VERSION, MODERN_VERSION), "modern first": (MOD
 
 def sessions_of(servers: Servers, user: str) -> int:
     """2025-11-25 sessions the SDK holds for `user` (its owner records)."""
-    owners = servers.apps["mcp"].state.mcp_server.session_manager.session_owners
+    owners = servers.apps["mcp"].state.sessions.session_owners
     return sum(1 for owner in owners.values() if owner["subject"] == user)
 
 

@@ -17,9 +17,9 @@ def broker_on(settings: Settings, store: Store, outbound: OutboundHttp) -> Conne
     """The caller closes `outbound`."""
     return ConnectionBroker(
         settings,
-        lambda: store,
+        store,
         CompletionHub(),
-        TokenLifecycle(lambda: store, outbound, timeout_seconds=1),
-        ConnectFlow(settings, lambda: store, outbound, clock=time.time),
+        TokenLifecycle(store, outbound, timeout_seconds=1),
+        ConnectFlow(settings, store, outbound, clock=time.time),
         outbound.client,
     )

@@ -51,7 +51,13 @@ class Failure:
 
 
 class CompletionHub:
-    def __init__(self, clock: Callable[[], float] = time.time, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.time,
+        metrics: Metrics | None = None,
+        *,
+        on_expired: Callable[[PendingElicitation], None] | None = None,
+    ) -> None:
         self._entries: dict[str, _Entry] = {}
         # (user, mcp session id, provider) -> the failure that user's next call in it reports (once).
         self._failures: dict[tuple[UserRef, str, str], Failure] = {}
@@ -61,7 +67,7 @@ class CompletionHub:
         self._reasons: dict[str, str] = {}
         self._clock = clock
         self._metrics = metrics or Metrics()
-        self.on_expired: Callable[[PendingElicitation], None] | None = None
+        self.on_expired = on_expired
 
     def register(self, elicitation: PendingElicitation, session: Any | None) -> None:
         """Remember where to deliver the end of `elicitation`."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -129,7 +129,7 @@ class Gateway:
         namespaces: Namespaces,
         broker: ConnectionBroker,
         lifecycle: TokenLifecycle,
-        store: Callable[[], Store],
+        store: Store,
         sessions: DownstreamSessions,
     ) -> None:
         self.namespaces = namespaces
@@ -183,7 +183,7 @@ class Gateway:
 
     async def _connection_without_asking(self, caller: Caller, provider: ProviderConfig) -> Connection | None:
         """The user's usable connection, refreshed if needed; never a connect flow."""
-        stored = await self._store().get_connection(caller.user, provider.name)
+        stored = await self._store.get_connection(caller.user, provider.name)
         if stored is None or stored.status is not ConnectionStatus.OK:
             return None
         try:
@@ -285,7 +285,7 @@ class Gateway:
         for more than the provider's own): the retry waits for that grant, not the one it replaces."""
         if not (is_stateless_revision(ctx) and ctx.request_state is not None):
             return ()
-        live = [e for e in await self._store().live_elicitations(caller.user) if e.provider == provider.name]
+        live = [e for e in await self._store.live_elicitations(caller.user) if e.provider == provider.name]
         return max((e.scopes for e in live), key=len, default=())
 
     async def _downstream_has(self, caller: Caller, provider: ProviderConfig, connection: Connection) -> bool:

@@ -46,7 +46,7 @@ class Revisions:
     def __init__(
         self,
         settings: Settings,
-        store: Callable[[], Store],
+        store: Store,
         hub: CompletionHub,
         flow: ConnectFlow,
         clock: Callable[[], float] = time.time,

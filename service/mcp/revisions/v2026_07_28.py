@@ -97,13 +97,13 @@ class StatelessAnswers:
     def __init__(
         self,
         settings: Settings,
-        store: Callable[[], Store],
+        store: Store,
         hub: CompletionHub,
         flow: ConnectFlow,
         clock: Callable[[], float],
     ) -> None:
         self._settings = settings
-        self._store = store  # a getter: the store is opened in the app lifespan
+        self._store = store
         self._hub = hub
         self._flow = flow
         self._clock = clock
@@ -157,7 +157,7 @@ class StatelessAnswers:
             return None
         state = RequestState.loads(ctx.request_state)
         require_request_state_for_provider(state.provider, config.name)
-        await require_single_use_request_state(self._store(), state.nonce)
+        await require_single_use_request_state(self._store, state.nonce)
         if state.kind == ACCOUNT_KIND:
             return AccountAnswered((ctx.input_responses or {}).get(ACCOUNT_INPUT_KEY))
         response = (ctx.input_responses or {}).get(CONNECT_INPUT_KEY)
@@ -231,5 +231,5 @@ class StatelessAnswers:
     async def _new_nonce(self, owner: UserRef, slot: str | None = None) -> str:
         # patterns-mrtr: state that must be consumed at most once is enforced server-side.
         nonce = mint_opaque_id(owner)
-        await self._store().put_nonce(nonce, self._settings.elicitation_ttl, slot)
+        await self._store.put_nonce(nonce, self._settings.elicitation_ttl, slot)
         return nonce

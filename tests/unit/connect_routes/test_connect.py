@@ -20,11 +20,12 @@ import httpx
 import itsdangerous
 import pytest
 
-from connect_routes.browser_session import binding_of, cookie_name
+from connect_routes.browser_session import cookie_name
 from connect_routes.pages import timestamp
 from mock_providers.demo import build_demo
 from service.app import create_app
 from service.errors import ElicitationAlreadyUsed
+from service.flow.browser_session import binding_of
 from service.runtime import Runtime
 from service.settings import Settings
 from tests.support.tasks import running_in_own_task

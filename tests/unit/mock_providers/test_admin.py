@@ -17,6 +17,7 @@ from starlette.applications import Starlette
 from mock_providers import ClientSpec, create_mock_providers_app
 from mock_providers.admin import admin_path
 from service.ops import cli
+from service.ops.cli import serving
 from tests.support.mock_provider_setup import BASE, HUB_CLIENT_ID, HUB_SECRET, make_config
 
 GOOGLE = ClientSpec("admin.apps.mockgoogle.test", "google-secret-0123456789", ("http://127.0.0.1:8000/cb/g",))
@@ -228,7 +229,7 @@ def run_mock_providers(monkeypatch: pytest.MonkeyPatch, data_dir: Path, *options
         served.update(servers)
         return 0
 
-    monkeypatch.setattr(cli, "serve_until_stopped", capture)
+    monkeypatch.setattr(serving, "serve_until_stopped", capture)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -264,7 +265,7 @@ def test_the_command_sets_mockhub_knobs_from_its_options(
 def test_a_bad_knob_value_is_a_configuration_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cli, "serve_until_stopped", lambda servers: pytest.fail("must not serve"))
+    monkeypatch.setattr(serving, "serve_until_stopped", lambda servers: pytest.fail("must not serve"))
     argv = ["mock-providers", "--port", "0", "--mcp-public-url", "http://127.0.0.1:8000"]
     assert cli.main([*argv, "--data-dir", str(tmp_path), "--access-token-ttl", "0"]) == 2
     err = capsys.readouterr().err

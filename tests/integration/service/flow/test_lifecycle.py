@@ -62,7 +62,7 @@ async def test_replicas_sharing_postgres_send_one_refresh(
             with anyio.fail_after(20):
                 async with anyio.create_task_group() as tasks:
                     for store in stores:
-                        lifecycle = TokenLifecycle(lambda s=store: s, OutboundHttp(1.0), timeout_seconds=5)
+                        lifecycle = TokenLifecycle(store, OutboundHttp(1.0), timeout_seconds=5)
                         for _ in range(CALLERS):
                             tasks.start_soon(
                                 lambda lc=lifecycle: _append(results, lc.fresh(stale, provider()))

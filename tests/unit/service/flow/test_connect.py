@@ -80,7 +80,7 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
     )
     outbound = OutboundHttp(1.0)
     try:
-        flow = ConnectFlow(settings, lambda: store, outbound, clock=clock)
+        flow = ConnectFlow(settings, store, outbound, clock=clock)
         user = UserRef(settings.auth_issuer, "alice")
         yield World(store, flow, settings.providers["mockhub"], clock, user)
     finally:

@@ -56,10 +56,11 @@ def test_the_table_names_the_flow_functions() -> None:
 async def test_a_transition_outside_the_table_is_refused(tmp_path: Path) -> None:
     settings = build_demo("127.0.0.1", 9400, 9401, tmp_path).settings
 
-    def no_store() -> None:
-        raise AssertionError("the store must not be reached")
+    class NoStore:
+        def __getattr__(self, operation: str) -> object:
+            raise AssertionError("the store must not be reached")
 
-    flow = ConnectFlow(settings, no_store, OutboundHttp(1.0), clock=lambda: 0.0)  # type: ignore[arg-type]
+    flow = ConnectFlow(settings, NoStore(), OutboundHttp(1.0), clock=lambda: 0.0)  # type: ignore[arg-type]
     for old in ElicitationStatus:
         for new in ElicitationStatus:
             if (old, new) in {transition.value for transition in Transition}:

@@ -64,7 +64,7 @@ async def test_a_storm_in_one_process_sends_one_refresh_and_wakes_every_waiter(
     monkeypatch.setattr(service.flow.lifecycle, "refresh", refresh)
     # Waiters that only polled would sleep this long: the test would time out.
     monkeypatch.setattr(service.flow.lifecycle, "WAIT_INTERVAL", 60.0)
-    lifecycle = TokenLifecycle(lambda: store, OutboundHttp(1.0), timeout_seconds=5)
+    lifecycle = TokenLifecycle(store, OutboundHttp(1.0), timeout_seconds=5)
     results: list[Connection] = []
 
     async def caller() -> None:
@@ -103,7 +103,7 @@ async def test_a_refresh_taking_the_lock_while_the_last_one_releases_it_ends_cle
         return TokenSet(f"access-{len(refreshes)}", refresh_token=f"refresh-{len(refreshes)}", expires_at=9e9)
 
     monkeypatch.setattr(service.flow.lifecycle, "refresh", refresh)
-    lifecycle = TokenLifecycle(lambda: store, OutboundHttp(1.0), timeout_seconds=5)
+    lifecycle = TokenLifecycle(store, OutboundHttp(1.0), timeout_seconds=5)
     release_lock = store.release_lock
     results: list[Connection] = []
 
@@ -162,7 +162,7 @@ async def test_the_lock_outlives_the_holders_deadline_so_the_refresh_token_is_se
     monkeypatch.setattr(service.flow.lifecycle, "refresh", refresh)
     monkeypatch.setattr(service.flow.lifecycle, "WAIT_INTERVAL", 0.01)
     # A timeout far beyond the test's own: only the store's (injected) clock moves.
-    lifecycle = TokenLifecycle(lambda: store, OutboundHttp(1.0), timeout_seconds=60, clock=clock)
+    lifecycle = TokenLifecycle(store, OutboundHttp(1.0), timeout_seconds=60, clock=clock)
     results: list[Connection] = []
 
     async def caller() -> None:
@@ -200,7 +200,7 @@ async def test_a_refresh_the_provider_never_answers_is_abandoned_at_its_deadline
         raise AssertionError("unreachable")
 
     monkeypatch.setattr(service.flow.lifecycle, "refresh", refresh)
-    lifecycle = TokenLifecycle(lambda: store, OutboundHttp(1.0), timeout_seconds=0.2)
+    lifecycle = TokenLifecycle(store, OutboundHttp(1.0), timeout_seconds=0.2)
     failures: list[str] = []
 
     async def caller() -> None:

@@ -69,9 +69,9 @@ class PacedClock:
 
 def operator_on(store: Store, clock: PacedClock | None = None) -> Operator:
     clock = clock or PacedClock()
-    flow = ConnectFlow(settings(), lambda: store, OutboundHttp(1.0), clock=time.time)
+    flow = ConnectFlow(settings(), store, OutboundHttp(1.0), clock=time.time)
     return Operator(
-        lambda: store,
+        store,
         {"hub": HUB},
         OutboundHttp(1.0),
         flow,

@@ -27,6 +27,7 @@ from service.errors import (
     SessionExpired,
     WrongBrowser,
 )
+from service.flow.browser_session import BrowserSession
 from service.flow.security_checks import (
     MAX_ACCOUNT_ID,
     OPAQUE_ID,
@@ -114,7 +115,7 @@ def test_rotate_session_on_login_keeps_nothing_from_before() -> None:
         "csrf": "planted",
         "next": "/x",
     }
-    rotate_session_on_login(session, ALICE, now=1234.5)
+    rotate_session_on_login(BrowserSession(session), ALICE, now=1234.5)
     assert session["user"] == {"iss": ALICE.iss, "sub": ALICE.sub}
     assert session["login_at"] == 1234
     assert set(session) == {"user", "login_at", "bid", "csrf"}

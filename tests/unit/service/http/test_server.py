@@ -32,7 +32,7 @@ from service.http.server import (
     loop_factory,
     server_config,
 )
-from service.ops.cli import build_server
+from service.ops.cli.serving import build_server
 from service.settings import EventLoopChoice, event_loop_name, load_settings
 from tests.support.settle import quiet_for, wait_until
 

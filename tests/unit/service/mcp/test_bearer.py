@@ -29,7 +29,9 @@ from service.mcp.bearer import (
     JwksCache,
     JwtTokenVerifier,
     VerifiedTokens,
+    token_verifier,
 )
+from service.settings import Settings
 
 ISSUER = "https://as.example.com"
 AUDIENCE = "https://mcp.example.com/mcp"
@@ -189,6 +191,17 @@ async def assert_rejected(verifier: JwtTokenVerifier, token: str) -> jwt.PyJWTEr
 
 
 # ---- accepted tokens -----------------------------------------------------------------------
+
+
+async def test_the_mcp_verifier_is_built_from_the_settings(signing_key: rsa.RSAPrivateKey) -> None:
+    issuer = FakeIssuer(jwks=[public_jwk(signing_key, KID)])
+    http = httpx.AsyncClient(transport=httpx.MockTransport(issuer.handler))
+    settings = Settings(public_url="https://mcp.example.com", auth_issuer=ISSUER, auth_jwks_url=JWKS_URL)
+    verifier = token_verifier(settings, http)
+    access = await verifier.verify_token(mint(signing_key))  # aud: the settings' <public_url>/mcp
+    assert access is not None and access.resource == settings.resource_url
+    await assert_rejected(verifier, mint(signing_key, aud="https://other.example.com/mcp"))
+    assert issuer.fetched(METADATA_URL) == 0  # the configured JWKS URL, no discovery
 
 
 async def test_valid_token_yields_the_callers_identity(env: Env) -> None:

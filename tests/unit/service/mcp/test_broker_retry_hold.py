@@ -48,10 +48,10 @@ async def frozen(tmp_path: Path) -> AsyncIterator[World]:
     reset = auth_context_var.set(AuthenticatedUser(token))
     broker = ConnectionBroker(
         settings,
-        lambda: store,
+        store,
         CompletionHub(),
-        TokenLifecycle(lambda: store, outbound, timeout_seconds=1),
-        ConnectFlow(settings, lambda: store, outbound, clock=time.time),
+        TokenLifecycle(store, outbound, timeout_seconds=1),
+        ConnectFlow(settings, store, outbound, clock=time.time),
         outbound.client,
         clock=lambda: 1_000.0,  # the hold's deadline never comes
     )

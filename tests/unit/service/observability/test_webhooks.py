@@ -35,12 +35,12 @@ def sender_for(
 ) -> WebhookSender:
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=receiver.app()))
     return WebhookSender(
-        lambda: store, http, URL, secret or receiver.secret, timeout_seconds=5, metrics=Metrics(), clock=clock
+        store, http, URL, secret or receiver.secret, timeout_seconds=5, metrics=Metrics(), clock=clock
     )
 
 
 async def emit(store: Store, clock: MovableClock, event: str = CREATED, **extra: str) -> None:
-    events = ConnectionEvents(lambda: store, enabled=True, clock=clock)
+    events = ConnectionEvents(store, enabled=True, clock=clock)
     await events.emit(event, KEY, account_label="octocat", status=ConnectionStatus.OK, **extra)
 
 
@@ -119,7 +119,7 @@ async def test_a_replica_that_dies_holding_a_message_loses_nothing(tmp_path: Pat
 
 async def test_events_are_not_queued_without_a_receiver(store: Store) -> None:
     clock = MovableClock()
-    await ConnectionEvents(lambda: store, enabled=False, clock=clock).emit(
+    await ConnectionEvents(store, enabled=False, clock=clock).emit(
         CREATED, KEY, account_label="x", status=ConnectionStatus.OK
     )
     assert await store.claim_webhooks(clock() + 1, LEASE_SECONDS, 10) == []

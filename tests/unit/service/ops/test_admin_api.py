@@ -11,19 +11,24 @@ from typing import Any
 
 import pytest
 from mcp.server.auth.provider import AccessToken
+from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.routing import Route
 
+from service.errors import AdminRequestRefused
 from service.ops.admin_api import (
     admin_app,
     admin_bearer_has_admin_scope,
+    admin_bearer_of_admin_client,
     admin_request_on_admin_port,
+    require_known_query_parameters,
     static_admin_token_matches,
 )
 from service.runtime import Runtime
-from service.settings import Settings, SettingsError
+from service.settings import Settings, SettingsError, load_settings
 
 OPENAPI = Path(__file__).resolve().parents[4] / "docs" / "admin-openapi.json"
+ADMIN_AUDIENCE = "https://admin.mcp.example.com/"
 
 
 def valid_settings(**changes: Any) -> Settings:
@@ -44,7 +49,7 @@ def routes_of_openapi(document: dict[str, Any]) -> set[tuple[str, str]]:
 
 
 def test_the_openapi_document_describes_exactly_the_admin_routes() -> None:
-    app = admin_app(Runtime(valid_settings(admin_port=9465)))
+    app = admin_app(Runtime(valid_settings(admin_port=9465, admin_audience=ADMIN_AUDIENCE)))
     served = {
         (route.path, method)
         for route in app.routes
@@ -90,8 +95,61 @@ def test_admin_bearer_has_admin_scope() -> None:
         {"admin_port": 9464},  # the metrics port
         {"admin_port": 70000},
         {"admin_port": 9465, "admin_token_sha256": "a-raw-token-not-its-digest"},
+        {"admin_port": 9465, "admin_bearer": False},  # no token at all would be taken
     ],
 )
 def test_admin_settings_refused(changes: dict[str, Any]) -> None:
     with pytest.raises(SettingsError, match="MCPUC_ADMIN_"):
-        valid_settings(port=8000, metrics_port=9464, **changes).require_safe_to_serve()
+        valid_settings(
+            port=8000, metrics_port=9464, admin_audience=ADMIN_AUDIENCE, **changes
+        ).require_safe_to_serve()
+
+
+@pytest.mark.parametrize(
+    "audience",
+    [
+        "",  # none: MCP tokens would be taken (or nothing verified)
+        "https://mcp.example.com/mcp",  # the MCP resource
+        "https://mcp.example.com/custom-audience",  # the MCP audience the operator named
+    ],
+)
+def test_the_admin_api_needs_a_resource_of_its_own(audience: str) -> None:
+    """RFC 8707: the admin API is a resource of its own; a start-up error names the setting."""
+    settings = valid_settings(admin_port=9465, auth_audience="https://mcp.example.com/custom-audience")
+    with pytest.raises(SettingsError, match=r"MCPUC_ADMIN_AUDIENCE is required .* not the MCP resource"):
+        settings.replace(admin_audience=audience).require_safe_to_serve()
+    settings.replace(admin_audience=ADMIN_AUDIENCE).require_safe_to_serve()
+    # The static token alone: no audience needed.
+    static = hashlib.sha256(b"t").hexdigest()
+    settings.replace(admin_bearer=False, admin_token_sha256=static).require_safe_to_serve()
+
+
+def test_admin_clients_are_read_from_a_comma_separated_list() -> None:
+    environ = {"MCPUC_ADMIN_CLIENT_IDS": "ops-automation, soar-playbook"}
+    assert load_settings(environ).admin_client_ids == ("ops-automation", "soar-playbook")
+
+
+def test_admin_bearer_of_admin_client() -> None:
+    token = AccessToken(token="t", client_id="ops-automation", scopes=[], subject="ops")
+    assert admin_bearer_of_admin_client(token, ())  # no list: any client the issuer granted
+    assert admin_bearer_of_admin_client(token, ("soar", "ops-automation"))
+    assert not admin_bearer_of_admin_client(token, ("soar",))
+
+
+@pytest.mark.parametrize(
+    ("query", "refused"),
+    [
+        ("", False),
+        ("sub=alice&provider=mockhub", False),
+        ("usr=alice", True),
+        ("sub=alice&sub=bob", True),
+        ("sub=alice&SUB=bob", True),
+    ],
+)
+def test_require_known_query_parameters(query: str, refused: bool) -> None:
+    if refused:
+        with pytest.raises(AdminRequestRefused) as caught:
+            require_known_query_parameters(QueryParams(query), ("sub", "iss", "provider"))
+        assert caught.value.status == 400 and caught.value.error == "invalid_request"
+    else:
+        require_known_query_parameters(QueryParams(query), ("sub", "iss", "provider"))

@@ -118,10 +118,11 @@ async def test_a_step_up_asks_for_the_union_once_and_never_again_for_what_was_gr
 
 
 async def test_a_store_failure_while_listing_is_a_clear_json_rpc_error() -> None:
-    def no_store() -> object:
-        raise StoreUnavailable("down")
+    class Down:
+        async def get_connection(self, *args: object) -> None:
+            raise StoreUnavailable("down")
 
-    gateway = Gateway(Namespaces([LINEAR]), None, None, no_store, None)  # type: ignore[arg-type]
+    gateway = Gateway(Namespaces([LINEAR]), None, None, Down(), None)  # type: ignore[arg-type]
     ctx = SimpleNamespace(protocol_version="2025-11-25", headers={})
     token = AccessToken(
         token="t", client_id="c", scopes=[], subject="alice", claims={"iss": "https://as.example"}

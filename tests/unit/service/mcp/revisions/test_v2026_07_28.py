@@ -54,8 +54,8 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
         tmp_path / "store.sqlite3", KeyRing.parse(settings.encryption_keys), clock=clock
     )
     outbound = OutboundHttp(1.0)
-    flow = ConnectFlow(settings, lambda: store, outbound, clock=clock)
-    answers = StatelessAnswers(settings, lambda: store, CompletionHub(clock), flow, clock)
+    flow = ConnectFlow(settings, store, outbound, clock=clock)
+    answers = StatelessAnswers(settings, store, CompletionHub(clock), flow, clock)
     try:
         yield World(answers, flow, store, settings.providers["mockhub"])
     finally:

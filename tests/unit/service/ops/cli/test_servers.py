@@ -1,16 +1,14 @@
-"""The console entry point: dev-token and serve refuse clearly; demo data is generated once and kept."""
+"""service/ops/cli/servers.py: dev-token and serve refuse clearly; demo data is generated once and kept;
+the demo a newcomer runs starts, refuses and stops in one line each."""
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import os
 import signal
 import socket
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -20,7 +18,8 @@ import pytest
 from mock_providers import create_mock_providers_app
 from mock_providers.demo import banner, build_demo
 from mock_providers.testing.servers import free_port
-from service.ops.cli import build_server, main, serve_until_stopped
+from service.ops.cli import main
+from tests.support.cli import serve_environment
 from tests.support.settle import eventually, succeeds
 
 
@@ -82,55 +81,9 @@ def test_mock_providers_writes_a_private_serve_configuration(tmp_path: Path) -> 
     assert loaded.public_url == "http://127.0.0.1:8080"
 
 
-def test_keys_rotate_reencrypts_under_the_newest_key(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    import asyncio
-    import base64
-    import os
-
-    from token_store import Connection, ConnectionKey, KeyRing, SQLiteStore, TokenSet, UserRef
-
-    def key() -> str:
-        return base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
-
-    old, new = f"old:{key()}", f"new:{key()}"
-    db = tmp_path / "store.sqlite3"
-    conn = Connection(
-        ConnectionKey(UserRef("https://as", "alice"), "mockhub", "1"), TokenSet("tok"), "a", 1.0, 1.0
-    )
-
-    async def put_and_read(keys: str, write: bool) -> tuple[str | None, str | None]:
-        store = await SQLiteStore.open(db, KeyRing.parse(keys))
-        try:
-            if write:
-                await store.put_connection(conn)
-            found = await store.get_connection(conn.key.user, "mockhub")
-            return (found.tokens.access_token if found else None), None
-        finally:
-            await store.close()
-
-    asyncio.run(put_and_read(old, write=True))
-    environ = {
-        "MCPUC_PUBLIC_URL": "https://mcp.example.com",
-        "MCPUC_AUTH_ISSUER": "https://as.example.com",
-        "MCPUC_LOGIN_CLIENT_ID": "login",
-        "MCPUC_SESSION_SECRET": "s" * 40,
-        "MCPUC_ENCRYPTION_KEYS": f"{new},{old}",
-        "MCPUC_REQUEST_STATE_KEYS": key(),
-        "MCPUC_STORE_URL": f"sqlite:///{db}",
-    }
-    for name, value in environ.items():
-        monkeypatch.setenv(name, value)
-    assert main(["keys", "rotate"]) == 0
-    assert "re-encrypted 1 record" in capsys.readouterr().out
-    # The old key is no longer needed: the record reads under the new key alone.
-    assert asyncio.run(put_and_read(new, write=False))[0] == "tok"
-
-
 # -- the demo a newcomer runs: busy ports, bad configuration, Ctrl-C ---------------------------
 
-REPO_ROOT = Path(__file__).resolve().parents[4]
+REPO_ROOT = Path(__file__).resolve().parents[5]
 
 
 def _cli(*argv: str) -> list[str]:
@@ -139,15 +92,6 @@ def _cli(*argv: str) -> list[str]:
 
 def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-
-
-@pytest.fixture
-def held_port() -> Iterator[int]:
-    """A port another process could hold: bound and listening for the test's duration."""
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        yield holder.getsockname()[1]
 
 
 @pytest.mark.parametrize("which", ["--port", "--providers-port"])
@@ -204,16 +148,6 @@ def test_demo_stops_its_servers_on_sigterm(tmp_path: Path) -> None:
     assert "[mcp] Finished server process" in output and "[providers] Finished server process" in output
 
 
-def test_a_server_failing_to_start_stops_the_others(held_port: int) -> None:
-    from starlette.applications import Starlette
-
-    healthy = build_server(Starlette(), "127.0.0.1", 0)
-    failing = build_server(Starlette(), "127.0.0.1", held_port)
-    code = asyncio.run(asyncio.wait_for(serve_until_stopped({"ok": healthy, "bad": failing}), 10))
-    assert code == 1
-    assert healthy.should_exit
-
-
 def test_banner_commands_run_from_the_repository_root(tmp_path: Path) -> None:
     text = banner(build_demo("127.0.0.1", 9100, 9101, tmp_path))
     steps = text.split("Next:", 1)[1].splitlines()
@@ -229,17 +163,7 @@ def test_banner_commands_run_from_the_repository_root(tmp_path: Path) -> None:
 def test_serve_with_a_placeholder_encryption_key_is_a_configuration_error(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    environ = {
-        "MCPUC_PUBLIC_URL": "https://mcp.example.com",
-        "MCPUC_AUTH_ISSUER": "https://as.example.com",
-        "MCPUC_LOGIN_CLIENT_ID": "login",
-        "MCPUC_SESSION_SECRET": "s" * 40,
-        "MCPUC_ENCRYPTION_KEYS": "REPLACE_ME",
-        "MCPUC_REQUEST_STATE_KEYS": base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("="),
-    }
-    monkeypatch.delenv("MCPUC_CONFIG_FILE", raising=False)
-    for name, value in environ.items():
-        monkeypatch.setenv(name, value)
+    serve_environment(monkeypatch, encryption_keys="REPLACE_ME")
     assert main(["serve"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("mcp-url-connect: configuration error: ") and err.count("\n") == 1
@@ -269,46 +193,3 @@ def test_production_packages_do_not_import_the_mock_providers() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=60, check=True
     )
     assert result.stdout.strip() == "False"
-
-
-def test_keys_retire_refuses_while_a_record_is_sealed_under_the_key(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from token_store import Connection, ConnectionKey, KeyRing, SQLiteStore, TokenSet, UserRef
-
-    def key() -> str:
-        return base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("=")
-
-    old, new = f"old:{key()}", f"new:{key()}"
-    db = tmp_path / "store.sqlite3"
-    users = [UserRef("https://as", sub) for sub in ("alice", "bob")]
-
-    async def put_under_old() -> None:
-        store = await SQLiteStore.open(db, KeyRing.parse(old))
-        try:
-            for user in users:
-                await store.put_connection(
-                    Connection(ConnectionKey(user, "mockhub", "1"), TokenSet("t"), "a", 1, 1)
-                )
-        finally:
-            await store.close()
-
-    asyncio.run(put_under_old())
-    environ = {
-        "MCPUC_PUBLIC_URL": "https://mcp.example.com",
-        "MCPUC_AUTH_ISSUER": "https://as.example.com",
-        "MCPUC_LOGIN_CLIENT_ID": "login",
-        "MCPUC_SESSION_SECRET": "s" * 40,
-        "MCPUC_ENCRYPTION_KEYS": f"{new},{old}",
-        "MCPUC_REQUEST_STATE_KEYS": key(),
-        "MCPUC_STORE_URL": f"sqlite:///{db}",
-    }
-    for name, value in environ.items():
-        monkeypatch.setenv(name, value)
-    assert main(["keys", "retire", "old"]) == 1
-    assert "2 record(s) are sealed only under 'old'" in capsys.readouterr().err
-    assert main(["keys", "retire", "new"]) == 1  # the primary key is never retired
-    assert "primary" in capsys.readouterr().err
-    assert main(["keys", "rotate"]) == 0
-    assert main(["keys", "retire", "old"]) == 0
-    assert "no record is sealed under 'old'" in capsys.readouterr().out

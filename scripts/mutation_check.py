@@ -349,12 +349,14 @@ CHECKS: tuple[Check, ...] = (
         "public_url https unless loopback",
     ),
     check(
-        "settings.tls_to_redis_unless_loopback",
+        "redis.tls_unless_loopback",
         [
+            "tests/unit/token_store/backends/redis/test_plaintext.py::test_plain_text_elsewhere_is_refused_unless_allowed_and_tls_goes_anywhere",
             "tests/unit/service/test_settings.py::test_plain_redis_is_refused_outside_loopback",
             "tests/security/test_leakage.py::test_serve_refuses_plain_redis_to_another_host",
+            "tests/integration/token_store/backends/redis/test_plaintext.py",
         ],
-        "plain redis:// only to loopback unless MCPUC_ALLOW_PLAINTEXT_REDIS",
+        "plain-text Redis only to loopback unless MCPUC_ALLOW_PLAINTEXT_REDIS, on every connection",
     ),
     check(
         "settings.no_hs_or_none",
@@ -377,6 +379,13 @@ CHECKS: tuple[Check, ...] = (
         "redaction.secrets_redacted",
         ["tests/unit/service/observability/test_redaction.py::test_redact_removes_secrets"],
         "secrets redacted from every log line",
+    ),
+    check(
+        "redaction.url_shape_only",
+        [
+            "tests/unit/service/observability/test_redaction.py::test_outbound_urls_are_logged_as_scheme_host_and_path_shape_only"
+        ],
+        "a logged URL keeps only scheme, host and path shape",
     ),
     check("provider_oauth.pkce_s256", [f"{E2E_FLOW}::test_legacy_full_flow"], "PKCE S256 toward providers"),
     check(
@@ -993,6 +1002,22 @@ CHECKS: tuple[Check, ...] = (
         "on Redis Cluster an id or state lies in its user's hash slot, or is refused",
     ),
     check(
+        "redis.slot_tag_masked",
+        [
+            f"{UNIT_CHECKS}::test_an_id_tells_nobody_without_the_servers_key_whose_it_is",
+            "tests/integration/token_store/backends/redis/test_store_cluster.py::test_an_id_names_its_users_slot_only_to_whoever_holds_the_key",
+        ],
+        "on Redis Cluster an id carries its user's slot tag masked under the server's key",
+    ),
+    check(
+        "settings.slot_tags_only_on_cluster",
+        [
+            f"{UNIT_CHECKS}::test_an_id_tells_nobody_without_the_servers_key_whose_it_is",
+            "tests/security/test_ids_and_states.py::test_a_link_or_a_state_does_not_tell_whose_it_is",
+        ],
+        "off Redis Cluster an id is random bits alone, with no slot tag",
+    ),
+    check(
         "admin.own_port",
         ["tests/security/test_admin_api.py::test_admin_api_refuses_a_request_on_the_public_port"],
         "the admin API answers only on its own port",
@@ -1020,6 +1045,31 @@ CHECKS: tuple[Check, ...] = (
             "tests/unit/service/observability/test_webhooks.py::test_a_webhook_is_signed_verifiable_and_names_no_secret"
         ],
         "the webhook signature covers the body",
+    ),
+    check(
+        "webhooks.lease_covers_attempt",
+        [
+            "tests/unit/service/observability/test_webhooks.py::test_a_message_claimed_too_late_for_its_lease_waits_for_the_lease_to_end"
+        ],
+        "a webhook is sent only while its lease lasts through the attempt",
+    ),
+    *(
+        check(
+            f"{backend}.settle_webhook_own_lease",
+            [
+                f"{CONTRACT}::test_a_claimer_whose_lease_ended_cannot_settle_over_the_next_claimers_lease[{backend}]"
+            ],
+            "a webhook attempt is recorded only under the claimer's own lease",
+        )
+        for backend in ("sqlite", "redis", "postgres")
+    ),
+    *(
+        check(
+            f"{backend}.claim_webhooks_due",
+            [f"{CONTRACT}::test_webhook_outbox_claims_due_messages_once_per_lease[{backend}]"],
+            "a webhook under a live lease is never claimed again",
+        )
+        for backend in ("sqlite", "redis", "postgres")
     ),
     check(
         "operator.revoke_by_iss_and_sub",

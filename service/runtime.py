@@ -183,6 +183,8 @@ class Runtime:
                 clock=self.clock,
                 wait_replicas=self.settings.store_wait_replicas,
                 wait_timeout=self.settings.store_wait_timeout,
+                allow_plaintext_redis=self.settings.allow_plaintext_redis,
+                slot_tags=self.settings.slot_tags(),
             )
         except StoreUnavailable as exc:
             if not (self.settings.uses_redis or self.settings.uses_postgres):
@@ -221,7 +223,11 @@ def completion_bus(
     confirms each id it names), or the process itself for SQLite."""
     if settings.uses_redis:
         return RedisBus(
-            settings.effective_store_url, settings.redis_prefix, hub, on_resubscribed=on_resubscribed
+            settings.effective_store_url,
+            settings.redis_prefix,
+            hub,
+            on_resubscribed=on_resubscribed,
+            allow_plaintext=settings.allow_plaintext_redis,
         )
     if settings.uses_postgres:
         return PostgresBus(

@@ -12,6 +12,8 @@ or from a file named by `MCPUC_<NAME>_FILE` (a Kubernetes Secret mounted as file
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import importlib
 import os
 import re
@@ -43,7 +45,6 @@ from service.providers.catalogue import (
 )
 from service.urls import (
     LOGIN_CALLBACK_PATH,
-    LOOPBACK_HOSTS,
     MCP_PATH,
     callback_path,
     client_metadata_path,
@@ -51,12 +52,15 @@ from service.urls import (
     https_unless_loopback,
 )
 from token_store import (
+    CLUSTER_SCHEME,
     DEFAULT_REDIS_PREFIX,
     POSTGRES_SCHEMES,
     REDIS_SCHEMES,
-    ClusterURL,
-    SentinelURL,
+    PlaintextToRemoteRedis,
+    SlotTags,
     check_store_url,
+    redis_addresses,
+    require_tls_to_redis_unless_loopback,
 )
 
 ENV_PREFIX = "MCPUC_"
@@ -68,6 +72,7 @@ REPLICA_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 # The one definition of these defaults (the CLI imports them); the Redis key prefix's default is
 # the token store's (DEFAULT_REDIS_PREFIX, imported above).
 DEFAULT_DATA_DIR = Path(".mcp-url-connect")
+SLOT_TAG_KEY_LABEL = b"mcp-url-connect cluster slot tags v1"  # derives `Settings.slot_tags`' key
 DEFAULT_METRICS_PORT = 9464  # the port Prometheus exporters commonly take (OpenTelemetry's too)
 # The bounds on requests (service/http/server.py: BoundedRequestH11Protocol). JSON-RPC messages
 # and browser forms are small (at most 1 MiB: service/http/request_limits.py), so a client sending
@@ -301,7 +306,7 @@ class Settings(BaseSettings):
             check_store_url(self.effective_store_url)
         except ValueError as exc:
             raise SettingsError(f"{ENV_PREFIX}STORE_URL: {exc}") from None
-        require_tls_to_redis_unless_loopback(self)
+        self.require_tls_to_redis(self.effective_store_url, f"{ENV_PREFIX}STORE_URL")
         for name in ("auth_issuer", "login_client_id", "session_secret", "encryption_keys"):
             if not getattr(self, name):
                 raise SettingsError(f"{ENV_PREFIX}{name.upper()} is required")
@@ -356,6 +361,35 @@ class Settings(BaseSettings):
             )
         return self
 
+    def slot_tags(self) -> SlotTags | None:
+        """On Redis Cluster, how the ids, states and nonces minted for a user name the user's hash
+        slot, masked so that nobody without the key can tell whose they are (`SlotTags`); None on
+        every other store, whose ids carry nothing but random bits. The key is derived from
+        MCPUC_SESSION_SECRET, as the log pseudonyms' is (`Pseudonyms`): a secret every replica
+        already shares, whose rotation already ends what is in flight (here, flows started before
+        it: minutes), under a label of its own, so neither use tells anything about the other."""
+        # mutant: settings.slot_tags_only_on_cluster
+        if urlsplit(self.effective_store_url).scheme.lower() != CLUSTER_SCHEME:
+            return None
+        return SlotTags(hmac.new(self.session_secret.encode(), SLOT_TAG_KEY_LABEL, hashlib.sha256).digest())
+
+    def require_tls_to_redis(self, url: str, setting: str) -> None:
+        """A Redis store URL (held in `setting`) reaches Redis over TLS or on this machine, unless
+        MCPUC_ALLOW_PLAINTEXT_REDIS (`require_tls_to_redis_unless_loopback`, on every address it
+        names: its host, a query's `host=`, each sentinel or cluster node); SettingsError naming
+        `setting`, never the URL. Every connection is checked again when it opens."""
+        try:
+            addresses = redis_addresses(url)
+        except ValueError:
+            return  # malformed: `check_store_url` says so
+        try:
+            require_tls_to_redis_unless_loopback(addresses, allow_plaintext=self.allow_plaintext_redis)
+        except PlaintextToRemoteRedis:
+            raise SettingsError(
+                f"{setting}: plain redis:// only to loopback; use rediss:// (TLS), or set "
+                f"{ENV_PREFIX}ALLOW_PLAINTEXT_REDIS=true for a network you trust"
+            ) from None
+
     def validate(self) -> Settings:  # type: ignore[override]  # pydantic's deprecated classmethod
         """`require_safe_to_serve`, under the name of the public API before it (docs/api.md)."""
         warnings.warn(
@@ -396,41 +430,6 @@ def require_https_unless_loopback(settings: Settings) -> None:
     development = urlsplit(settings.public_url).scheme == "http"  # loopback, checked just above
     if issuer and not https_unless_loopback(issuer) and not (development and issuer.startswith("http://")):
         raise SettingsError("MCPUC_AUTH_ISSUER must use https (plain http only on loopback)")
-
-
-def require_tls_to_redis_unless_loopback(settings: Settings) -> None:
-    """A Redis store on another host is reached over TLS (`rediss://`) unless the operator set
-    MCPUC_ALLOW_PLAINTEXT_REDIS, as plain http is refused outside loopback.
-
-    The store's traffic carries the Redis password, the sealed token sets and every flow's record;
-    in plain text anyone on the path reads it and can rewrite the replies (RFC 6819 §5.1.1,
-    confidentiality of requests: TLS against eavesdroppers). `redis://` to loopback (or with no
-    host, which redis-py reads as localhost) never leaves the machine.
-    """
-    try:
-        check_store_url(settings.effective_store_url)
-    except ValueError:
-        return  # a malformed URL: `require_safe_to_serve` names what is wrong
-    url = urlsplit(settings.effective_store_url)
-    if url.scheme.lower() in ("redis+sentinel", "redis+cluster"):  # plain text, every node named
-        hosts = [
-            host
-            for host, _ in (
-                SentinelURL.parse(settings.effective_store_url).sentinels
-                if url.scheme.lower() == "redis+sentinel"
-                else ClusterURL.parse(settings.effective_store_url).nodes
-            )
-        ]
-        local = all(host in LOOPBACK_HOSTS for host in hosts)
-    else:
-        local = url.hostname is None or url.hostname in LOOPBACK_HOSTS
-    plain = ("redis", "redis+sentinel", "redis+cluster")
-    # mutant: settings.tls_to_redis_unless_loopback
-    if url.scheme.lower() in plain and not local and not settings.allow_plaintext_redis:
-        raise SettingsError(
-            "MCPUC_STORE_URL: plain redis:// only to loopback; use rediss:// (TLS), or set "
-            "MCPUC_ALLOW_PLAINTEXT_REDIS=true for a network you trust"
-        )
 
 
 def require_asymmetric_algorithms(algorithms: tuple[str, ...]) -> None:

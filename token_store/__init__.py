@@ -15,12 +15,19 @@ from token_store import models
 from token_store.backends.postgres.store import SCHEMES as POSTGRES_SCHEMES
 from token_store.backends.postgres.store import PostgresStore
 from token_store.backends.postgres.store import check_url as check_postgres_url
+from token_store.backends.redis.plaintext import (
+    PlaintextToRemoteRedis,
+    RedisAddress,
+    require_tls_to_redis_unless_loopback,
+)
 from token_store.backends.redis.store import (
     CLUSTER_SCHEME,
     SENTINEL_SCHEME,
     ClusterURL,
     RedisStore,
     SentinelURL,
+    SlotTags,
+    redis_addresses,
     slot_tag,
 )
 from token_store.backends.redis.store import DEFAULT_PREFIX as DEFAULT_REDIS_PREFIX
@@ -48,6 +55,7 @@ from token_store.models import (
 from token_store.store_copy import COPY_WINDOW, CopyReport, CopyWindowClosed, copy_endpoints, copy_store
 
 __all__ = [
+    "CLUSTER_SCHEME",
     "COPY_WINDOW",
     "DEFAULT_REDIS_PREFIX",
     "LIVE_STATUSES",
@@ -67,11 +75,14 @@ __all__ = [
     "KeyRing",
     "OAuthState",
     "PendingElicitation",
+    "PlaintextToRemoteRedis",
     "PostgresStore",
+    "RedisAddress",
     "RedisStore",
     "SQLiteStore",
     "SealedConnection",
     "SentinelURL",
+    "SlotTags",
     "Store",
     "StoreError",
     "StoreUnavailable",
@@ -86,6 +97,8 @@ __all__ = [
     "copy_store",
     "models",
     "open_store",
+    "redis_addresses",
+    "require_tls_to_redis_unless_loopback",
     "require_transition",
     "slot_tag",
 ]
@@ -101,25 +114,36 @@ async def open_store(
     clock: Callable[[], float] = time.time,
     wait_replicas: int = 0,
     wait_timeout: float = 1.0,
+    allow_plaintext_redis: bool = False,
+    slot_tags: SlotTags | None = None,
 ) -> Store:
     """Open the backend `url` names (`check_store_url` says which).
 
     Supported: `sqlite:///absolute/path.db`, `sqlite:///./relative.db`,
     `redis://[[user]:password@]host[:port][/db]` or `rediss://...` (TLS; see docs/redis.md),
     `redis+sentinel://[[user]:password@]host:port[,host:port...]/service_name[/db]`,
-    `redis+cluster://[[user]:password@]host:port[,host:port...]` (ids then carry `slot_tag`), and
+    `redis+cluster://[[user]:password@]host:port[,host:port...]` (ids then carry their user's
+    `slot_tag`, masked: `slot_tags` unmasks it), and
     `postgresql://user:password@host[:port]/database[?sslmode=...]` or `postgres://...`
     (docs/postgres.md). `prefix` namespaces the Redis keys (`DEFAULT_REDIS_PREFIX` unless given);
     the others ignore it. `clock` judges every TTL of every backend (Redis locks excepted: they
     expire by the server's clock). `wait_replicas`/`wait_timeout`: Redis only, see
-    `RedisStore.open`.
+    `RedisStore.open`; so is `allow_plaintext_redis`, without which every Redis connection is TLS
+    or to this machine (`require_tls_to_redis_unless_loopback`, checked on each connection).
     """
     scheme = check_store_url(url)
     if scheme == "sqlite":
         return await SQLiteStore.open(_sqlite_path(url), keyring, clock=clock)
     if scheme in REDIS_SCHEMES:
         return await RedisStore.open(
-            url, keyring, prefix=prefix, clock=clock, wait_replicas=wait_replicas, wait_timeout=wait_timeout
+            url,
+            keyring,
+            prefix=prefix,
+            clock=clock,
+            wait_replicas=wait_replicas,
+            wait_timeout=wait_timeout,
+            allow_plaintext=allow_plaintext_redis,
+            slot_tags=slot_tags,
         )
     return await PostgresStore.open(url, keyring, clock=clock)
 
@@ -132,17 +156,23 @@ async def copy_between(
     prefix: str = DEFAULT_REDIS_PREFIX,
     new_window: bool = False,
     clock: Callable[[], float] = time.time,
+    allow_plaintext_redis: bool = False,
 ) -> CopyReport:
     """`mcp-url-connect store copy-from`: copy the store at `source_url` into the one at
     `target_url`, any backends `open_store` opens, never undoing a deletion
-    (token_store/store_copy.py); `prefix` is both stores' Redis key prefix. ValueError for a URL
-    that names no store, or a SQLite source file that does not exist (opening would create it)."""
+    (token_store/store_copy.py); `prefix` is both stores' Redis key prefix, and
+    `allow_plaintext_redis` is `open_store`'s for both. ValueError for a URL that names no store,
+    or a SQLite source file that does not exist (opening would create it)."""
     if check_store_url(source_url) == "sqlite" and not _sqlite_path(source_url).exists():
         raise ValueError("the old store's SQLite file does not exist")
     check_store_url(target_url)
-    source = await open_store(source_url, keyring, prefix=prefix, clock=clock)
+    source = await open_store(
+        source_url, keyring, prefix=prefix, clock=clock, allow_plaintext_redis=allow_plaintext_redis
+    )
     try:
-        target = await open_store(target_url, keyring, prefix=prefix, clock=clock)
+        target = await open_store(
+            target_url, keyring, prefix=prefix, clock=clock, allow_plaintext_redis=allow_plaintext_redis
+        )
         try:
             reader, writer = copy_endpoints(source, target)
             return await copy_store(reader, writer, now=clock(), new_window=new_window)

@@ -236,14 +236,18 @@ class Store(Protocol):
 
     async def claim_webhooks(self, now: float, lease_seconds: float, limit: int) -> list[WebhookMessage]:
         """Up to `limit` messages due (`next_attempt_at <= now`), oldest due first, each moved to
-        `next_attempt_at = now + lease_seconds` in the same atomic step: no other replica claims
-        it while this one sends it, and if this one dies it is due again when the lease ends.
-        Returned as stored before the claim (its `attempts` so far)."""
+        `next_attempt_at = now + lease_seconds` (its lease) in the same atomic step: a message
+        under a live lease is never claimed, so no other replica sends it while this one does,
+        and if this one dies it is due again when the lease ends. Returned with `attempts` so far
+        and `next_attempt_at` = the lease's end, which `settle_webhook` checks."""
         ...
 
-    async def settle_webhook(self, message_id: str, retry_at: float | None) -> None:
-        """After an attempt: None removes the message (delivered, or given up); a time counts
-        the attempt and makes the message due again then."""
+    async def settle_webhook(self, claimed: WebhookMessage, retry_at: float | None) -> bool:
+        """After an attempt on `claimed` (as `claim_webhooks` returned it): None removes the
+        message (delivered, or given up); a time counts the attempt and makes the message due
+        again then. Only the holder of the message's current lease settles it: once the lease
+        ended and another replica claimed the message, this changes nothing and returns False
+        (the other replica's attempt is the one that counts)."""
         ...
 
     # --- client registrations -------------------------------------------------------------

@@ -72,7 +72,10 @@ async def resolved_providers(
     providers = {name: build_provider(name, table, {}) for name, table in tables.items()}
     outbound = start_up_outbound(settings.http_timeout)
     store = await open_store(
-        settings.effective_store_url, KeyRing.parse(settings.encryption_keys), prefix=settings.redis_prefix
+        settings.effective_store_url,
+        KeyRing.parse(settings.encryption_keys),
+        prefix=settings.redis_prefix,
+        allow_plaintext_redis=settings.allow_plaintext_redis,
     )
     try:
         resolved = await resolve_providers(settings.replace(providers=providers), outbound.client, store)

@@ -178,7 +178,7 @@ class ConnectFlow:
         """→ pending: a new elicitation, counted against `max_pending_per_user` in the same step."""
         now = self._clock()
         elicitation = PendingElicitation(
-            id=mint_opaque_id(user),
+            id=mint_opaque_id(user, self._settings.slot_tags()),
             user=user,
             client_id=client_id,
             mcp_session_id=mcp_session_id,
@@ -299,7 +299,7 @@ class ConnectFlow:
         elicitation, provider, held = link.elicitation, link.provider, link.held
         now = self._clock()
         state = OAuthState(
-            state=mint_opaque_id(elicitation.user),
+            state=mint_opaque_id(elicitation.user, self._settings.slot_tags()),
             elicitation=elicitation,
             browser_binding=browser_binding,
             code_verifier=secrets.token_urlsafe(64),  # RFC 7636 §4.1: 43-128 chars of high entropy

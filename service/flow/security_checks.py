@@ -40,7 +40,7 @@ from service.flow.browser_session import BrowserSession
 from service.flow.names import is_blank
 from service.providers.catalogue import ProviderConfig
 from service.urls import CONNECTIONS_PATH, connect_link, origin
-from token_store import ElicitationStatus, OAuthState, PendingElicitation, UserRef, slot_tag
+from token_store import ElicitationStatus, OAuthState, PendingElicitation, SlotTags, UserRef
 
 # ---- opaque ids: minted here, checked here -------------------------------------------------------
 
@@ -51,11 +51,17 @@ from token_store import ElicitationStatus, OAuthState, PendingElicitation, UserR
 OPAQUE_ID = re.compile(r"[A-Za-z0-9_-]{16,128}")  # used with fullmatch
 
 
-def mint_opaque_id(owner: UserRef | None = None) -> str:
-    """A fresh id: 256 bits from `secrets` (RFC 6819 §5.1.4.2.2: not guessable). With `owner`,
-    led by the owner's 4-character `slot_tag`, which places the record the id names in its user's
-    Redis Cluster hash slot (docs/redis.md, "Cluster"); the 256 random bits follow."""
-    return (slot_tag(owner) if owner is not None else "") + secrets.token_urlsafe(32)
+def mint_opaque_id(owner: UserRef | None = None, slot_tags: SlotTags | None = None) -> str:
+    """A fresh id: 256 bits from `secrets` (RFC 6819 §5.1.4.2.2: not guessable). On Redis Cluster
+    (`slot_tags`, from `Settings.slot_tags`), one minted for `owner` is also led by the owner's
+    slot tag, masked under a server key (`SlotTags.mint`), which places the record it names in
+    the owner's hash slot (docs/redis.md, "Cluster") and tells nobody else whose it is;
+    everywhere else an id is the random bits alone, saying nothing of its user
+    (2026-07-28/security-best-practices.mdx "State Handle Hijacking": "secure, non-deterministic
+    handles")."""
+    if owner is not None and slot_tags is not None:
+        return slot_tags.mint(owner)
+    return secrets.token_urlsafe(32)
 
 
 def require_opaque_id(value: object, refusal: type[BrowserRefusal]) -> str:

@@ -53,7 +53,8 @@ class Metrics:
         )
         self.webhooks = Counter(
             "mcpuc_webhooks_total",
-            "Connection health webhook attempts, by event type and outcome (delivered, retry, given_up).",
+            "Connection health webhook attempts, by event type and outcome "
+            "(delivered, retry, given_up, lease_lost).",
             ["type", "outcome"],
             registry=r,
         )

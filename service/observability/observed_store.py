@@ -173,8 +173,8 @@ class ObservedStore(Store):
     async def claim_webhooks(self, now: float, lease_seconds: float, limit: int) -> list[WebhookMessage]:
         return await self._observed("claim_webhooks", self.backend.claim_webhooks(now, lease_seconds, limit))
 
-    async def settle_webhook(self, message_id: str, retry_at: float | None) -> None:
-        await self._observed("settle_webhook", self.backend.settle_webhook(message_id, retry_at))
+    async def settle_webhook(self, claimed: WebhookMessage, retry_at: float | None) -> bool:
+        return await self._observed("settle_webhook", self.backend.settle_webhook(claimed, retry_at))
 
     # --- client registrations ----------------------------------------------------------------
     async def get_client_registration(self, issuer: str, redirect_uri: str) -> ClientRegistration | None:

@@ -1,7 +1,9 @@
-"""Log redaction: no token, code, verifier, state, cookie or client secret reaches a log line.
+"""Log redaction: no token, code, verifier, state, cookie or client secret reaches a log line,
+and no URL beyond its scheme, host and the shape of its path.
 
 A filter on the handlers (not the loggers), so records from every library — uvicorn's access
-log with `/callback?code=...`, httpx, authlib — pass through it.
+log with `/callback?code=...`, httpx and httpx2 (authlib's) with each outbound request's URL —
+pass through it.
 """
 
 from __future__ import annotations
@@ -44,6 +46,32 @@ _MARKERS = ("session", "bearer", "basic", "cookie", "eyj")
 _MAYBE_SECRET = re.compile(rf"(?:{_NAME_ENDINGS})['\"]?\s*(?:[:=]|%3d)|{'|'.join(_MARKERS)}")
 
 
+# An absolute URL: scheme, authority (userinfo, host, port), then path, query and fragment, up to
+# a space, a quote or an angle bracket (httpx writes `POST https://host/path?query "HTTP/1.1 200 OK"`).
+_URL = re.compile(
+    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?:[^\s/?#@'\"<>]*@)?(?P<host>\[[^\]\s]*\]|[^\s/?#:'\"<>]*)"
+    r"(?P<port>:[0-9]*)?(?P<path>/[^\s?#'\"<>]*)?(?:[?#][^\s'\"<>]*)?"
+)
+
+
+def _url_shape(match: re.Match[str]) -> str:
+    # Each path segment becomes `*`: how deep, not what (a webhook URL's path may be its secret).
+    path = re.sub(r"[^/]+", "*", match.group("path") or "")
+    return f"{match.group('scheme')}{match.group('host')}{match.group('port') or ''}{path}"
+
+
+def keep_only_url_shape(text: str) -> str:
+    """`text` with every absolute URL cut to its scheme, host, port and path shape
+    (`https://hooks.example/*/*/*`): an outbound URL may carry a secret in its path, query or
+    userinfo (a webhook receiver's path token, a `?sig=` signature, a password), and httpx logs
+    the full URL of every request at INFO (RFC 9110 §4.2.4: userinfo is deprecated because it
+    leaks; OWASP Logging Cheat Sheet, "Data to exclude": access tokens, passwords, secrets)."""
+    if "://" not in text:
+        return text
+    # mutant: redaction.url_shape_only
+    return _URL.sub(_url_shape, text)
+
+
 def _may_hold_a_secret(text: str) -> bool:
     if not text.isascii():
         return True
@@ -80,10 +108,10 @@ class RedactingFilter(logging.Filter):
             rendered = record.getMessage()
         except Exception:  # a bad format string must not drop the record or leak its args
             rendered = str(record.msg)
-        record.msg, record.args = redact(rendered), None
+        record.msg, record.args = redact(keep_only_url_shape(rendered)), None
         if record.exc_info and record.exc_info[1] is not None:
             # Exception messages can carry URLs with codes: render and redact the traceback now.
             formatter = logging.Formatter()
-            record.exc_text = redact(formatter.formatException(record.exc_info))
+            record.exc_text = redact(keep_only_url_shape(formatter.formatException(record.exc_info)))
             record.exc_info = None
         return True

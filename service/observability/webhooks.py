@@ -3,8 +3,9 @@
 Events: `connection.created`, `connection.needs_reauthorization`, `connection.recovered` and
 `connection.deleted` (`data.reason`: `user`, `operator` or `revocation`). Each is written to the
 store's outbox (`Store.enqueue_webhook`) when it happens, and sent from there by `WebhookSender`,
-which every replica runs: a message is claimed under a lease, so one replica sends it at a time,
-and one whose replica died is sent by another once the lease ends. A receiver that does not
+which every replica runs: a message is claimed alone, under a lease that covers its one attempt,
+so one replica sends it at a time, and one whose replica died is sent by another once the lease
+ends; the attempt is recorded only under the claimer's own lease. A receiver that does not
 answer 2xx gets the same message (same `webhook-id`) again, with exponential backoff, up to
 MAX_ATTEMPTS. Payloads carry identifiers and status only, never a token.
 
@@ -39,8 +40,9 @@ EVENT_TYPES = (CREATED, NEEDS_REAUTHORIZATION, RECOVERED, DELETED)
 DELETE_REASONS = ("user", "operator", "revocation")
 
 POLL_SECONDS = 1.0  # how often each replica looks for due messages
-LEASE_SECONDS = 60.0  # a claimed message is this replica's to send for this long
-BATCH = 50  # messages claimed at once
+# A lease is one attempt's timeout and this much more: the store calls around the attempt (a
+# store answers or fails within a few seconds: 2 s on Redis, 5 s of SQLite's busy timeout).
+LEASE_MARGIN_SECONDS = 10.0
 MAX_ATTEMPTS = 12  # 5 s doubling, capped at an hour: about 6 hours of tries
 FIRST_RETRY_SECONDS = 5.0
 MAX_RETRY_SECONDS = 3600.0
@@ -49,6 +51,14 @@ MAX_RETRY_SECONDS = 3600.0
 def retry_delay(attempts: int) -> float:
     """Seconds before the next try after `attempts` failed ones (exponential, capped)."""
     return float(min(FIRST_RETRY_SECONDS * 2 ** max(attempts - 1, 0), MAX_RETRY_SECONDS))
+
+
+def lease_covers_attempt(now: float, attempt_seconds: float, claimed: WebhookMessage) -> bool:
+    """Whether the lease on `claimed` (until its `next_attempt_at`) lasts through an attempt
+    started now: once the lease ends, another replica may claim the message and send it too. A
+    claim that took longer than the lease's margin (a slow store) leaves its message alone."""
+    # mutant: webhooks.lease_covers_attempt
+    return now + attempt_seconds <= claimed.next_attempt_at
 
 
 def signing_key(secret: str) -> Webhook:
@@ -122,6 +132,7 @@ class WebhookSender:
         self._url = url
         self._signer = signing_key(secret)
         self._timeout = timeout_seconds
+        self.lease_seconds = timeout_seconds + LEASE_MARGIN_SECONDS
         self._metrics = metrics
         self._clock = clock
 
@@ -134,10 +145,17 @@ class WebhookSender:
             await anyio.sleep(poll_seconds)
 
     async def send_due(self) -> int:
-        """Claim the due messages and try each once; how many were delivered."""
+        """Send the due messages, one claim and one attempt at a time, until none is due; how
+        many were delivered. One at a time, so that each lease covers the work it claims: a
+        batch sent in turn to a slow receiver would outlast any lease short enough to hand a
+        dead replica's messages to another quickly."""
         store = self._store
         delivered = 0
-        for message in await store.claim_webhooks(self._clock(), LEASE_SECONDS, BATCH):
+        while claimed := await store.claim_webhooks(self._clock(), self.lease_seconds, 1):
+            message = claimed[0]
+            if not lease_covers_attempt(self._clock(), self._timeout, message):
+                logger.warning("webhook %s: claimed too late to send within its lease; left", message.id)
+                continue
             ok = await self._send(message)
             attempts = message.attempts + 1
             if ok:
@@ -151,8 +169,11 @@ class WebhookSender:
             else:
                 outcome = "retry"
                 retry_at = self._clock() + retry_delay(attempts)
+            if not await store.settle_webhook(message, retry_at):
+                # The lease ended first and another replica holds the message now: its attempt counts.
+                outcome = "lease_lost"
+                logger.warning("webhook %s: lease ended before the attempt was recorded", message.id)
             self._metrics.webhooks.labels(type=message.type, outcome=outcome).inc()
-            await store.settle_webhook(message.id, retry_at)
         return delivered
 
     def signed_headers(self, message: WebhookMessage, timestamp: datetime.datetime) -> dict[str, str]:

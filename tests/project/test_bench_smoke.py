@@ -81,3 +81,9 @@ def test_bench_broker_walk_traces_every_case_on_both_revisions() -> None:
         "InputRequiredResult",
         "CallToolResult",
     ], run.stdout
+
+
+@pytest.mark.e2e
+def test_bench_webhook_lease_prints_its_figures() -> None:
+    run = run_bench("bench.webhook_lease", "--messages", "4")
+    assert "delivered more than once: 0 of 4" in run.stdout, run.stdout

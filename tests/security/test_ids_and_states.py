@@ -8,6 +8,7 @@ import asyncio
 import secrets
 from collections.abc import Iterator
 
+import mcp_types
 import pytest
 
 from mock_providers.testing.browser import Browser
@@ -24,11 +25,13 @@ from tests.security.flows import (
     query_of,
     quick_session,
     quick_sign_in,
+    retry,
     settled,
     until_callback,
     with_query,
 )
 from tests.support.clock import MovableClock
+from token_store import UserRef, slot_tag
 
 pytestmark = pytest.mark.security
 
@@ -65,6 +68,31 @@ async def test_guessed_elicitation_ids_are_unknown(servers: Servers, browser: Br
                 f"{servers.public_url}/connect", data={"elicitationId": guess, "csrf": csrf}
             )
             a.status(posted, 404)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_link_or_a_state_does_not_tell_whose_it_is(
+    servers: Servers, browser: Browser, other_browser: Browser, mode: str
+) -> None:
+    """Whoever sees Alice's connect link (the model, the client, browser history) or her OAuth
+    state (the provider) and knows the candidate users cannot tell it is hers: each is the random
+    bits alone, never led by the user's slot tag, a public hash of `(iss, sub)` (on Redis Cluster
+    it is masked: `SlotTags`). Bob's flow beside hers completes."""
+    alice, bob = unique("alice"), unique("bob")
+    issuer = servers.demo.settings.auth_issuer
+    tags = {slot_tag(UserRef(issuer, name)) for name in (alice, bob)}
+    async with elicit(servers, alice, mode) as e:
+        page = await open_link(browser, e.url, alice)
+        state = query_of(await continue_to_provider(browser, servers, page))["state"]
+        async with attack(servers, browsers=[browser], recorders=[e.recorder]) as a:
+            for seen in (e.elicitation_id, state):
+                a.check(len(seen) == 43, f"{seen!r} is 256 random bits, nothing more")
+                a.check(seen[:4] not in tags, f"{seen!r} is not led by a candidate's slot tag")
+    async with elicit(servers, bob, mode) as b:
+        await connect_fully(other_browser, servers, b.url, bob)
+        await settled(b)
+        result = await retry(b)
+        assert isinstance(result, mcp_types.CallToolResult) and not result.is_error, result
 
 
 @pytest.mark.parametrize("mode", MODES)

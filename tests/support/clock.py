@@ -14,3 +14,7 @@ class MovableClock:
 
     def advance(self, seconds: float) -> None:
         self.offset += seconds
+
+    def advance_to(self, moment: float) -> None:
+        """Forward to `moment`, unless the clock is already past it."""
+        self.offset = max(self.offset, moment - time.time())

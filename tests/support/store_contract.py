@@ -53,16 +53,19 @@ from token_store import (
     KeyRing,
     OAuthState,
     PendingElicitation,
+    SlotTags,
     Store,
     TokenSet,
     Transition,
     UserRef,
-    slot_tag,
 )
 from token_store.backends.postgres.store import PostgresStore
 from token_store.backends.redis.store import RedisStore
 from token_store.backends.sqlite import SQLiteStore
 
+# The key the contract suite's ids are minted and placed with: on Cluster the store needs it to
+# find an id's slot; elsewhere a masked slot tag is as opaque as the random bits after it.
+SLOT_TAGS = SlotTags(b"the contract suite's slot tag key")
 ALICE = UserRef("https://as.example", "alice")
 BOB = UserRef("https://as.example", "bob")
 T0 = 1_700_000_000.0
@@ -102,7 +105,7 @@ def make_elicitation(
     user: UserRef = ALICE, *, ttl: float = 600, provider: str = "github"
 ) -> PendingElicitation:
     return PendingElicitation(
-        id=slot_tag(user) + secrets.token_urlsafe(16),  # as the service mints them (mint_opaque_id)
+        id=SLOT_TAGS.mint(user),  # as the service mints them on Cluster (`mint_opaque_id`)
         user=user,
         client_id="client-1",
         mcp_session_id="session-1",
@@ -130,7 +133,7 @@ async def reach(store: Store, elicitation: PendingElicitation, status: Elicitati
 
 def make_state(*, ttl: float = 600) -> OAuthState:
     return OAuthState(
-        state=slot_tag(ALICE) + secrets.token_urlsafe(24),
+        state=SLOT_TAGS.mint(ALICE),
         elicitation=make_elicitation(),
         browser_binding="b" * 64,
         code_verifier=f"cv-{secrets.token_urlsafe(48)}",
@@ -269,7 +272,9 @@ class RedisHarness:
         self.stores: list[RedisStore] = []
 
     async def open(self, keyring: KeyRing) -> Store:
-        store = await RedisStore.open(self.url, keyring, prefix=self.prefix, clock=self.clock)
+        store = await RedisStore.open(
+            self.url, keyring, prefix=self.prefix, clock=self.clock, slot_tags=SLOT_TAGS
+        )
         self.stores.append(store)
         return store
 
@@ -401,7 +406,7 @@ class ClusterHarness(RedisHarness):
         return f"{{{int(tag[:4], 16) % 16384:04x}}}{tag}"
 
     def carried(self, opaque: str) -> str:
-        return f"{{{opaque[:4]}}}"
+        return f"{{{SLOT_TAGS.slot_of(opaque)}}}"
 
     async def break_backend(self) -> None:
         # Each open store's client replaced by one whose only node is a port nothing listens on.
@@ -579,5 +584,5 @@ ACL_RULES = (
     "+get +set +getdel +del +exists "
     "+hget +hgetall +hmget +hset +hdel +smembers +sadd +srem "
     "+zadd +zrem +zcard +zremrangebyscore +zrevrangebyscore +pexpire +pttl "
-    "+hsetnx +hincrby +hexists +zrangebyscore"
+    "+hsetnx +hincrby +hexists +zrangebyscore +zscore"
 )

@@ -1,6 +1,8 @@
 """A webhook receiver for tests: a small Starlette app that verifies each delivery with the
 Standard Webhooks specification's own library (`standardwebhooks.Webhook.verify`) and keeps what
-it accepted. `fail_next` answers that many deliveries with 500 first (to exercise retries)."""
+it accepted. `fail_next` answers that many deliveries with 500 first (to exercise retries);
+`taking` = (clock, seconds) makes each delivery take that long on that clock (a slow receiver, at
+no cost in real time)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from mock_providers.testing.servers import HOST, ThreadedServers, free_port
+from tests.support.clock import MovableClock
 
 
 def new_secret() -> str:
@@ -31,13 +34,18 @@ class Receiver:
     ids: list[str] = field(default_factory=list)  # webhook-id of each accepted delivery
     refused: int = 0  # deliveries whose signature did not verify
     fail_next: int = 0
+    taking: tuple[MovableClock, float] | None = None
     url: str = ""  # where it listens, once started
 
     def app(self) -> Starlette:
         verifier = Webhook(self.secret)
 
         async def receive(request: Request) -> Response:
+            arrived = self.taking[0]() if self.taking else 0.0
             body = await request.body()
+            if self.taking is not None:
+                clock, seconds = self.taking
+                clock.advance_to(arrived + seconds)  # deliveries in parallel overlap, as at a real receiver
             try:
                 payload = verifier.verify(body, dict(request.headers))
             except WebhookVerificationError:

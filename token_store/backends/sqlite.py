@@ -545,19 +545,24 @@ class SQLiteStore:
         claim = partial(
             _fetch,
             "UPDATE webhook_outbox SET next_attempt_at = :lease WHERE id IN (SELECT id FROM webhook_outbox "  # noqa: S608 - constant
+            # mutant: sqlite.claim_webhooks_due "next_attempt_at <= :now" -> ":now IS NOT NULL"
             "WHERE next_attempt_at <= :now ORDER BY next_attempt_at, created_at LIMIT :limit) "
             f"RETURNING {_WEBHOOK_COLUMNS}",
             {"lease": now + lease_seconds, "now": now, "limit": limit},
         )
         return codec.webhook_messages(await self._run("claim_webhooks", claim))
 
-    async def settle_webhook(self, message_id: str, retry_at: float | None) -> None:
+    async def settle_webhook(self, claimed: WebhookMessage, retry_at: float | None) -> bool:
+        args = {"id": claimed.id, "lease": claimed.next_attempt_at, "retry_at": retry_at}
         if retry_at is None:
-            sql, args = "DELETE FROM webhook_outbox WHERE id = ?", (message_id,)
+            sql = "DELETE FROM webhook_outbox WHERE id = :id"
         else:
-            sql = "UPDATE webhook_outbox SET attempts = attempts + 1, next_attempt_at = ? WHERE id = ?"
-            args = (retry_at, message_id)  # type: ignore[assignment]
-        await self._run("settle_webhook", partial(_changes, sql, args))
+            sql = "UPDATE webhook_outbox SET attempts = attempts + 1, next_attempt_at = :retry_at "
+            sql += "WHERE id = :id"
+        # Only under the claimer's own lease: one claimed again after it ended is the new claimer's.
+        # mutant: sqlite.settle_webhook_own_lease " AND next_attempt_at = :lease" -> ""
+        sql += " AND next_attempt_at = :lease"
+        return bool(await self._run("settle_webhook", partial(_changes, sql, args)))
 
     # --- client registrations -------------------------------------------------------------
     async def get_client_registration(self, issuer: str, redirect_uri: str) -> ClientRegistration | None:

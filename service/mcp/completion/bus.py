@@ -107,8 +107,11 @@ class RedisBus(_ListeningBus):
         hub: CompletionHub,
         *,
         on_resubscribed: Callable[[], Awaitable[None]] | None = None,
+        allow_plaintext: bool = False,
     ) -> None:
-        self._client = redis_client(url, socket_timeout=None, socket_connect_timeout=2.0)
+        self._client = redis_client(
+            url, socket_timeout=None, socket_connect_timeout=2.0, allow_plaintext=allow_plaintext
+        )
         self._channel = f"{prefix}completions"
         self._hub = hub
         self._on_resubscribed = on_resubscribed

@@ -230,6 +230,6 @@ class StatelessAnswers:
 
     async def _new_nonce(self, owner: UserRef, slot: str | None = None) -> str:
         # patterns-mrtr: state that must be consumed at most once is enforced server-side.
-        nonce = mint_opaque_id(owner)
+        nonce = mint_opaque_id(owner, self._settings.slot_tags())
         await self._store.put_nonce(nonce, self._settings.elicitation_ttl, slot)
         return nonce

@@ -130,7 +130,10 @@ async def opened_store(settings: Settings, keyring: KeyRing | None = None) -> As
     """The configured store, opened as the server opens it (its schema brought up to date), closed
     at the end."""
     store = await open_store(
-        settings.effective_store_url, keyring or keyring_of(settings), prefix=settings.redis_prefix
+        settings.effective_store_url,
+        keyring or keyring_of(settings),
+        prefix=settings.redis_prefix,
+        allow_plaintext_redis=settings.allow_plaintext_redis,
     )
     try:
         yield store
@@ -155,6 +158,7 @@ async def resolve_providers(settings: Settings) -> Settings:
             prefix=settings.redis_prefix,
             wait_replicas=settings.store_wait_replicas,
             wait_timeout=settings.store_wait_timeout,
+            allow_plaintext_redis=settings.allow_plaintext_redis,
         )
         try:
             return await resolve_all(settings, outbound.client, store)

@@ -47,12 +47,17 @@ def cmd_store_copy_from(args: argparse.Namespace) -> int:
     source_url = os.environ.get(args.from_env, "")
     if not source_url:
         raise CommandFailed(f"store copy-from needs the old store's URL in {args.from_env}", EXIT_USAGE)
+    try:
+        settings.require_tls_to_redis(source_url, args.from_env)  # as MCPUC_STORE_URL's
+    except ValueError as exc:
+        raise configuration_error(exc) from None
     copy = copy_between(
         source_url,
         settings.effective_store_url,
         keyring_of(settings),
         prefix=settings.redis_prefix,
         new_window=args.new_window,
+        allow_plaintext_redis=settings.allow_plaintext_redis,
     )
     try:
         report = run(copy)

@@ -26,6 +26,7 @@ from tests.support.store_contract import (
     ALICE,
     BOB,
     REDIS_URL,
+    SLOT_TAGS,
     T0,
     ClusterHarness,
     Harness,
@@ -932,6 +933,29 @@ async def test_get_elicitation_with_connection_reads_both(store: Store, harness:
 # --- one-time records -----------------------------------------------------------------------
 
 
+async def test_ids_minted_before_slot_tags_were_masked_still_resolve(store: Store) -> None:
+    """An id, state and nonce minted before (the user's slot tag in clear, then the random bits),
+    during a rolling upgrade or in flight at it, still find their records, on Cluster too (the
+    slot named in clear is the user's); another user's flow, minted now, works beside them."""
+    legacy = replace(make_elicitation(ALICE), id=slot_tag(ALICE) + secrets.token_urlsafe(32))
+    state = replace(make_state(), elicitation=legacy, state=slot_tag(ALICE) + secrets.token_urlsafe(32))
+    bob = make_elicitation(BOB)
+    for elicitation in (legacy, bob):
+        await store.create_elicitation(elicitation, max_live_per_user=5)
+    assert (await store.get_elicitation(legacy.id)) is not None
+    opened = await store.open_elicitation(state)
+    assert opened is not None and opened.id == legacy.id
+    assert (await store.take_oauth_state(state.state)) is not None
+    completed = await store.complete_elicitation(make_connection(ALICE), legacy.id)
+    assert completed is not None and completed.status is ElicitationStatus.COMPLETE
+    assert await store.get_connection(ALICE, "github") is not None
+    nonce = slot_tag(ALICE) + secrets.token_urlsafe(32)
+    await store.put_nonce(nonce, ttl_seconds=30, slot="alice-question")
+    assert await store.take_nonce(nonce) is True
+    await store.transition_elicitation(bob.id, ElicitationStatus.PENDING, ElicitationStatus.OPENED)
+    assert await store.complete_elicitation(make_connection(BOB), bob.id) is not None
+
+
 async def test_oauth_state_single_use(store: Store) -> None:
     state = make_state()
     await store.put_oauth_state(state)
@@ -988,8 +1012,8 @@ async def test_a_nonce_slot_holds_one_live_nonce(store: Store, harness: Harness)
 
 
 async def test_concurrent_puts_in_one_slot_leave_one_live_nonce(store: Store, harness: Harness) -> None:
-    # One slot's nonces begin alike, as the service mints them (`mint_opaque_id(owner)`).
-    nonces = [slot_tag(ALICE) + f"n{i}" for i in range(8)]
+    # One slot's nonces carry the same slot tag, as the service mints them (`mint_opaque_id(owner)`).
+    nonces = [SLOT_TAGS.mint(ALICE) for _ in range(8)]
     before = harness.count_nonces()
     await asyncio.gather(*(store.put_nonce(nonce, ttl_seconds=30, slot="s") for nonce in nonces))
     assert harness.count_nonces() == before + 1
@@ -1277,15 +1301,41 @@ async def test_webhook_outbox_claims_due_messages_once_per_lease(store: Store) -
 async def test_webhook_outbox_settles_by_retrying_or_removing(store: Store) -> None:
     await store.enqueue_webhook(make_webhook("msg_retry"))
     await store.enqueue_webhook(make_webhook("msg_done"))
-    await store.claim_webhooks(T0, lease_seconds=30, limit=10)
-    await store.settle_webhook("msg_retry", retry_at=T0 + 5)
-    await store.settle_webhook("msg_done", retry_at=None)
-    await store.settle_webhook("msg_unknown", retry_at=T0)  # nothing to settle: no error
+    done, retry = await store.claim_webhooks(T0, lease_seconds=30, limit=10)  # oldest first, then by id
+    assert await store.settle_webhook(retry, retry_at=T0 + 5)
+    assert await store.settle_webhook(done, retry_at=None)
+    assert not await store.settle_webhook(make_webhook("msg_unknown"), retry_at=T0)  # nothing to settle
     assert await store.claim_webhooks(T0 + 4, lease_seconds=30, limit=10) == []
     [retried] = await store.claim_webhooks(T0 + 5, lease_seconds=30, limit=10)
     assert (retried.id, retried.attempts) == ("msg_retry", 1)
-    await store.settle_webhook("msg_retry", retry_at=None)
+    assert await store.settle_webhook(retried, retry_at=None)
     assert await store.claim_webhooks(T0 + 10_000, lease_seconds=30, limit=10) == []
+
+
+async def test_a_claimer_whose_lease_ended_cannot_settle_over_the_next_claimers_lease(store: Store) -> None:
+    """Replica A's lease ends mid-attempt and replica B claims the message: A's late settle
+    (a retry or a removal) changes nothing, so B's lease holds, nobody else claims the message
+    while B sends it, and each attempt is counted once. Another message is unaffected."""
+    await store.enqueue_webhook(make_webhook("msg_slow"))
+    await store.enqueue_webhook(make_webhook("msg_other", due=T0 + 80, created_at=T0 + 1))
+    [held_by_a] = await store.claim_webhooks(T0, lease_seconds=30, limit=10)
+    [held_by_b] = await store.claim_webhooks(T0 + 30, lease_seconds=30, limit=10)  # A's lease ended
+    assert held_by_b.id == held_by_a.id == "msg_slow" and held_by_b.next_attempt_at == T0 + 60
+    assert not await store.settle_webhook(held_by_a, retry_at=T0 + 35)
+    assert not await store.settle_webhook(held_by_a, retry_at=None)
+    assert await store.claim_webhooks(T0 + 59, lease_seconds=30, limit=10) == []  # B's lease holds
+    assert await store.settle_webhook(held_by_b, retry_at=T0 + 100)
+    slow, other = await store.claim_webhooks(T0 + 100, lease_seconds=30, limit=10)
+    assert (slow.id, slow.attempts) == ("msg_slow", 1)  # B's attempt only
+    assert (other.id, other.attempts) == ("msg_other", 0)
+    assert await store.settle_webhook(other, retry_at=None)  # the other message: settled as usual
+
+
+async def test_concurrent_claims_take_each_due_message_once(store: Store) -> None:
+    for n in range(4):
+        await store.enqueue_webhook(make_webhook(f"msg_{n}", created_at=T0 + n))
+    claims = await asyncio.gather(*(store.claim_webhooks(T0, lease_seconds=30, limit=1) for _ in range(8)))
+    assert sorted(m.id for claimed in claims for m in claimed) == [f"msg_{n}" for n in range(4)]
 
 
 async def test_webhook_outbox_survives_reopening(harness: Harness, keyring: KeyRing) -> None:

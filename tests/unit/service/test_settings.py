@@ -365,6 +365,12 @@ def test_plain_http_is_refused_outside_loopback() -> None:
         "redis://127.0.0.1.example.com:6379/0",
         "redis+sentinel://:secret-password@10.0.0.7:26379,127.0.0.1:26379/mymaster",
         "redis+cluster://:secret-password@10.0.0.7:7000,10.0.0.8:7000",
+        "redis+cluster://:secret-password@127.0.0.1:7000,[2001:db8::8]:7000",
+        # The host redis-py connects to, not the one written in the authority:
+        "redis:///0?host=10.0.0.7&password=secret-password",
+        "redis://:secret-password@/0?host=redis.example.internal",
+        "redis://:secret-password@[2001:db8::7]:6379/0",
+        "redis://:secret-password@[::ffff:10.0.0.7]:6379/0",
     ],
 )
 def test_plain_redis_is_refused_outside_loopback(url: str) -> None:
@@ -383,6 +389,11 @@ def test_plain_redis_is_refused_outside_loopback(url: str) -> None:
         "redis://localhost/0",
         "redis://[::1]:6379/0",
         "redis:///0",
+        "redis://127.0.0.2:6379/0",
+        "redis://[::ffff:127.0.0.1]:6379/0",
+        "redis:///0?host=127.0.0.1",
+        "redis://127.0.0.1:6379/0?host=10.0.0.7",  # redis-py connects to the authority's host
+        "redis+sentinel://127.0.0.1:26379,[::1]:26380/mymaster",
         "sqlite:///tmp/store.sqlite3",
     ],
 )

@@ -693,6 +693,7 @@ class PostgresStore:
         rows = await self._fetch(
             "claim_webhooks",
             "UPDATE webhook_outbox SET next_attempt_at = $1 WHERE id IN (SELECT id FROM webhook_outbox "  # noqa: S608 - constant
+            # mutant: postgres.claim_webhooks_due "next_attempt_at <= $2" -> "$2::float8 IS NOT NULL"
             "WHERE next_attempt_at <= $2 ORDER BY next_attempt_at, created_at LIMIT $3 "
             "FOR UPDATE SKIP LOCKED) "
             f"RETURNING {_WEBHOOK_COLUMNS}",
@@ -702,16 +703,16 @@ class PostgresStore:
         )
         return codec.webhook_messages(rows)
 
-    async def settle_webhook(self, message_id: str, retry_at: float | None) -> None:
+    async def settle_webhook(self, claimed: WebhookMessage, retry_at: float | None) -> bool:
+        # Only under the claimer's own lease: one claimed again after it ended is the new claimer's.
+        # mutant: postgres.settle_webhook_own_lease "next_attempt_at = $2" -> "$2::float8 IS NOT NULL"
+        own_lease = "WHERE id = $1 AND next_attempt_at = $2 RETURNING 1"
+        lease = (claimed.id, claimed.next_attempt_at)
         if retry_at is None:
-            await self._execute("settle_webhook", "DELETE FROM webhook_outbox WHERE id = $1", message_id)
-            return
-        await self._execute(
-            "settle_webhook",
-            "UPDATE webhook_outbox SET attempts = attempts + 1, next_attempt_at = $1 WHERE id = $2",
-            retry_at,
-            message_id,
-        )
+            sql = f"DELETE FROM webhook_outbox {own_lease}"  # noqa: S608 - numbered parameters only
+            return bool(await self._fetch("settle_webhook", sql, *lease))
+        sql = f"UPDATE webhook_outbox SET attempts = attempts + 1, next_attempt_at = $3 {own_lease}"  # noqa: S608
+        return bool(await self._fetch("settle_webhook", sql, *lease, retry_at))
 
     # --- moving to another store (token_store/store_copy.py) ------------------------------
     async def sealed_connections(self) -> AsyncIterator[SealedConnection]:

@@ -30,12 +30,13 @@ import base64
 import binascii
 import contextlib
 import hashlib
+import hmac
 import json
 import logging
 import math
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
@@ -43,12 +44,14 @@ from urllib.parse import unquote, urlsplit
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException, RedisError
 
 from token_store import codec
+from token_store.backends.redis.plaintext import LOCALHOST, RedisAddress, connect_hook
 from token_store.base import StoreUnavailable, TooManyPending
 from token_store.crypto import KeyRing
 from token_store.models import (
@@ -120,9 +123,9 @@ def user_tag(user: UserRef) -> str:
 
 def slot_tag(user: UserRef) -> str:
     """The user's Redis Cluster hash tag: 4 hex characters, 14 bits of `user_tag`, one of 16384
-    values as the cluster has slots. Every key of the user carries it as `{tag}`, and so do the
-    elicitation ids, OAuth states and requestState nonces minted for the user (they begin with
-    it), so the record an id names lies in its user's slot (docs/redis.md, "Cluster")."""
+    values as the cluster has slots. Every key of the user carries it as `{tag}`, and the ids,
+    OAuth states and requestState nonces minted for the user carry it masked (`SlotTags`), so the
+    record an id names lies in its user's slot (docs/redis.md, "Cluster")."""
     return _slot_tag_of(user_tag(user))
 
 
@@ -130,20 +133,78 @@ def _slot_tag_of(tag: str) -> str:
     return f"{int(tag[:4], 16) % 16384:0{SLOT_TAG_CHARS}x}"
 
 
+MASKED_SLOT_TAG = "t"  # leads an id carrying a masked slot tag: no hex digit, as unmasked tags are
+_SLOT_BITS = 16383  # the 14 bits of a slot tag
+
+
+class SlotTags:
+    """On Redis Cluster, how an id, OAuth state or nonce names its user's hash slot without telling
+    whose it is. `mint` writes `t`, then the user's `slot_tag` XOR 14 bits of HMAC-SHA256 (under a
+    server key) of the id's 256 random bits, then those bits: the store unmasks it with the same
+    key (`slot_of`) and places the record in the user's slot, while whoever sees the id (the
+    model, the client, browser history, the provider) learns nothing of its user, and two ids of
+    one user look unrelated. An id beginning with four hex digits carries its slot tag in clear,
+    as every id was minted before (still resolved)."""
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) < 32:
+            raise ValueError("a slot tag key has at least 256 bits")
+        self._key = key
+
+    def _mask(self, random_part: str) -> int:
+        digest = hmac.new(self._key, random_part.encode(), hashlib.sha256).digest()
+        return int.from_bytes(digest[:2], "big") & _SLOT_BITS
+
+    def mint(self, user: UserRef) -> str:
+        """A fresh id for `user`: 256 random bits from `secrets`, led by the user's slot tag, masked."""
+        random_part = secrets.token_urlsafe(32)
+        # mutant: redis.slot_tag_masked "^ self._mask(random_part)" -> ""
+        carried = int(slot_tag(user), 16) ^ self._mask(random_part)
+        return f"{MASKED_SLOT_TAG}{carried:0{SLOT_TAG_CHARS}x}{random_part}"
+
+    def slot_of(self, opaque: str) -> str:
+        """The slot tag `opaque` carries: unmasked when `mint` made it, else its first four
+        characters (an id minted before tags were masked; any other string names some slot)."""
+        if not _masked(opaque):
+            return opaque[:SLOT_TAG_CHARS]
+        carried = int(opaque[1 : 1 + SLOT_TAG_CHARS], 16)
+        return f"{carried ^ self._mask(opaque[1 + SLOT_TAG_CHARS :]):0{SLOT_TAG_CHARS}x}"
+
+
+def _masked(opaque: str) -> bool:
+    """Whether `opaque` is shaped as `SlotTags.mint` writes: `t`, four hex digits, the rest."""
+    carried = opaque[1 : 1 + SLOT_TAG_CHARS]
+    return (
+        opaque.startswith(MASKED_SLOT_TAG)
+        and len(carried) == SLOT_TAG_CHARS
+        and all(c in "0123456789abcdef" for c in carried)
+    )
+
+
 @dataclass(frozen=True)
 class _Keys:
     """Key names. `cluster`: each name carries a hash tag, `{slot tag}`, right after its kind:
-    the user's for the user's keys, the one an id, state or nonce begins with for theirs."""
+    the user's for the user's keys, the one an id, state or nonce carries for theirs (`slots`
+    unmasks it)."""
 
     prefix: str
     cluster: bool = False
+    slots: SlotTags | None = None
 
     def user(self, tag: str) -> str:
         return f"{{{_slot_tag_of(tag)}}}{tag}" if self.cluster else tag
 
+    def slot_of(self, opaque: str) -> str:
+        """The slot tag an id, state or nonce carries (Cluster only)."""
+        if self.slots is not None:
+            return self.slots.slot_of(opaque)
+        if _masked(opaque):
+            raise ValueError("a Redis Cluster store opened without slot_tags cannot place a masked id")
+        return opaque[:SLOT_TAG_CHARS]
+
     def carried(self, opaque: str) -> str:
         """The hash tag an id, state or nonce carries (nothing on a single primary)."""
-        return f"{{{opaque[:SLOT_TAG_CHARS]}}}" if self.cluster else ""
+        return f"{{{self.slot_of(opaque)}}}" if self.cluster else ""
 
     @property
     def conn_prefix(self) -> str:
@@ -244,12 +305,13 @@ class RedisStore:
         *,
         wait_replicas: int = 0,
         wait_timeout: float = 1.0,
+        slot_tags: SlotTags | None = None,
     ) -> None:
         self._client: Redis | RedisCluster | None = client
         self._wait_replicas = wait_replicas
         self._wait_timeout_ms = max(1, math.ceil(wait_timeout * 1000))
         self._keyring = keyring
-        self._keys = _Keys(prefix, cluster=isinstance(client, RedisCluster))
+        self._keys = _Keys(prefix, cluster=isinstance(client, RedisCluster), slots=slot_tags)
         self._clock = clock
         # Scripts are sent by SHA; redis-py loads them again when a restarted server has forgotten them.
         self._create_elicitation = client.register_script(_CREATE_ELICITATION)
@@ -281,14 +343,19 @@ class RedisStore:
         socket_timeout: float = 2.0,
         wait_replicas: int = 0,
         wait_timeout: float = 1.0,
+        allow_plaintext: bool = False,
+        slot_tags: SlotTags | None = None,
     ) -> RedisStore:
-        """Connect to `url` (redis://, rediss:// or redis+sentinel://) and check it answers;
-        `StoreUnavailable` otherwise.
+        """Connect to `url` (redis://, rediss://, redis+sentinel:// or redis+cluster://) and check
+        it answers; `StoreUnavailable` otherwise (also when a connection would go in plain text
+        to another machine and `allow_plaintext` is not set: `plaintext.connect_hook`).
 
         `clock` judges whether a record is still valid; Redis's own TTLs only bound how long a
         record lingers, except for locks, which expire by the Redis server's clock.
         `wait_replicas` > 0: a write that stores a token set returns only once that many replicas
         acknowledged it (`WAIT`, at most `wait_timeout` seconds; `require_replica_acknowledgement`).
+        `slot_tags`: on Cluster, the key that unmasks the slot tag of the ids the service mints
+        (`SlotTags`; the same on every replica); unused elsewhere.
         """
         if not prefix:
             raise ValueError("redis key prefix must not be empty")
@@ -299,8 +366,17 @@ class RedisStore:
             raise ValueError("wait_replicas is for a single primary or Sentinel, not Cluster")
         if urlsplit(url).scheme.lower() == CLUSTER_SCHEME and ("{" in prefix or "}" in prefix):
             raise ValueError("on Redis Cluster the key prefix must not contain { or }")
-        client = redis_client(url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
-        store = cls(client, keyring, prefix, clock, wait_replicas=wait_replicas, wait_timeout=wait_timeout)
+        timeouts = {"socket_timeout": socket_timeout, "socket_connect_timeout": socket_timeout}
+        client = redis_client(url, **timeouts, allow_plaintext=allow_plaintext)
+        store = cls(
+            client,
+            keyring,
+            prefix,
+            clock,
+            wait_replicas=wait_replicas,
+            wait_timeout=wait_timeout,
+            slot_tags=slot_tags,
+        )
         try:
             await store.ping()
         except BaseException:
@@ -428,7 +504,7 @@ class RedisStore:
         now = self._clock()
         tag = user_tag(e.user)
         if self._keys.cluster:
-            require_slot_tag(e.id, _slot_tag_of(tag))
+            require_slot_tag(self._keys.slot_of(e.id), _slot_tag_of(tag))
         args: list[str | int] = [
             _num(now),
             max_live_per_user,
@@ -541,7 +617,7 @@ class RedisStore:
         args = self._transition_args(elicitation_id, *Transition.OPEN.value)
         args += [blob, _ttl_ms(state.expires_at, self._clock())]
         if self._keys.cluster:
-            require_slot_tag(state.state, elicitation_id[:SLOT_TAG_CHARS])
+            require_slot_tag(self._keys.slot_of(state.state), self._keys.slot_of(elicitation_id))
         keys = [self._keys.elic(elicitation_id), self._keys.state(state.state, digest)]
         async with self._guard("open_elicitation") as client:
             live = await self._declared_live_set(client, elicitation_id)
@@ -567,7 +643,7 @@ class RedisStore:
             self._keys.providers(tag),
         ]
         if self._keys.cluster:
-            if elicitation_id[:SLOT_TAG_CHARS] != _slot_tag_of(tag):
+            if self._keys.slot_of(elicitation_id) != _slot_tag_of(tag):
                 # Not in the user's slot, so not the user's: the connection is stored all the same.
                 await self.put_connection(connection)
                 return None
@@ -1100,11 +1176,10 @@ class RedisStore:
             )
         return sorted(messages, key=lambda m: (m.created_at, m.id))
 
-    async def settle_webhook(self, message_id: str, retry_at: float | None) -> None:
+    async def settle_webhook(self, claimed: WebhookMessage, retry_at: float | None) -> bool:
+        args = [claimed.id, _num(claimed.next_attempt_at), "" if retry_at is None else _num(retry_at)]
         async with self._guard("settle_webhook"):
-            await self._script(_SETTLE_WEBHOOK)(
-                keys=self._outbox_keys(), args=[message_id, "" if retry_at is None else _num(retry_at)]
-            )
+            return bool(await self._script(_SETTLE_WEBHOOK)(keys=self._outbox_keys(), args=args))
 
 
 def _connection_value(sealed: SealedConnection) -> bytes:
@@ -1171,13 +1246,13 @@ def _deletion(key: ConnectionKey, raw: Any, now: float) -> Deletion | None:
     return Deletion(key, deleted_at) if deleted_at + DELETIONS_KEPT > now else None
 
 
-def require_slot_tag(opaque: str, slot: str) -> None:
-    """On Redis Cluster, an id or state begins with `slot`, the slot tag of the records it is
-    stored with (`slot_tag`), so that one script's keys share a hash slot (Redis Cluster
-    specification, "Hash tags": a multi-key operation needs every key in one slot). A mismatch
-    is a programming error: ValueError."""
+def require_slot_tag(carried: str, slot: str) -> None:
+    """On Redis Cluster, the slot tag an id or state carries (`SlotTags.slot_of`) is `slot`, the
+    slot tag of the records it is stored with (`slot_tag`), so that one script's keys share a
+    hash slot (Redis Cluster specification, "Hash tags": a multi-key operation needs every key in
+    one slot). A mismatch is a programming error: ValueError."""
     # mutant: redis.slot_tag
-    if opaque[:SLOT_TAG_CHARS] != slot:
+    if carried != slot:
         raise ValueError("on Redis Cluster an id or state must begin with its user's slot tag (slot_tag)")
 
 
@@ -1263,14 +1338,36 @@ def _host_port(item: str, what: str = "redis+sentinel URL: every sentinel") -> t
     return host, int(port)
 
 
+def redis_addresses(url: str) -> list[RedisAddress]:
+    """The addresses a Redis store URL names, as redis-py reads it: for `redis://` and
+    `rediss://`, redis-py's own URL parser (so `redis:///0?host=h` is `h`, and no host at all is
+    `localhost`); every sentinel of a `redis+sentinel://` URL and every node of a
+    `redis+cluster://` one (no TLS for either). Another scheme: none. ValueError for a malformed
+    URL, naming nothing from it (it may hold a password)."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == SENTINEL_SCHEME:
+        return [RedisAddress(host, False) for host, _ in SentinelURL.parse(url).sentinels]
+    if scheme == CLUSTER_SCHEME:
+        return [RedisAddress(host, False) for host, _ in ClusterURL.parse(url).nodes]
+    if scheme not in SCHEMES:
+        return []
+    try:
+        options = parse_url(url)
+    except ValueError:
+        raise ValueError("malformed redis URL") from None
+    return [RedisAddress(str(options.get("host") or LOCALHOST), scheme == "rediss")]
+
+
 def redis_client(
-    url: str, *, socket_timeout: float | None, socket_connect_timeout: float
+    url: str, *, socket_timeout: float | None, socket_connect_timeout: float, allow_plaintext: bool = False
 ) -> Redis | RedisCluster:
     """The client for a store URL: one endpoint (redis://, rediss://), or the primary that the
     sentinels of a redis+sentinel:// URL name, found again after a failover (redis-py's Sentinel:
     a connection opened after the failover asks the sentinels; one still open to the demoted
     primary is closed by Sentinel, or fails with READONLY, so the call in flight fails and the
-    next reaches the new primary)."""
+    next reaches the new primary). Every connection it opens, to whichever address, talks plain
+    text only to this machine unless `allow_plaintext` (`plaintext.connect_hook`)."""
+    checked = connect_hook(allow_plaintext)
     options: dict[str, Any] = {
         "socket_timeout": socket_timeout,
         "socket_connect_timeout": socket_connect_timeout,
@@ -1285,7 +1382,7 @@ def redis_client(
     if scheme == CLUSTER_SCHEME:
         nodes = ClusterURL.parse(url)
         cluster_options = {k: v for k, v in options.items() if k != "retry"}
-        return RedisCluster(
+        cluster = RedisCluster(
             startup_nodes=[ClusterNode(host, port) for host, port in nodes.nodes],
             username=nodes.username,
             password=nodes.password,
@@ -1294,12 +1391,16 @@ def redis_client(
             retry=Retry(NoBackoff(), 0),
             **cluster_options,
         )
+        _on_every_cluster_connection(cluster, checked)
+        return cluster
+    options["redis_connect_func"] = checked
     if scheme == SENTINEL_SCHEME:
         parsed = SentinelURL.parse(url)
         sentinel_options = {
             "socket_timeout": socket_connect_timeout,
             "socket_connect_timeout": socket_connect_timeout,
             "retry": Retry(NoBackoff(), 0),
+            "redis_connect_func": checked,
         }
         sentinel = Sentinel(list(parsed.sentinels), sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
         primary: Redis = sentinel.master_for(
@@ -1317,6 +1418,26 @@ def redis_client(
     except (ValueError, TypeError):
         # Name nothing from the URL: it may carry a password.
         raise ValueError("malformed redis URL") from None
+
+
+def _on_every_cluster_connection(cluster: RedisCluster, hook: Callable[..., Awaitable[None]]) -> None:
+    """`hook` as the `redis_connect_func` of every connection `cluster` opens. RedisCluster takes
+    no such option (the single-node clients do), so it goes into the connection options of its
+    nodes manager, which every node it creates copies (the nodes the cluster announces, a MOVED
+    target), and of the startup nodes already made, as redis-py itself installs its maintenance
+    handler. A private part of redis-py, checked here: RuntimeError when its shape changed."""
+    manager = getattr(cluster, "nodes_manager", None)
+    options = getattr(manager, "connection_kwargs", None)
+    startup = getattr(manager, "startup_nodes", None)
+    if (
+        not isinstance(options, dict)
+        or not isinstance(startup, dict)
+        or not all(isinstance(getattr(node, "connection_kwargs", None), dict) for node in startup.values())
+    ):
+        raise RuntimeError("redis-py's RedisCluster changed: cannot check where its connections go")
+    options["redis_connect_func"] = hook
+    for node in startup.values():
+        node.connection_kwargs["redis_connect_func"] = hook
 
 
 def _no_maintenance_notifications() -> dict[str, Any]:

@@ -58,7 +58,8 @@ from service.flow.security_checks import (
     session_id_checked_by_sdk,
 )
 from service.providers.catalogue import ProviderConfig
-from token_store import ElicitationStatus, OAuthState, PendingElicitation, UserRef
+from service.settings import Settings
+from token_store import ElicitationStatus, OAuthState, PendingElicitation, UserRef, slot_tag
 
 ALICE = UserRef("https://as.example", "alice")
 MALLORY = UserRef("https://as.example", "mallory")
@@ -82,6 +83,31 @@ def test_minted_ids_have_the_checked_shape_and_256_bits() -> None:
     ids = {mint_opaque_id() for _ in range(100)}
     assert len(ids) == 100
     assert all(OPAQUE_ID.fullmatch(i) and len(i) == 43 for i in ids)
+
+
+def test_an_id_tells_nobody_without_the_servers_key_whose_it_is() -> None:
+    """An id, state or nonce minted for Alice: anyone who sees it and knows the candidates (each
+    user's `slot_tag` is a public hash of `(iss, sub)`) learns nothing. On every store but Redis
+    Cluster it is the random bits alone; on Cluster it names her slot masked under a key derived
+    from the session secret, so her ids look unrelated and only that key finds her slot."""
+    elsewhere = Settings(session_secret="s" * 40, store_url="redis://127.0.0.1:6379/0")
+    assert elsewhere.slot_tags() is None  # only on Cluster
+    plain = [mint_opaque_id(ALICE, elsewhere.slot_tags()) for _ in range(16)]
+    assert all(len(i) == 43 and not i.startswith(slot_tag(ALICE)) for i in plain)
+
+    cluster = elsewhere.replace(store_url="redis+cluster://127.0.0.1:7000")
+    slots = cluster.slot_tags()
+    assert slots is not None
+    ids = [mint_opaque_id(ALICE, slots) for _ in range(16)]
+    assert all(OPAQUE_ID.fullmatch(i) for i in ids)
+    assert [slots.slot_of(i) for i in ids] == [slot_tag(ALICE)] * 16  # the store finds her slot
+    carried = [i[1:5] for i in ids]
+    assert sum(tag in (slot_tag(ALICE), slot_tag(MALLORY)) for tag in carried) <= 1  # chance: 2/16384
+    assert len(set(carried)) > 1  # two of her ids do not look alike
+    rotated = cluster.replace(session_secret="t" * 40).slot_tags()
+    assert rotated is not None and sum(rotated.slot_of(i) == slot_tag(ALICE) for i in ids) <= 1
+    assert mint_opaque_id(None, slots) != mint_opaque_id(None, slots)  # no owner: random bits
+    assert len(mint_opaque_id(None, slots)) == 43
 
 
 def test_require_opaque_id() -> None:

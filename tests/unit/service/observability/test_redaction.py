@@ -6,11 +6,25 @@ import json
 import logging
 from collections.abc import Iterator
 
+import httpx
+import httpx2
 import jwt
 import pytest
+from authlib.integrations.httpx_client import AsyncOAuth2Client
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
 from service.observability.logs import configure_logging
+from service.observability.metrics import Metrics
 from service.observability.redaction import REDACTED, RedactingFilter, redact, redact_every_pattern
+from service.observability.webhooks import CREATED, ConnectionEvents, WebhookSender
+from service.providers.outbound_http import OutboundHttp
+from tests.support.webhook_receiver import new_secret
+from token_store import ConnectionKey, ConnectionStatus, Store, UserRef
+
+KEY = ConnectionKey(UserRef("https://as.example", "alice"), "mockhub", "42")
 
 # A JWT that looks like an MCP access token (the signing key is irrelevant to redaction).
 BEARER_JWT = jwt.encode(
@@ -283,6 +297,53 @@ def test_configure_logging_replaces_a_handler_that_does_not_redact(
     err = capsys.readouterr().err
     assert err.count("Terminating session") == 1
     assert_hidden(err, "SESSIONSECRET42")
+
+
+WEBHOOK_URL = "https://hooks.example/services/T0PATHSECRET/B0PATHSECRET/PATHTOKEN?sig=SIGSECRET"
+TOKEN_URL = "https://idp.example/tenants/TENANTSECRET/token?api-key=QUERYSECRET"
+
+
+class TokenEndpoint(httpx2.AsyncBaseTransport):
+    """A provider's token endpoint, in process: every request gets a token."""
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, json={"access_token": "at-1", "token_type": "Bearer"})
+
+
+async def test_outbound_urls_are_logged_as_scheme_host_and_path_shape_only(
+    clean_root: logging.Logger, capsys: pytest.CaptureFixture[str], store: Store
+) -> None:
+    """httpx logs every request's full URL at INFO, and so does httpx2 under authlib: through the
+    real logging configuration, a webhook delivery (its receiver's path secrets and `?sig=`) and
+    a token request (a tenant in the path, a key in the query) leave only scheme, host and path
+    shape. Both still work: the receiver gets the webhook, the token request its token."""
+    configure_logging("INFO")
+    delivered: list[str] = []
+
+    async def receive(request: Request) -> Response:
+        delivered.append(request.headers["webhook-id"])
+        return Response(status_code=204)
+
+    receiver = Starlette(routes=[Route("/services/{team}/{bot}/{token}", receive, methods=["POST"])])
+    outbound = OutboundHttp(5.0, pool=httpx.ASGITransport(app=receiver), authlib_pool=TokenEndpoint())
+    try:
+        await ConnectionEvents(store, enabled=True).emit(
+            CREATED, KEY, account_label="octocat", status=ConnectionStatus.OK
+        )
+        sender = WebhookSender(
+            store, outbound.client, WEBHOOK_URL, new_secret(), timeout_seconds=5, metrics=Metrics()
+        )
+        assert await sender.send_due() == 1 and len(delivered) == 1
+        async with AsyncOAuth2Client(client_id="c", **outbound.authlib_options()) as client:
+            token = await client.fetch_token(TOKEN_URL, grant_type="client_credentials")
+        assert token["access_token"] == "at-1"
+    finally:
+        await outbound.aclose()
+    err = capsys.readouterr().err
+    assert "HTTP Request: POST https://hooks.example/*/*/*/* " in err, err
+    assert "HTTP Request: POST https://idp.example/*/*/* " in err, err
+    for secret in ("PATHSECRET", "PATHTOKEN", "SIGSECRET", "TENANTSECRET", "QUERYSECRET", "sig="):
+        assert secret not in err, f"{secret!r} leaked into {err!r}"
 
 
 # ---- regressions: bugs found in review, fixed ---------------------------------------------

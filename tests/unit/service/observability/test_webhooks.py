@@ -1,8 +1,10 @@
 """service/observability/webhooks.py: events go through the store's outbox to a receiver that verifies them
 with
 the Standard Webhooks library (tests/support/webhook_receiver.py, in process); refused deliveries
-come again with the same id after a backoff; a replica that dies holding a message loses nothing.
-The clock is moved, never slept on (real time plus an offset: the receiver checks timestamps)."""
+come again with the same id after a backoff; a replica that dies holding a message loses nothing;
+a message is never sent with less of its lease left than an attempt may take (two replicas
+against a slow receiver: tests/integration/service/observability/test_webhooks.py). The clock is
+moved, never slept on (real time plus an offset: the receiver checks timestamps)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from service.observability.metrics import Metrics
 from service.observability.webhooks import (
     CREATED,
     DELETED,
-    LEASE_SECONDS,
+    LEASE_MARGIN_SECONDS,
     MAX_ATTEMPTS,
     ConnectionEvents,
     WebhookSender,
@@ -24,10 +26,11 @@ from service.observability.webhooks import (
 )
 from tests.support.clock import MovableClock
 from tests.support.webhook_receiver import Receiver, new_secret
-from token_store import ConnectionKey, ConnectionStatus, KeyRing, SQLiteStore, Store, UserRef
+from token_store import ConnectionKey, ConnectionStatus, KeyRing, SQLiteStore, Store, UserRef, WebhookMessage
 
 URL = "http://127.0.0.1:9/hooks"  # never dialled: the transport is the receiver app itself
 KEY = ConnectionKey(UserRef("https://as.example", "alice"), "mockhub", "42")
+TIMEOUT = 5.0  # the sender's timeout per attempt
 
 
 def sender_for(
@@ -35,13 +38,21 @@ def sender_for(
 ) -> WebhookSender:
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=receiver.app()))
     return WebhookSender(
-        store, http, URL, secret or receiver.secret, timeout_seconds=5, metrics=Metrics(), clock=clock
+        store,
+        http,
+        URL,
+        secret or receiver.secret,
+        timeout_seconds=TIMEOUT,
+        metrics=Metrics(),
+        clock=clock,
     )
 
 
-async def emit(store: Store, clock: MovableClock, event: str = CREATED, **extra: str) -> None:
+async def emit(
+    store: Store, clock: MovableClock, event: str = CREATED, key: ConnectionKey = KEY, **extra: str
+) -> None:
     events = ConnectionEvents(store, enabled=True, clock=clock)
-    await events.emit(event, KEY, account_label="octocat", status=ConnectionStatus.OK, **extra)
+    await events.emit(event, key, account_label="octocat", status=ConnectionStatus.OK, **extra)
 
 
 async def test_a_webhook_is_signed_verifiable_and_names_no_secret(store: Store) -> None:
@@ -96,7 +107,7 @@ async def test_a_message_is_given_up_after_max_attempts(store: Store) -> None:
     for attempt in range(1, MAX_ATTEMPTS + 1):
         assert await sender.send_due() == 0
         clock.advance(retry_delay(attempt))
-    assert await store.claim_webhooks(clock() + 10**6, LEASE_SECONDS, 10) == []
+    assert await store.claim_webhooks(clock() + 10**6, 1, 10) == []
 
 
 async def test_a_replica_that_dies_holding_a_message_loses_nothing(tmp_path: Path) -> None:
@@ -104,13 +115,13 @@ async def test_a_replica_that_dies_holding_a_message_loses_nothing(tmp_path: Pat
     keyring = KeyRing([("k1", KeyRing.generate_key())])
     dying = await SQLiteStore.open(tmp_path / "store.sqlite3", keyring)
     await emit(dying, clock)
-    [claimed] = await dying.claim_webhooks(clock(), LEASE_SECONDS, 10)  # then the replica dies
-    await dying.close()
     survivor = await SQLiteStore.open(tmp_path / "store.sqlite3", keyring)
+    sender = sender_for(survivor, receiver, clock)
+    [claimed] = await dying.claim_webhooks(clock(), sender.lease_seconds, 1)  # then the replica dies
+    await dying.close()
     try:
-        sender = sender_for(survivor, receiver, clock)
         assert await sender.send_due() == 0  # the dead replica's lease still holds it
-        clock.advance(LEASE_SECONDS)
+        clock.advance(sender.lease_seconds)
         assert await sender.send_due() == 1
         assert receiver.ids == [claimed.id]
     finally:
@@ -122,9 +133,40 @@ async def test_events_are_not_queued_without_a_receiver(store: Store) -> None:
     await ConnectionEvents(store, enabled=False, clock=clock).emit(
         CREATED, KEY, account_label="x", status=ConnectionStatus.OK
     )
-    assert await store.claim_webhooks(clock() + 1, LEASE_SECONDS, 10) == []
+    assert await store.claim_webhooks(clock() + 1, 1, 10) == []
 
 
 def test_a_malformed_secret_is_refused_naming_the_setting() -> None:
     with pytest.raises(ValueError, match="MCPUC_WEBHOOK_SECRET"):
         signing_key("whsec_")
+
+
+class SlowClaims:
+    """A store whose claims take longer than a lease's margin to come back (a stalled store)."""
+
+    def __init__(self, store: Store, clock: MovableClock) -> None:
+        self._store, self._clock = store, clock
+
+    async def claim_webhooks(self, now: float, lease_seconds: float, limit: int) -> list[WebhookMessage]:
+        claimed = await self._store.claim_webhooks(now, lease_seconds, limit)
+        if claimed:
+            self._clock.advance(LEASE_MARGIN_SECONDS + 1)
+        return claimed
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+
+async def test_a_message_claimed_too_late_for_its_lease_waits_for_the_lease_to_end(store: Store) -> None:
+    """A claim that came back with less of its lease left than an attempt may take sends
+    nothing (another replica may claim the message the moment the lease ends); the message goes
+    out once, after the lease, and another user's message claimed in time is sent as usual."""
+    clock, receiver = MovableClock(), Receiver()
+    await emit(store, clock)
+    slow = sender_for(SlowClaims(store, clock), receiver, clock)  # type: ignore[arg-type]
+    assert await slow.send_due() == 0 and receiver.ids == []
+    await emit(store, clock, key=ConnectionKey(UserRef("https://as.example", "bob"), "mockhub", "7"))
+    assert await sender_for(store, receiver, clock).send_due() == 1  # bob's, claimed in time
+    clock.advance(slow.lease_seconds)
+    assert await sender_for(store, receiver, clock).send_due() == 1  # alice's, once its lease ended
+    assert sorted(p["data"]["sub"] for p in receiver.accepted) == ["alice", "bob"]

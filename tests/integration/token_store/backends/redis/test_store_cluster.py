@@ -1,9 +1,10 @@
 """Redis Cluster, against the session's private three-primary cluster: a single primary's
 connections move to Cluster (`mcp-url-connect store copy-from`, token_store/store_copy.py)
 without losing one, also when run again after the switch (tests/integration/token_store/
-test_store_copy.py: nor bringing back a deleted one); every key of one user, and
-the records its ids name, share one hash slot (`require_slot_tag`); a primary restart fails the
-calls to its slots cleanly and the same store works again.
+test_store_copy.py: nor bringing back a deleted one); every key of one user, and the records its
+ids name, share one hash slot (`require_slot_tag`), while an id tells nobody without the server's
+key whose it is (`SlotTags`); a primary restart fails the calls to its slots cleanly and the same
+store works again.
 
 The store contract suite also runs on this cluster (test_store_contract.py, `[cluster]`).
 """
@@ -24,13 +25,14 @@ from tests.support.store_contract import (
     ALICE,
     BOB,
     REDIS_URL,
+    SLOT_TAGS,
     T0,
     FakeClock,
     make_connection,
     make_elicitation,
     make_state,
 )
-from token_store import KeyRing, RedisStore, StoreUnavailable, copy_endpoints, copy_store, slot_tag
+from token_store import KeyRing, RedisStore, SlotTags, StoreUnavailable, copy_endpoints, copy_store, slot_tag
 from token_store.store_copy import Outcome
 
 
@@ -128,15 +130,15 @@ def test_store_copy_from_command(
 async def test_every_key_of_a_user_and_the_records_its_ids_name_share_one_slot(
     cluster_group: ClusterGroup, keyring: KeyRing, prefix: str
 ) -> None:
-    store = await RedisStore.open(cluster_group.url(), keyring, prefix=prefix, clock=FakeClock())
+    store = await cluster_store(cluster_group, keyring, prefix)
     try:
         await store.put_connection(make_connection())
         await store.set_default_account(ALICE, "github", "1")
         state = make_state()
         await store.create_elicitation(state.elicitation, max_live_per_user=5)
         assert await store.open_elicitation(state) is not None
-        await store.put_nonce(slot_tag(ALICE) + "nonce-1", ttl_seconds=60, slot="alice-question")
-        await store.put_nonce(slot_tag(ALICE) + "nonce-2", ttl_seconds=60, slot="alice-question")
+        await store.put_nonce(SLOT_TAGS.mint(ALICE), ttl_seconds=60, slot="alice-question")
+        await store.put_nonce(SLOT_TAGS.mint(ALICE), ttl_seconds=60, slot="alice-question")
         raw = cluster_group.client()
         try:
             keys = list(raw.scan_iter(match=prefix + "*", count=500))
@@ -153,15 +155,48 @@ async def test_every_key_of_a_user_and_the_records_its_ids_name_share_one_slot(
 async def test_an_id_without_its_users_slot_tag_is_refused_and_other_users_still_work(
     cluster_group: ClusterGroup, keyring: KeyRing, prefix: str
 ) -> None:
-    store = await RedisStore.open(cluster_group.url(), keyring, prefix=prefix, clock=FakeClock())
+    store = await cluster_store(cluster_group, keyring, prefix)
     try:
-        foreign = replace(make_elicitation(ALICE), id=slot_tag(BOB) + "x" * 40)
+        foreign = replace(make_elicitation(ALICE), id=SLOT_TAGS.mint(BOB))
         with pytest.raises(ValueError, match="slot tag"):
             await store.create_elicitation(foreign, max_live_per_user=5)
         assert await store.get_elicitation(foreign.id) is None
         state = make_state()
         with pytest.raises(ValueError, match="slot tag"):
-            await store.open_elicitation(replace(state, state=slot_tag(BOB) + "y" * 40))
+            await store.open_elicitation(replace(state, state=SLOT_TAGS.mint(BOB)))
+        bob = make_elicitation(BOB)
+        await store.create_elicitation(bob, max_live_per_user=5)
+        assert await store.get_elicitation(bob.id) == bob
+    finally:
+        await store.close()
+
+
+async def test_an_id_names_its_users_slot_only_to_whoever_holds_the_key(
+    cluster_group: ClusterGroup, keyring: KeyRing, prefix: str
+) -> None:
+    """Alice's ids, states and nonces on Cluster put her records in her hash slot, yet whoever
+    sees them and knows the candidate users (each one's `slot_tag` is a public hash of `(iss,
+    sub)`) cannot tell they are hers: no id carries her tag in clear, her ids carry different
+    tags, and another key unmasks them to other slots. Bob's flow beside hers works."""
+    store = await cluster_store(cluster_group, keyring, prefix)
+    try:
+        ids = [SLOT_TAGS.mint(ALICE) for _ in range(16)]
+        for elicitation_id in ids:
+            await store.create_elicitation(
+                replace(make_elicitation(ALICE), id=elicitation_id), max_live_per_user=20
+            )
+        raw = cluster_group.client()
+        try:
+            slots = {raw.keyslot(key) for key in raw.scan_iter(match=prefix + "*", count=500)}
+        finally:
+            raw.close()
+        assert slots == {raw.keyslot(f"{{{slot_tag(ALICE)}}}")}  # every record in Alice's slot
+        carried = [elicitation_id[1:5] for elicitation_id in ids]
+        candidates = {slot_tag(ALICE), slot_tag(BOB)}
+        assert sum(tag in candidates for tag in carried) <= 1  # by chance: 2 in 16384 per id
+        assert len(set(carried)) > 1  # two of her ids do not look alike
+        guessed = SlotTags(b"not the server's slot tag key!!!")
+        assert sum(guessed.slot_of(elicitation_id) == slot_tag(ALICE) for elicitation_id in ids) <= 1
         bob = make_elicitation(BOB)
         await store.create_elicitation(bob, max_live_per_user=5)
         assert await store.get_elicitation(bob.id) == bob
@@ -190,6 +225,13 @@ async def test_a_primary_restart_fails_its_calls_cleanly_and_the_same_store_work
         assert await store.get_connection(BOB, "github") == bob
     finally:
         await store.close()
+
+
+async def cluster_store(cluster_group: ClusterGroup, keyring: KeyRing, prefix: str) -> RedisStore:
+    """A store on the cluster that places the ids the suite mints (`SLOT_TAGS`)."""
+    return await RedisStore.open(
+        cluster_group.url(), keyring, prefix=prefix, clock=FakeClock(), slot_tags=SLOT_TAGS
+    )
 
 
 def b64(key: bytes) -> str:

@@ -42,6 +42,7 @@ def server(tmp_path: Path) -> Iterator[RedisServer]:
 
 def every_method(store: RedisStore) -> dict[str, Callable[[], Awaitable[object]]]:
     conn, e, state = make_connection(), make_elicitation(), make_state()
+    claimed = WebhookMessage("w1", "t", "{}", 1.0, 32.0)  # as `claim_webhooks` below returns it
     return {
         "put_connection": lambda: store.put_connection(conn),
         "get_connection": lambda: store.get_connection(ALICE, "github"),
@@ -71,8 +72,8 @@ def every_method(store: RedisStore) -> dict[str, Callable[[], Awaitable[object]]
         "count_sealed_under": lambda: store.count_sealed_under("old"),
         "enqueue_webhook": lambda: store.enqueue_webhook(WebhookMessage("w1", "t", "{}", 1.0, 1.0)),
         "claim_webhooks": lambda: store.claim_webhooks(2.0, 30, 10),
-        "settle_webhook": lambda: store.settle_webhook("w1", 100.0),
-        "settle_webhook(remove)": lambda: store.settle_webhook("w1", None),
+        "settle_webhook": lambda: store.settle_webhook(claimed, 100.0),
+        "settle_webhook(remove)": lambda: store.settle_webhook(claimed, None),
     }
 
 

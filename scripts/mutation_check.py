@@ -107,6 +107,10 @@ DEPLOY_KIT_LIMITS = (
     "tests/integration/test_deploy_kit.py::"
     "test_nginx_limits_each_address_only_for_requests_without_a_bearer_token"
 )
+GATEWAY_ADDRESSES = "tests/unit/service/providers/test_addresses.py"
+GATEWAY_RESOURCE = "tests/unit/service/providers/test_protected_resource.py"
+GATEWAY_DISCOVERY = "tests/unit/service/providers/test_mcp_downstream.py"
+GATEWAY_UNIT = "tests/unit/service/mcp/gateway"
 
 
 CHECKS: tuple[Check, ...] = (
@@ -1163,6 +1167,63 @@ CHECKS: tuple[Check, ...] = (
         "admin.nested_body",
         ["tests/security/test_admin_api.py::test_malformed_requests_get_the_documented_json_error"],
         "a deeply nested admin request body is a 500",
+    ),
+    check(
+        "gateway.public_downstream_address",
+        [f"{GATEWAY_ADDRESSES}::test_private_loopback_and_unknown_addresses_are_refused"],
+        "a remote MCP server's discovery URLs resolve to public addresses only (SSRF)",
+    ),
+    check(
+        "gateway.metadata_on_resource_origin",
+        [f"{GATEWAY_RESOURCE}::test_metadata_named_on_another_origin_is_refused"],
+        "protected-resource metadata named by a challenge is on the server's own origin",
+    ),
+    check(
+        "gateway.metadata_for_resource",
+        [f"{GATEWAY_RESOURCE}::test_metadata_for_another_resource_is_refused"],
+        "RFC 9728 §3.3: metadata for another resource is not used",
+    ),
+    check(
+        "gateway.pinned_authorization_server",
+        [f"{GATEWAY_DISCOVERY}::test_the_pinned_authorization_server_must_be_listed"],
+        "a pinned issuer must be the one the metadata lists",
+    ),
+    check(
+        "gateway.authorization_server_for_resource",
+        [f"{GATEWAY_DISCOVERY}::test_an_authorization_server_for_other_resources_is_refused"],
+        "an authorization server that serves other resources only is refused",
+    ),
+    check(
+        "gateway.pkce_s256_advertised",
+        [f"{GATEWAY_DISCOVERY}::test_pkce_s256_must_be_advertised"],
+        "no PKCE S256 in the metadata: refused (MCP authorization, Authorization Code Protection)",
+    ),
+    check(
+        "gateway.downstream_origin",
+        [f"{GATEWAY_UNIT}/test_transport.py::test_only_the_downstream_origin_is_allowed"],
+        "a user's token goes to the remote MCP server's origin only",
+    ),
+    check(
+        "gateway.unshadowed_tool_names",
+        [
+            f"{GATEWAY_UNIT}/test_names.py::test_overlapping_namespaces_are_refused",
+            f"{GATEWAY_UNIT}/test_names.py::test_a_tool_of_ours_inside_a_namespace_is_refused",
+        ],
+        "a downstream's tools cannot shadow ours or another downstream's",
+        markers=2,
+    ),
+    check(
+        "gateway.neutralize_html",
+        [f"{GATEWAY_UNIT}/test_proxy.py::test_results_pass_without_meta_and_never_as_html"],
+        "a downstream's HTML reaches our client as plain text",
+        markers=2,
+    ),
+    check(
+        "gateway.step_up_once",
+        [
+            f"{GATEWAY_UNIT}/test_proxy.py::test_a_step_up_asks_for_the_union_once_and_never_again_for_what_was_granted"
+        ],
+        "a step-up never asks again for scopes already granted (no loop)",
     ),
 )
 # --------------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -26,6 +27,9 @@ from service.http.drain import Drain
 from service.http.request_pass import RequestPass
 from service.mcp.bearer import token_verifier
 from service.mcp.broker import ConnectionBroker
+from service.mcp.gateway.names import Namespaces, require_unshadowed_tool_names
+from service.mcp.gateway.pool import DownstreamSessions
+from service.mcp.gateway.proxy import Gateway
 from service.mcp.sdk.affinity import SessionAffinityMiddleware
 from service.mcp.sdk.hooks import SessionManager, adopt_session_manager, check_sdk_hooks
 from service.mcp.sdk.session_limits import SessionLimits
@@ -35,9 +39,10 @@ from service.mcp.server import ObservedMCPServer
 from service.mcp.tool_packages import load_tool_packages, register_tool_packages
 from service.mcp.tools import register_tools
 from service.observability.metrics import serve_metrics
-from service.runtime import Runtime
-from service.settings import Settings
-from service.urls import LOOPBACK_HOSTS, MCP_PATH, is_loopback
+from service.providers.registration import client_metadata_document
+from service.runtime import CLIENT_NAME, Runtime
+from service.settings import Settings, SettingsError
+from service.urls import CLIENT_METADATA_PATH, LOOPBACK_HOSTS, MCP_PATH, is_loopback
 from token_store import StoreUnavailable
 
 INSTRUCTIONS = (
@@ -54,8 +59,8 @@ def package_version() -> str:
         return ""
 
 
-def build_mcp_server(settings: Settings, runtime: Runtime) -> tuple[MCPServer[Any], ConnectionBroker]:
-    server: MCPServer[Any] = ObservedMCPServer(
+def build_mcp_server(settings: Settings, runtime: Runtime) -> tuple[ObservedMCPServer, ConnectionBroker]:
+    server = ObservedMCPServer(
         "mcp-url-connect",
         metrics=runtime.metrics,
         tracing=runtime.tracing,
@@ -80,7 +85,33 @@ def build_mcp_server(settings: Settings, runtime: Runtime) -> tuple[MCPServer[An
     register_tools(server, broker, runtime)
     packages = load_tool_packages(settings.tools, entry_points_too=settings.tool_entry_points)
     register_tool_packages(packages, server, broker)
+    gateway = build_gateway(settings, runtime, broker, server)
+    if gateway is not None:
+        server.serve_gateway(gateway)
     return server, broker
+
+
+def build_gateway(
+    settings: Settings, runtime: Runtime, broker: ConnectionBroker, server: ObservedMCPServer
+) -> Gateway | None:
+    """Remote MCP servers' tools beside ours (docs/gateway.md), or None when none is configured.
+    Each must have been resolved (`service.runtime.resolve_providers`), and their namespaces may
+    shadow no tool (`require_unshadowed_tool_names`)."""
+    namespaces = Namespaces(settings.providers.values())
+    if not namespaces:
+        return None
+    for provider in namespaces.providers:
+        if not provider.resolved:
+            raise SettingsError(
+                f"providers.{provider.name}: a remote MCP server is discovered before the app is built "
+                "(service.runtime.resolve_providers; `serve` does it)"
+            )
+    try:
+        require_unshadowed_tool_names(namespaces.prefixes, server.tool_names)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    sessions = DownstreamSessions(runtime.outbound)
+    return Gateway(namespaces, broker, runtime.lifecycle, runtime.store, sessions)
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
@@ -116,6 +147,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
     check_sdk_hooks()  # nor on an SDK without what the caps and replay isolation rely on
     runtime = runtime or Runtime(settings)
     server, broker = build_mcp_server(settings, runtime)
+    gateway = server.gateway
     mcp_app, sessions = mcp_http_app(server, transport_security(settings))
     SessionLimits.around(
         sessions,
@@ -157,6 +189,19 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
             }
         )
 
+    async def client_metadata(request: Request) -> Response:
+        """Our Client ID Metadata Document for a remote MCP server's authorization server
+        (docs/gateway.md): public, so cacheable for a while."""
+        provider = settings.providers.get(request.path_params["provider"])
+        if provider is None or provider.kind != "mcp":
+            return JSONResponse({"error": "not_found"}, status_code=404)
+        document = client_metadata_document(
+            provider.client_metadata_url or settings.client_metadata_url(provider.name),
+            settings.callback_url(provider.name),
+            CLIENT_NAME,
+        )
+        return JSONResponse(document, headers={"Cache-Control": "public, max-age=3600"})
+
     mcp_endpoint = SessionAffinityMiddleware(mcp_app, settings.replica_id)
     routes: list[BaseRoute] = [
         # First, for every method: each MCP request would otherwise be matched against every
@@ -167,6 +212,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
         # mutant: metrics.off_the_public_port true
         *([Route("/metrics", serve_metrics, methods=["GET"])] if settings.metrics_port == 0 else []),
         Route("/.well-known/oauth-protected-resource", protected_resource_root, methods=["GET"]),
+        Route(CLIENT_METADATA_PATH, client_metadata, methods=["GET"]),
         *browser_routes(runtime),
         Mount("/", app=mcp_endpoint),  # the SDK's metadata routes (RFC 9728) and its 404s
     ]
@@ -174,7 +220,11 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # Mount() does not run the sub-app's lifespan: run the session manager here.
-        async with runtime.running(), server.session_manager.run():
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(runtime.running())
+            await stack.enter_async_context(server.session_manager.run())
+            if gateway is not None:
+                await stack.enter_async_context(gateway.sessions.running())
             yield
 
     app = Starlette(
@@ -196,6 +246,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
     app.state.mcp_server = server
     app.state.sessions = sessions  # the SDK's session manager with our steps (service/mcp/sdk/hooks.py)
     app.state.broker = broker
+    app.state.gateway = gateway
     return app
 
 

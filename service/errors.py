@@ -34,6 +34,7 @@ __all__ = [
     "CrossSiteRequest",
     "CsrfTokenMismatch",
     "DomainError",
+    "DownstreamDiscoveryError",
     "ElicitationAlreadyUsed",
     "ElicitationUserMismatch",
     "FlowFailed",
@@ -208,6 +209,12 @@ class MetadataError(ValueError):
 class MetadataIssuerMismatch(MetadataError):
     """The metadata document names another issuer (RFC 8414 §3.3: "MUST NOT be used"): never
     tried elsewhere, never used."""
+
+
+class DownstreamDiscoveryError(MetadataError):
+    """A remote MCP server (`kind = "mcp"`) could not be made a provider: its challenge, its
+    protected-resource or authorization-server metadata, an address it names, or this server's
+    registration as its client was refused (docs/gateway.md). The message names the step."""
 
 
 # ---- the browser surface --------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import anyio
+import httpx
 
 from service.flow.connect import ConnectFlow
 from service.flow.keepalive import KeepAliveSweep
@@ -27,14 +28,56 @@ from service.observability.metrics import Metrics
 from service.observability.observed_store import ObservedStore
 from service.observability.tracing import Tracing, tracing_from_environment
 from service.observability.webhooks import ConnectionEvents, WebhookSender
+from service.providers.addresses import Resolve, resolve_host
+from service.providers.catalogue import ProviderConfig, resolve_discovery
+from service.providers.mcp_downstream import DownstreamContext, resolve_downstream
 from service.providers.outbound_http import OutboundHttp
+from service.providers.registration import ClientRegistrations
 from service.settings import Settings
 from token_store import KeyRing, Store, StoreUnavailable, open_store
 
 logger = logging.getLogger(__name__)
 
+CLIENT_NAME = "mcp-url-connect"  # how this server names itself to authorization servers it registers at
 EXPIRY_SWEEP_SECONDS = 1.0  # how soon a session hears that its link expired
 STORE_RETRY_SECONDS = 1.0  # how often a replica that started without its store tries again
+
+
+def start_up_outbound(timeout_seconds: float) -> OutboundHttp:
+    """Outbound HTTP for discovery at start-up: bounded like any other, but a new connection per
+    request. A start makes a handful of requests over seconds (longer on a loaded machine); a peer
+    closing a kept-alive connection meanwhile (Node's default keep-alive is 5 s) must not fail it."""
+    return OutboundHttp(
+        timeout_seconds, pool=httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
+    )
+
+
+async def resolve_providers(
+    settings: Settings,
+    http: httpx.AsyncClient,
+    registrations: ClientRegistrations,
+    *,
+    clock: Callable[[], float] = time.time,
+    resolve: Resolve = resolve_host,
+) -> Settings:
+    """`settings` with every provider ready for the flow: endpoints filled from a `discovery_url`,
+    and each remote MCP server (`kind = "mcp"`) discovered and registered with
+    (service/providers/mcp_downstream.py). Raises `ProviderError` naming the provider and step."""
+    providers: dict[str, ProviderConfig] = {}
+    for name, provider in settings.providers.items():
+        if provider.kind == "mcp":
+            context = DownstreamContext(
+                redirect_uri=settings.callback_url(name),
+                client_metadata_url=settings.client_metadata_url(name),
+                client_name=CLIENT_NAME,
+                registrations=registrations,
+                clock=clock,
+                resolve=resolve,
+            )
+            providers[name] = await resolve_downstream(provider, http, context)
+        else:
+            providers[name] = await resolve_discovery(provider, http)
+    return settings.replace(providers=providers)
 
 
 class Runtime:

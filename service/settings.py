@@ -47,6 +47,7 @@ from service.urls import (
     LOGIN_CALLBACK_PATH,
     MCP_PATH,
     callback_path,
+    client_metadata_path,
     connect_link,
     https_unless_loopback,
 )
@@ -265,6 +266,11 @@ class Settings(BaseSettings):
     def callback_url(self, provider: str) -> str:
         """The redirect URI registered at `provider`: one per provider (RFC 9700 §4.4.2, mix-up)."""
         return self._public(callback_path(provider))
+
+    def client_metadata_url(self, provider: str) -> str:
+        """Where this server publishes its Client ID Metadata Document for `provider` (a remote
+        MCP server's authorization server fetches it; docs/gateway.md)."""
+        return self._public(client_metadata_path(provider))
 
     @property
     def login_callback_url(self) -> str:

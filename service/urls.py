@@ -17,6 +17,9 @@ CONNECT_CANCEL_PATH = CONNECT_PATH + "/cancel"
 ELICITATION_ID_PARAM = "elicitationId"
 # One redirect URI per provider (RFC 9700 §4.4.2, mix-up): a Starlette path template.
 CALLBACK_PATH = "/callback/{provider}"
+# This server's Client ID Metadata Document for a remote MCP server's authorization server
+# (draft-ietf-oauth-client-id-metadata-document-00): one per provider, its one redirect URI.
+CLIENT_METADATA_PATH = "/oauth/client-metadata/{provider}"
 # The user's connections page and its forms (connect_routes/connections_page.py).
 CONNECTIONS_PATH = "/connections"
 CONNECTIONS_DISCONNECT_PATH = CONNECTIONS_PATH + "/disconnect"
@@ -49,6 +52,11 @@ def is_connect_link(path: str) -> bool:
 def callback_path(provider: str) -> str:
     """The path of `provider`'s redirect URI."""
     return CALLBACK_PATH.format(provider=provider)
+
+
+def client_metadata_path(provider: str) -> str:
+    """The path of `provider`'s Client ID Metadata Document."""
+    return CLIENT_METADATA_PATH.format(provider=provider)
 
 
 def is_loopback(url: str) -> bool:

@@ -38,6 +38,7 @@ from token_store.crypto import DecryptError, KeyRing
 from token_store.models import (
     LIVE_STATUSES,
     CallbackOutcome,
+    ClientRegistration,
     Connection,
     ConnectionKey,
     ConnectionStatus,
@@ -63,6 +64,7 @@ __all__ = [
     "REDIS_SCHEMES",
     "STORE_SCHEMES",
     "CallbackOutcome",
+    "ClientRegistration",
     "ClusterURL",
     "Connection",
     "ConnectionKey",

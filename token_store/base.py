@@ -16,6 +16,7 @@ from typing import Protocol
 
 from token_store.models import (
     CallbackOutcome,
+    ClientRegistration,
     Connection,
     ConnectionKey,
     ConnectionStatus,
@@ -259,6 +260,32 @@ class Store(Protocol):
         again then. Only the holder of the message's current lease settles it: once the lease
         ended and another replica claimed the message, this changes nothing and returns False
         (the other replica's attempt is the one that counts)."""
+        ...
+
+    # --- client registrations -------------------------------------------------------------
+    async def get_client_registration(self, issuer: str, redirect_uri: str) -> ClientRegistration | None:
+        """This server's dynamic registration at `issuer` for `redirect_uri`, or None (also when it
+        fails to decrypt). No TTL: a registration lives until `remove_client_registration`."""
+        ...
+
+    async def add_client_registration(self, registration: ClientRegistration) -> ClientRegistration:
+        """Store `registration` (sealed) unless one is already stored for its (issuer, redirect
+        URI), in one atomic step; return the one stored: this one, or the one that was there. So
+        replicas that registered at the same time all keep the first one stored."""
+        ...
+
+    async def remove_client_registration(self, issuer: str, redirect_uri: str, client_id: str) -> bool:
+        """Delete the registration of (issuer, redirect URI) if it is still `client_id`'s (never a
+        newer one another replica stored); True when something was deleted."""
+        ...
+
+    async def reencrypt_client_registrations(self) -> int:
+        """`reencrypt_all` for client registrations: each one not sealed under the primary key is
+        sealed again (compare-and-set); how many were rewritten."""
+        ...
+
+    async def count_client_registrations_sealed_under(self, kid: str) -> int:
+        """`count_sealed_under` for client registrations."""
         ...
 
     # --- lifecycle ------------------------------------------------------------------------

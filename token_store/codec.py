@@ -20,6 +20,7 @@ from typing import Any
 from token_store.crypto import DecryptError, KeyRing
 from token_store.models import (
     DELETIONS_KEPT,
+    ClientRegistration,
     Connection,
     ConnectionKey,
     ConnectionStatus,
@@ -102,6 +103,37 @@ def open_state(keyring: KeyRing, state_key: str, blob: bytes) -> OAuthState | No
 
 def reseal_state(keyring: KeyRing, state_key: str, blob: bytes) -> bytes | None:
     return reseal(keyring, blob, state_associated_data(state_key), STATE)
+
+
+def client_registration_key(issuer: str, redirect_uri: str) -> str:
+    """The name a client registration is stored under: a hash of its issuer and redirect URI
+    (canonical JSON, so no two pairs name one record)."""
+    canonical = json.dumps([issuer, redirect_uri], separators=(",", ":"))
+    return lookup_key(canonical)
+
+
+def client_associated_data(key: str) -> bytes:
+    """AEAD associated data of a client registration: its key, so a registration moved to another
+    (issuer, redirect URI) opens under no other and reads as absent."""
+    return json.dumps(["client", key], separators=(",", ":")).encode()
+
+
+CLIENT = "client registration"  # how a warning names one: its issuer could be a customer's host
+
+
+def seal_client(keyring: KeyRing, registration: ClientRegistration) -> tuple[str, bytes]:
+    """(key, sealed blob) of a client registration: it may hold a client secret, so it is sealed."""
+    key = client_registration_key(registration.issuer, registration.redirect_uri)
+    return key, keyring.seal(registration.to_json(), client_associated_data(key))
+
+
+def open_client(keyring: KeyRing, key: str, blob: bytes) -> ClientRegistration | None:
+    plaintext = open_or_skip(keyring, blob, client_associated_data(key), CLIENT)
+    return None if plaintext is None else ClientRegistration.from_json(plaintext)
+
+
+def reseal_client(keyring: KeyRing, key: str, blob: bytes) -> bytes | None:
+    return reseal(keyring, blob, client_associated_data(key), CLIENT)
 
 
 # The `connections` table of the SQL backends, in this order everywhere: the key (its PRIMARY KEY),

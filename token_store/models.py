@@ -294,3 +294,29 @@ class WebhookMessage:
     created_at: float
     next_attempt_at: float
     attempts: int = 0
+
+
+@dataclass(frozen=True)
+class ClientRegistration:
+    """This server's OAuth client at an authorization server, obtained by RFC 7591 dynamic
+    registration: one per (issuer, redirect URI), shared by every replica, so a refresh token is
+    always presented by the client that obtained it. Stored sealed (it may hold a client secret)."""
+
+    issuer: str
+    redirect_uri: str
+    client_id: str
+    client_secret: str | None
+    token_endpoint_auth_method: str
+    registered_at: float
+    # RFC 7591 §3.2.1: when the secret expires (None, or 0 there: never).
+    secret_expires_at: float | None = None
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> ClientRegistration:
+        return cls(**json.loads(raw))
+
+    def __repr__(self) -> str:  # never print the secret
+        return f"ClientRegistration(issuer={self.issuer!r}, client_id={self.client_id!r})"

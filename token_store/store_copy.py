@@ -15,7 +15,8 @@ would be live. So every store remembers each connection it deletes (`Deletion`, 
 2. copies every connection of the source, sealed as it is, unless the target remembers deleting
    it at or after it was made (a grant made later is a new one) or holds one at least as new
    (`updated_at`: a refresh or a reconnect on the target stays);
-3. copies each remembered default account the target has none for.
+3. copies each remembered default account the target has none for, and each dynamic client
+   registration the target has none for (its refresh tokens are bound to that client).
 
 The rules are written once, here (`copy_unless_deleted`, `carry_deletion`,
 `require_open_copy_window`), not in each backend's SQL and Lua: a backend only reads the key's
@@ -37,7 +38,14 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from token_store.base import Store, StoreError
-from token_store.models import DELETIONS_KEPT, ConnectionKey, Deletion, SealedConnection, UserRef
+from token_store.models import (
+    DELETIONS_KEPT,
+    ClientRegistration,
+    ConnectionKey,
+    Deletion,
+    SealedConnection,
+    UserRef,
+)
 
 # The longest a migration may take, from its first copy to its last: what the stores remember
 # deletions for, so that every deletion made during the window is still known to the last copy.
@@ -137,6 +145,10 @@ class CopySource(Protocol):
         """Every remembered (user, provider, account) choice."""
         ...
 
+    def client_registrations(self) -> AsyncIterator[ClientRegistration]:
+        """Every dynamic client registration that opens (a refresh token is bound to its client)."""
+        ...
+
 
 @runtime_checkable
 class CopyTarget(Protocol):
@@ -155,11 +167,16 @@ class CopyTarget(Protocol):
         """When the first copy into this store began; `now`, recorded, when none has (or `new`)."""
         ...
 
+    async def add_client_registration(self, registration: ClientRegistration) -> ClientRegistration:
+        """Store `registration` unless one is stored for its (issuer, redirect URI)."""
+        ...
+
 
 @dataclass
 class CopyReport:
     counts: dict[Outcome, int] = field(default_factory=lambda: dict.fromkeys(Outcome, 0))
     deletions: int = 0  # deletions the source remembers, carried over
+    client_registrations: int = 0  # dynamic registrations offered to the target
     window_opened_at: float = 0.0
 
     def summary(self) -> str:
@@ -167,7 +184,8 @@ class CopyReport:
         return (
             f"copied {c[Outcome.COPIED]} connection(s); kept {c[Outcome.KEPT]} the target holds as new; "
             f"left out {c[Outcome.DELETED]} deleted on the target; carried {self.deletions} deletion(s), "
-            f"which removed {c[Outcome.REMOVED]} connection(s)"
+            f"which removed {c[Outcome.REMOVED]} connection(s); {self.client_registrations} client "
+            "registration(s)"
         )
 
 
@@ -187,6 +205,10 @@ async def copy_store(
         report.counts[change.outcome] += 1
     async for user, provider, account in source.default_accounts():
         await target.copy_default_account(user, provider, account)
+    async for registration in source.client_registrations():
+        # The target's own registration, if it made one already, is kept (the first stored wins).
+        await target.add_client_registration(registration)
+        report.client_registrations += 1
     return report
 
 

@@ -22,6 +22,7 @@ from mock_providers.testing.client import (
     mcp_client,
     retry,
 )
+from mock_providers.testing.downstream import DownstreamServer
 from mock_providers.testing.providers import ProviderKnobs
 from mock_providers.testing.servers import HOST, DemoServers, ThreadedServers, free_port
 from mock_providers.testing.stack import Mcpuc
@@ -39,6 +40,7 @@ __all__ = [
     "Browser",
     "ConnectLink",
     "DemoServers",
+    "DownstreamServer",
     "Elicitation",
     "FlowError",
     "GitHubApi",

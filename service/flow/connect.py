@@ -69,6 +69,7 @@ from service.observability.webhooks import RECOVERED as CONNECTION_RECOVERED
 from service.observability.webhooks import ConnectionEvents
 from service.providers.api import fetch_userinfo, field_at
 from service.providers.catalogue import ProviderConfig
+from service.providers.mcp_downstream import DOWNSTREAM_ACCOUNT
 from service.providers.oauth import authorization_url, exchange_code, keep_refresh_token
 from service.providers.outbound_http import OutboundHttp
 from service.settings import Settings
@@ -395,7 +396,9 @@ class ConnectFlow:
             provider = require_redirect_uri_of_provider(
                 received.path_provider, self._settings.providers.get(elicitation.provider)
             )
-            check_rfc9207_issuer(query.get("iss"), state.expected_issuer)
+            check_rfc9207_issuer(
+                query.get("iss"), state.expected_issuer, required=provider.issuer_in_response == "required"
+            )
             error = query.get("error")
             if error is not None:
                 raise ProviderDenied(provider.display_name, error, query.get("error_description", ""))
@@ -417,7 +420,7 @@ class ConnectFlow:
                     )
                 step = "userinfo"
                 with self._events.provider_call(provider.name, step):
-                    profile = await fetch_userinfo(self._client(), provider, tokens.access_token)
+                    profile = await self._profile(provider, tokens.access_token)
             except (TokenExchangeError, ProviderApiError) as exc:
                 logger.warning("callback: provider %s: %s", provider.name, exc)
                 raise ProviderFailure(provider.display_name, step, str(exc)) from None
@@ -510,6 +513,13 @@ class ConnectFlow:
                 logger.warning("callback: completion not published (store unavailable)")
         audit("connect", key, scopes=" ".join(tokens.scopes))
         return connection
+
+    async def _profile(self, provider: ProviderConfig, access_token: str) -> dict[str, Any]:
+        """Who the grant is for, from the provider's userinfo; a provider without one (a remote
+        MCP server names no account) has one account per user, named after the provider."""
+        if not provider.userinfo_url:
+            return {provider.account_field: DOWNSTREAM_ACCOUNT, provider.label_field: provider.display_name}
+        return await fetch_userinfo(self._client(), provider, access_token)
 
     def _client(self) -> httpx.AsyncClient:
         return self._outbound.client

@@ -62,7 +62,7 @@ async def _revoke(
 ) -> Disconnected:
     revoked = (
         provider is not None
-        and provider.kind == "oauth2"
+        and provider.kind != "api_key"
         and await revoke(
             provider, connection.tokens, timeout_seconds=outbound.timeout_seconds, outbound=outbound
         )

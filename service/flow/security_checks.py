@@ -284,12 +284,15 @@ def require_redirect_uri_of_provider(
     return configured
 
 
-def check_rfc9207_issuer(received: str | None, expected: str | None) -> None:
+def check_rfc9207_issuer(received: str | None, expected: str | None, *, required: bool = True) -> None:
     """RFC 9207 §2.4: "clients MUST compare the received issuer identifier with the issuer
     identifier of the authorization server" (a missing `iss` from an issuer that sends one is
-    refused too); done before `error` or `code` is looked at."""
+    refused too); done before `error` or `code` is looked at. With `required` False (an
+    authorization server that does not advertise `iss`), a missing `iss` passes and one that is
+    sent must still match (the 2026-07-28 MCP authorization table, RFC 9207 §2.4 local policy).
+    Compared as strings, no normalisation."""
     # mutant: callback.rfc9207_issuer
-    if expected is not None and received != expected:
+    if expected is not None and received != expected and (required or received is not None):
         raise AuthorizationResponseIssuerMismatch()
 
 

@@ -12,13 +12,23 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp_types import URL_ELICITATION_REQUIRED, CallToolResult, Icon, InputRequiredResult, ToolAnnotations
+from mcp_types import (
+    URL_ELICITATION_REQUIRED,
+    CallToolResult,
+    Icon,
+    InputRequiredResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    ToolAnnotations,
+)
 
 from service.errors import InvalidToolArgument
 from service.mcp.errors import mcp_errors
-from service.mcp.sdk.hooks import has_tool, request_handlers
+from service.mcp.gateway.proxy import Gateway
+from service.mcp.sdk.hooks import has_tool, lowlevel_server, request_handlers
 from service.observability.metrics import Metrics
 from service.observability.tracing import Tracing
 
@@ -35,6 +45,7 @@ UNSERVED_METHODS = (
 class ObservedMCPServer(MCPServer[Any]):
     def __init__(self, *args: Any, metrics: Metrics, tracing: Tracing, **kwargs: Any) -> None:
         self._tool_names: set[str] = set()
+        self._gateway: Gateway | None = None
         super().__init__(*args, **kwargs)
         self._metrics = metrics
         self._tracing = tracing
@@ -72,22 +83,66 @@ class ObservedMCPServer(MCPServer[Any]):
             fn, name, title, description, annotations, icons, meta, structured_output=structured_output
         )
 
+    @property
+    def tool_names(self) -> frozenset[str]:
+        """Our own tools' names (and tool packages'), not the remote MCP servers'."""
+        return frozenset(self._tool_names)
+
+    @property
+    def gateway(self) -> Gateway | None:
+        return self._gateway
+
+    def serve_gateway(self, gateway: Gateway) -> None:
+        """Serve remote MCP servers' tools beside ours (docs/gateway.md): `tools/list` adds the
+        caller's, `tools/call` routes their names to `gateway`. Their list differs per user and
+        changes when the user connects: on 2025-11-25 `tools.listChanged` is declared and the
+        session told; on 2026-07-28 the list is `cacheScope: private` with no freshness."""
+        self._gateway = gateway
+        lowlevel = lowlevel_server(self)
+        ours = lowlevel.get_request_handler("tools/list")
+        assert ours is not None
+
+        async def list_tools(ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
+            listed = await ours.handler(ctx, params)
+            assert isinstance(listed, ListToolsResult)
+            theirs = await gateway.list_tools(Context(request_context=ctx, mcp_server=self))
+            # 2026-07-28 basic, caching: a list that depends on the caller is never shared.
+            return ListToolsResult(tools=[*listed.tools, *theirs], ttl_ms=0, cache_scope="private")
+
+        lowlevel.add_request_handler("tools/list", PaginatedRequestParams, list_tools)
+        declare = lowlevel.create_initialization_options
+        lowlevel.create_initialization_options = (  # type: ignore[method-assign]
+            lambda notification_options=None, *args, **kwargs: declare(
+                notification_options or NotificationOptions(tools_changed=True), *args, **kwargs
+            )
+        )
+
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
-        # mutant: metrics.unknown_tool_label
-        if not has_tool(self, name):
-            self._metrics.tool_calls.labels(tool="unknown", result="error").inc()
-            # A protocol error, not a tool result: the name does not exist on this server
-            # (MCP 2025-11-25, server/tools "Error Handling": an unknown tool is -32602).
-            with mcp_errors():
-                raise InvalidToolArgument(f"Unknown tool: {name[:64]!r}")
-        tool = name
+        gateway = self._gateway
+        route = gateway.namespaces.route(name) if gateway is not None and context is not None else None
+        if route is not None:
+            # A remote MCP server's tool, counted under its namespace: a downstream must not be
+            # able to mint label values either.
+            tool = f"{route.provider.prefix}_*"
+        else:
+            # mutant: metrics.unknown_tool_label
+            if not has_tool(self, name):
+                self._metrics.tool_calls.labels(tool="unknown", result="error").inc()
+                # A protocol error, not a tool result: the name does not exist on this server
+                # (MCP 2025-11-25, server/tools "Error Handling": an unknown tool is -32602).
+                with mcp_errors():
+                    raise InvalidToolArgument(f"Unknown tool: {name[:64]!r}")
+            tool = name
         started = time.perf_counter()
         result = "error"
         try:
             with self._tracing.span("tool_call", tool=tool):
-                answer = await super().call_tool(name, arguments, context)
+                if route is not None and gateway is not None and context is not None:
+                    answer = await gateway.call(name, arguments, context)
+                else:
+                    answer = await super().call_tool(name, arguments, context)
             if isinstance(answer, InputRequiredResult):
                 result = "input_required"
             else:

@@ -20,6 +20,7 @@ from typing import TypeVar
 from service.observability.metrics import Metrics
 from token_store import (
     CallbackOutcome,
+    ClientRegistration,
     Connection,
     ConnectionKey,
     ConnectionStatus,
@@ -181,6 +182,34 @@ class ObservedStore(Store):
 
     async def settle_webhook(self, claimed: WebhookMessage, retry_at: float | None) -> bool:
         return await self._observed("settle_webhook", self.backend.settle_webhook(claimed, retry_at))
+
+    # --- client registrations ----------------------------------------------------------------
+    async def get_client_registration(self, issuer: str, redirect_uri: str) -> ClientRegistration | None:
+        return await self._observed(
+            "get_client_registration", self.backend.get_client_registration(issuer, redirect_uri)
+        )
+
+    async def add_client_registration(self, registration: ClientRegistration) -> ClientRegistration:
+        return await self._observed(
+            "add_client_registration", self.backend.add_client_registration(registration)
+        )
+
+    async def remove_client_registration(self, issuer: str, redirect_uri: str, client_id: str) -> bool:
+        return await self._observed(
+            "remove_client_registration",
+            self.backend.remove_client_registration(issuer, redirect_uri, client_id),
+        )
+
+    async def reencrypt_client_registrations(self) -> int:
+        return await self._observed(
+            "reencrypt_client_registrations", self.backend.reencrypt_client_registrations()
+        )
+
+    async def count_client_registrations_sealed_under(self, kid: str) -> int:
+        return await self._observed(
+            "count_client_registrations_sealed_under",
+            self.backend.count_client_registrations_sealed_under(kid),
+        )
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def ping(self) -> None:

@@ -24,8 +24,9 @@ from service.providers.discovery import fetch_metadata
 from service.providers.pagination import PaginationStyle
 from service.urls import https_unless_loopback
 
-# "oauth2": authorization code + PKCE; "api_key": the user pastes a key on our page.
-ProviderKind = Literal["oauth2", "api_key"]
+# "oauth2": authorization code + PKCE; "api_key": the user pastes a key on our page; "mcp": a remote
+# MCP server protected by OAuth, found and registered with at start-up (docs/gateway.md).
+ProviderKind = Literal["oauth2", "api_key", "mcp"]
 # RFC 7591 §2 token_endpoint_auth_method values we speak ("none": a public client).
 TokenAuthMethod = Literal["client_secret_post", "client_secret_basic", "none"]
 BEARER = "Bearer"  # RFC 6750: the token type we know how to present
@@ -78,6 +79,9 @@ class ProviderConfig(BaseModel):
     token_auth_method: TokenAuthMethod = "client_secret_post"  # noqa: S105 - a method name
     scopes: tuple[str, ...] = ()
     scope_param: str = "scope"  # Slack asks for user-token scopes as `user_scope`
+    # Asked for in every authorization request besides `scopes`, never required of a grant: the
+    # authorization server may leave them out (`offline_access`, which asks for a refresh token).
+    optional_scopes: tuple[str, ...] = ()
     authorize_params: Mapping[str, str] = Field(default_factory=dict)  # e.g. access_type=offline
     consent_prompt_for_refresh: bool = False  # Google: prompt=consent when we hold no refresh token
     token_path: str = ""  # where the user's token sits in the token response (Slack: authed_user)
@@ -98,6 +102,32 @@ class ProviderConfig(BaseModel):
     # Refresh access tokens about to expire in the sweep, so a tool call never waits for one.
     keep_access_fresh: bool = False
     keepalive_rate: float = Field(default=5.0, gt=0, le=1000)  # sweep refreshes started per second
+    # RFC 8707: the resource the tokens are for, sent with authorization, token and refresh requests.
+    resource: str = ""
+    # RFC 9207 with `issuer` set: "required" (the metadata advertises `iss`) or "if_present" (an
+    # `iss` that is sent must match: the 2026-07-28 MCP authorization table).
+    issuer_in_response: Literal["required", "if_present"] = "required"
+    # kind = "mcp" (docs/gateway.md): the remote MCP server and how its tools are served here.
+    url: str = ""  # its MCP endpoint, the protected resource
+    tool_prefix: str = ""  # its tools read <tool_prefix>_<name>; default: the provider's name
+    client_metadata_url: str = ""  # where our Client ID Metadata Document for it is published
+    allow_private_network: bool = False  # its URLs may resolve to loopback or private addresses
+    call_timeout_seconds: float = Field(default=30.0, gt=0, le=600)  # one forwarded call, whole
+    max_result_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    max_calls_per_user: int = Field(default=4, ge=1, le=1000)  # in flight, per replica
+    max_calls: int = Field(default=64, ge=1, le=100_000)  # in flight to it, per replica
+    max_sessions: int = Field(default=200, ge=1, le=100_000)  # pooled downstream sessions, per replica
+    session_idle_seconds: float = Field(default=300.0, gt=0, le=86400)
+
+    @property
+    def prefix(self) -> str:
+        """The prefix of a remote MCP server's tools here (`<prefix>_<tool>`)."""
+        return self.tool_prefix or self.name
+
+    @property
+    def resolved(self) -> bool:
+        """A remote MCP server whose discovery and registration ran (`mcp_downstream`)."""
+        return self.kind != "mcp" or bool(self.authorize_url and self.token_url and self.client_id)
 
     @model_validator(mode="before")
     @classmethod
@@ -119,7 +149,7 @@ class ProviderConfig(BaseModel):
             values["display_name"] = values.get("name", "")
         return values
 
-    @field_validator("scopes", "token_types", mode="before")
+    @field_validator("scopes", "optional_scopes", "token_types", mode="before")
     @classmethod
     def _a_list(cls, value: Any) -> Any:
         # A TOML string where a list is meant would otherwise be read as its characters.
@@ -146,6 +176,8 @@ class ProviderConfig(BaseModel):
             if "{key}" not in self.api_key_format:
                 raise _FieldRule("api_key_format", "must contain {key}")
             return self
+        if self.kind == "mcp":
+            return self._what_a_downstream_needs()
         if not self.client_id:
             raise _FieldRule("client_id", "required")
         public_client = self.token_auth_method == "none"  # noqa: S105 - a public client, no secret
@@ -155,6 +187,24 @@ class ProviderConfig(BaseModel):
             for key in ("authorize_url", "token_url", "userinfo_url"):
                 if not getattr(self, key):
                     raise _FieldRule(key, "required (or give discovery_url)")
+        return self
+
+    def _what_a_downstream_needs(self) -> Self:
+        """A remote MCP server needs its URL; a client given beforehand needs its secret (unless
+        public); once resolved, the endpoints and client the flow uses."""
+        if not self.url:
+            raise _FieldRule("url", 'required for kind = "mcp" (the server\'s MCP endpoint)')
+        if urlsplit(self.url).fragment:
+            raise _FieldRule("url", "must not have a fragment (RFC 8707 §2)")
+        if self.tool_prefix and not PROVIDER_NAME.fullmatch(self.tool_prefix):
+            raise _FieldRule("tool_prefix", "lower-case letters, digits and _ only, a letter first")
+        if self.client_metadata_url and urlsplit(self.client_metadata_url).scheme != "https":
+            raise _FieldRule("client_metadata_url", "must be an https URL")
+        public_client = self.token_auth_method == "none"  # noqa: S105 - a public client, no secret
+        if self.client_id and not public_client and not self.client_secret:
+            raise _FieldRule("client_secret", f"required with client_id (set {client_secret_env(self.name)})")
+        if self.authorize_url and not (self.token_url and self.client_id):
+            raise _FieldRule("token_url", "required once the downstream is resolved")
         return self
 
 
@@ -229,7 +279,15 @@ PRESETS: dict[str, dict[str, Any]] = {
     "oauth2": {},
 }
 
-ENDPOINTS = ("authorize_url", "token_url", "userinfo_url", "revocation_url", "discovery_url", "api_base_url")
+ENDPOINTS = (
+    "authorize_url",
+    "token_url",
+    "userinfo_url",
+    "revocation_url",
+    "discovery_url",
+    "api_base_url",
+    "url",
+)
 
 
 def _plain_http(url: str) -> bool:

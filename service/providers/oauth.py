@@ -8,6 +8,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlencode
 
 from authlib.integrations.httpx_client import AsyncOAuth2Client
 from authlib.oauth2.client import OAuth2Client
@@ -38,6 +39,27 @@ def _oauth_options(provider: ProviderConfig, redirect_uri: str, scopes: Sequence
     }
 
 
+def _resource_indicator(provider: ProviderConfig) -> dict[str, str]:
+    """RFC 8707 §2: the `resource` the token is for, in the authorization request and in every
+    token request (code and refresh) alike; the MCP spec asks for it on both (2025-11-25
+    basic/authorization, "Resource Parameter Implementation"). Empty for most providers."""
+    return {"resource": provider.resource} if provider.resource else {}
+
+
+def _client_id_in_body(provider: ProviderConfig) -> dict[str, str]:
+    """For a remote MCP server's authorization server, the `client_id` in the body of token and
+    revocation requests whatever the authentication (RFC 6749 §3.2.1: the client MAY; the MCP
+    SDK's authorization server requires it with HTTP Basic too)."""
+    if provider.kind == "mcp" and provider.token_auth_method == "client_secret_basic":  # noqa: S105
+        return {"client_id": provider.client_id}
+    return {}
+
+
+def _token_request_extras(provider: ProviderConfig) -> dict[str, str]:
+    """What a token request carries besides the grant: the resource, and the client id."""
+    return {**_resource_indicator(provider), **_client_id_in_body(provider)}
+
+
 def _client(
     provider: ProviderConfig,
     redirect_uri: str,
@@ -64,12 +86,15 @@ def authorization_url(
     # Building the URL sends nothing: authlib's protocol client, without an HTTP session.
     client = OAuth2Client(None, **_oauth_options(provider, redirect_uri, scopes))
     params = dict(provider.authorize_params)
-    if provider.scope_param != "scope":  # Slack: user-token scopes go in `user_scope`
-        params[provider.scope_param] = " ".join(scopes)
+    asked = [*scopes, *(s for s in provider.optional_scopes if s not in scopes)]
+    if provider.scope_param != "scope" or asked != list(scopes):
+        # Slack: user-token scopes go in `user_scope`; optional scopes join the required ones.
+        params[provider.scope_param] = " ".join(asked)
         client.scope = None
     if need_refresh_token and provider.consent_prompt_for_refresh:
         # Google sends a refresh token again only when the user is asked to consent again.
         params["prompt"] = "consent"
+    params.update(_resource_indicator(provider))
     url, _ = client.create_authorization_url(
         provider.authorize_url, state=state, code_verifier=code_verifier, **params
     )
@@ -96,6 +121,7 @@ async def exchange_code(
                 code=code,
                 code_verifier=code_verifier,
                 redirect_uri=redirect_uri,
+                **_token_request_extras(provider),
             )
         except Exception as exc:  # authlib raises OAuthError, httpx errors, or JSON errors on junk
             raise _exchange_error("the token endpoint refused the code", exc) from None
@@ -114,7 +140,7 @@ async def refresh(
     async with _client(provider, "", tokens.scopes, timeout_seconds, outbound) as client:
         try:
             token: dict[str, Any] = await client.refresh_token(
-                provider.token_url, refresh_token=tokens.refresh_token
+                provider.token_url, refresh_token=tokens.refresh_token, **_token_request_extras(provider)
             )
         except Exception as exc:
             raise _exchange_error("the token endpoint refused the refresh", exc) from None
@@ -148,7 +174,12 @@ async def revoke(
     )
     async with _client(provider, "", tokens.scopes, timeout_seconds, outbound) as client:
         try:
-            response = await client.revoke_token(provider.revocation_url, token=token, token_type_hint=hint)
+            response = await client.revoke_token(
+                provider.revocation_url,
+                token=token,
+                token_type_hint=hint,
+                body=urlencode(_client_id_in_body(provider)),
+            )
         except Exception:
             return False
     return bool(response.status_code == 200)

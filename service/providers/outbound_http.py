@@ -274,6 +274,12 @@ class OutboundHttp:
             "follow_redirects": False,
         }
 
+    def lent_transport(self, max_response_bytes: int) -> httpx2.AsyncBaseTransport:
+        """The httpx2 pool, as lent to authlib, for another short-lived client of the SDK's HTTP
+        library (a remote MCP server's session: service/mcp/gateway/), its answers bounded by
+        `max_response_bytes` and each call's deadline."""
+        return LentPool(self.authlib_pool, self._authlib_slots, max_response_bytes)
+
     async def aclose(self) -> None:
         await self.client.aclose()
         await self.authlib_pool.aclose()

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,18 +74,27 @@ def run(command: list[str], url: str, args: list[str], output_dir: Path) -> dict
 
     The CLI's exit status is not used: it fails on any finding, N/A ones included; the caller
     judges the checks instead. A run that wrote no results at all raises, with its output."""
+    return _run_cli([*command, "server", "--url", url, *args], output_dir, RUN_TIMEOUT, read_results)
+
+
+def _run_cli(
+    argv: list[str],
+    output_dir: Path,
+    timeout: float,
+    read: Callable[[Path], dict[str, list[Check]]],
+) -> dict[str, list[Check]]:
     output_dir.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
-        [*command, "server", "--url", url, *args, "--output-dir", str(output_dir)],
+        [*argv, "--output-dir", str(output_dir)],
         cwd=SUITE_DIR,
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
-        timeout=RUN_TIMEOUT,
+        timeout=timeout,
         check=False,
         env={**os.environ, "NO_COLOR": "1"},
     )
-    results = read_results(output_dir)
+    results = read(output_dir)
     if not results:
         raise RuntimeError(
             f"the conformance suite wrote no results (exit {done.returncode}):\n"
@@ -100,6 +110,34 @@ def read_results(output_dir: Path) -> dict[str, list[Check]]:
         if match is None:
             continue
         scenario = match["scenario"]
+        results[scenario] = [
+            Check(scenario, str(c["id"]), str(c["status"]), str(c.get("errorMessage") or ""))
+            for c in json.loads(path.read_text())
+        ]
+    return results
+
+
+# `<scenario>-<ISO timestamp>` under `auth/` for the auth scenarios: a client scenario's directory.
+CLIENT_RESULT_DIR = re.compile(r"(?P<scenario>.+)-\d{4}-\d\d-\d\dT[\d-]+Z")
+CLIENT_RUN_TIMEOUT = 900.0  # a client scenario starts a whole stack of ours; the auth ones take minutes
+
+
+def run_client(command: list[str], client: str, args: list[str], output_dir: Path) -> dict[str, list[Check]]:
+    """Run `conformance client --command <client> *args`: every scenario's checks, by scenario name
+    (`auth/metadata-default`, ...). `client` is the shell command the suite runs with the scenario
+    server's URL appended. As `run`, the CLI's exit status is not used."""
+    argv = [*command, "client", "--command", client, *args]
+    return _run_cli(argv, output_dir, CLIENT_RUN_TIMEOUT, read_client_results)
+
+
+def read_client_results(output_dir: Path) -> dict[str, list[Check]]:
+    results: dict[str, list[Check]] = {}
+    for path in sorted(output_dir.glob("**/checks.json")):
+        match = CLIENT_RESULT_DIR.fullmatch(path.parent.name)
+        if match is None:
+            continue
+        folder = path.parent.parent.relative_to(output_dir)
+        scenario = f"{folder}/{match['scenario']}" if str(folder) != "." else match["scenario"]
         results[scenario] = [
             Check(scenario, str(c["id"]), str(c["status"]), str(c.get("errorMessage") or ""))
             for c in json.loads(path.read_text())

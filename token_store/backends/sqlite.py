@@ -14,8 +14,9 @@ Schema versions (`PRAGMA user_version`): 1 the first release; 2 adds `connection
 (a hash; one live nonce per slot); 5 adds the `webhook_outbox` table (no secret); 6 adds the
 `deleted_connections` table (each connection deleted and when: no secret, kept `DELETIONS_KEPT`)
 and `copy_window` (when the first `store copy-from` into this store began); 7 adds
-`callback_outcomes` (how a callback ended, under its state's hash, minutes: no secret). Opening an older
-database migrates it in place (one transaction); a newer one is refused.
+`callback_outcomes` (how a callback ended, under its state's hash, minutes: no secret); 8 adds the
+`client_registrations` table (sealed: a client secret). Opening an older database migrates it in
+place (one transaction); a newer one is refused.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from token_store.crypto import KeyRing
 from token_store.models import (
     LIVE_STATUSES,
     CallbackOutcome,
+    ClientRegistration,
     Connection,
     ConnectionKey,
     ConnectionStatus,
@@ -61,7 +63,7 @@ _T = TypeVar("_T")
 _log = logging.getLogger(__name__)
 
 _MIN_SQLITE = (3, 35, 0)  # DELETE/UPDATE ... RETURNING
-_SCHEMA_VERSION = 7
+_SCHEMA_VERSION = 8
 _LIVE_JSON = json.dumps(sorted(s.value for s in LIVE_STATUSES))  # bound to `json_each` in SQL
 _PURGE_INTERVAL = 10.0  # seconds of the store's clock between purges of expired rows
 
@@ -146,6 +148,10 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS copy_window (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     opened_at REAL NOT NULL
+)""",
+    """CREATE TABLE IF NOT EXISTS client_registrations (
+    key TEXT PRIMARY KEY,
+    blob BLOB NOT NULL
 )""",
 )
 
@@ -585,6 +591,83 @@ class SQLiteStore:
         # mutant: sqlite.settle_webhook_own_lease " AND next_attempt_at = :lease" -> ""
         sql += " AND next_attempt_at = :lease"
         return bool(await self._run("settle_webhook", partial(_changes, sql, args)))
+
+    # --- client registrations -------------------------------------------------------------
+    async def get_client_registration(self, issuer: str, redirect_uri: str) -> ClientRegistration | None:
+        key = codec.client_registration_key(issuer, redirect_uri)
+        rows = await self._read(
+            "get_client_registration", "SELECT blob FROM client_registrations WHERE key = ?", (key,)
+        )
+        return codec.open_client(self._keyring, key, rows[0][0]) if rows else None
+
+    async def add_client_registration(self, registration: ClientRegistration) -> ClientRegistration:
+        key, blob = codec.seal_client(self._keyring, registration)
+
+        def add(conn: sqlite3.Connection) -> bytes:
+            # The first stored wins: a second add leaves it and reads it back, in one transaction.
+            conn.execute("INSERT OR IGNORE INTO client_registrations (key, blob) VALUES (?, ?)", (key, blob))
+            stored: bytes = conn.execute(
+                "SELECT blob FROM client_registrations WHERE key = ?", (key,)
+            ).fetchone()[0]
+            return stored
+
+        stored = await self._run("add_client_registration", add, transaction=True)
+        if stored == blob:
+            return registration
+        opened = codec.open_client(self._keyring, key, stored)
+        if opened is None:
+            raise StoreUnavailable("sqlite store: add_client_registration found a record that does not open")
+        return opened
+
+    async def remove_client_registration(self, issuer: str, redirect_uri: str, client_id: str) -> bool:
+        key = codec.client_registration_key(issuer, redirect_uri)
+        rows = await self._read(
+            "remove_client_registration", "SELECT blob FROM client_registrations WHERE key = ?", (key,)
+        )
+        if not rows:
+            return False
+        stored = codec.open_client(self._keyring, key, rows[0][0])
+        if stored is not None and stored.client_id != client_id:
+            return False  # another client was stored meanwhile: it stays
+        # Compare-and-delete on the blob read: a registration stored since is never removed.
+        sql = "DELETE FROM client_registrations WHERE key = ? AND blob = ?"
+        return bool(await self._run("remove_client_registration", partial(_changes, sql, (key, rows[0][0]))))
+
+    async def reencrypt_client_registrations(self) -> int:
+        fresh = self._keyring.primary_prefix
+        rows = await self._run(
+            "reencrypt_client_registrations",
+            partial(
+                _fetch,
+                "SELECT key, blob FROM client_registrations WHERE substr(blob, 1, ?) != ?",
+                (len(fresh), fresh),
+            ),
+        )
+        updates = []
+        for key, blob in rows:
+            new = codec.reseal_client(self._keyring, key, blob)
+            if new is not None:
+                updates.append((new, key, blob))
+        sql = "UPDATE client_registrations SET blob = ? WHERE key = ? AND blob = ?"
+        return await self._run(
+            "reencrypt_client_registrations", partial(_update_each, sql, updates), transaction=True
+        )
+
+    async def client_registrations(self) -> AsyncIterator[ClientRegistration]:
+        sql = "SELECT key, blob FROM client_registrations"
+        for key, blob in await self._run("client_registrations", partial(_fetch, sql, ())):
+            opened = codec.open_client(self._keyring, key, blob)
+            if opened is not None:
+                yield opened
+
+    async def count_client_registrations_sealed_under(self, kid: str) -> int:
+        prefix = KeyRing.sealed_prefix(kid)
+        rows = await self._read(
+            "count_client_registrations_sealed_under",
+            "SELECT count(*) FROM client_registrations WHERE substr(blob, 1, ?) = ?",
+            (len(prefix), prefix),
+        )
+        return int(rows[0][0])
 
     # --- moving to another store (token_store/store_copy.py) ------------------------------
     async def sealed_connections(self) -> AsyncIterator[SealedConnection]:

@@ -251,6 +251,13 @@ def adopt_session_manager(server: MCPServer[Any]) -> SessionManager:
     return SessionManager(server.session_manager)
 
 
+def lowlevel_server(server: MCPServer[Any]) -> Server[Any]:
+    """The SDK's low-level server under `server` (`MCPServer._lowlevel_server`): its public
+    `add_request_handler` and `create_initialization_options` serve remote MCP servers' tools."""
+    lowlevel: Server[Any] = server._lowlevel_server
+    return lowlevel
+
+
 def request_handlers(server: MCPServer[Any]) -> dict[str, Any]:
     """The low-level server's handler table, by JSON-RPC method."""
     handlers: dict[str, Any] = server._lowlevel_server._request_handlers

@@ -24,7 +24,7 @@ def cmd_keys_rotate(args: argparse.Namespace) -> int:
 
     async def rotate() -> int:
         async with opened_store(settings) as store:
-            return await store.reencrypt_all()
+            return await store.reencrypt_all() + await store.reencrypt_client_registrations()
 
     say(f"re-encrypted {run(rotate())} record(s) under the newest key")
     return 0
@@ -40,7 +40,8 @@ def cmd_keys_retire(args: argparse.Namespace) -> int:
 
     async def count() -> int:
         async with opened_store(settings, keyring) as store:
-            return await store.count_sealed_under(args.kid)
+            sealed = await store.count_sealed_under(args.kid)
+            return sealed + await store.count_client_registrations_sealed_under(args.kid)
 
     sealed = run(count())
     # mutant: keys.retire_only_unused

@@ -18,11 +18,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
-import httpx
-
 from service.errors import UnknownProvider
 from service.observability.logs import escape_control_characters
-from service.providers.catalogue import resolve_discovery
+from service.providers.catalogue import ProviderError
 from service.settings import Settings, load_settings
 from token_store import KeyRing, Store, StoreUnavailable, open_store
 
@@ -144,10 +142,43 @@ async def opened_store(settings: Settings, keyring: KeyRing | None = None) -> As
 
 
 async def resolve_providers(settings: Settings) -> Settings:
-    """Fill providers' endpoints from their discovery metadata; refuse to start if it fails."""
-    async with httpx.AsyncClient(timeout=settings.http_timeout, follow_redirects=False) as http:
-        providers = {name: await resolve_discovery(p, http) for name, p in settings.providers.items()}
-    return settings.replace(providers=providers)
+    """Fill providers' endpoints from their discovery metadata and make each remote MCP server a
+    provider (`service.runtime.resolve_providers`); refuse to start if it fails. The store is
+    opened only when a remote MCP server may need a dynamic registration kept there."""
+    from service.runtime import resolve_providers as resolve_all
+    from service.runtime import start_up_outbound
+
+    outbound = start_up_outbound(settings.http_timeout)
+    try:
+        if not any(p.kind == "mcp" and not p.client_id for p in settings.providers.values()):
+            return await resolve_all(settings, outbound.client, _NoRegistrations())
+        store = await open_store(
+            settings.effective_store_url,
+            keyring_of(settings),
+            prefix=settings.redis_prefix,
+            wait_replicas=settings.store_wait_replicas,
+            wait_timeout=settings.store_wait_timeout,
+            allow_plaintext_redis=settings.allow_plaintext_redis,
+        )
+        try:
+            return await resolve_all(settings, outbound.client, store)
+        finally:
+            await store.close()
+    finally:
+        await outbound.aclose()
+
+
+class _NoRegistrations:
+    """Registrations for a configuration that needs none (every remote MCP server pre-registered)."""
+
+    async def get_client_registration(self, issuer: str, redirect_uri: str) -> None:
+        raise ProviderError("no store opened for a dynamic registration")
+
+    async def add_client_registration(self, registration: Any) -> Any:
+        raise ProviderError("no store opened for a dynamic registration")
+
+    async def remove_client_registration(self, issuer: str, redirect_uri: str, client_id: str) -> bool:
+        raise ProviderError("no store opened for a dynamic registration")
 
 
 def on_runtime(

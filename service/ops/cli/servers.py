@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from service.http.server import request_bounds
 from service.mcp.sdk.hooks import SdkHookMissing
@@ -26,6 +28,7 @@ from service.ops.cli.preamble import (
 )
 from service.ops.cli.serving import Server, build_server, require_free_ports, run_until_stopped
 from service.settings import DEFAULT_DATA_DIR, SettingsError
+from token_store import StoreUnavailable
 
 #: `mock-providers` options that set a MockHub knob of the same name (docs/mock-providers.md).
 MOCKHUB_KNOB_OPTIONS = (
@@ -69,8 +72,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
         providers_port: "--providers-port N (or `make demo PROVIDERS_PORT=N`)",
         metrics_port: "--metrics-port N",
     }
+    if args.downstream:
+        options[args.port + 3] = "--port N (the remote MCP stand-in takes PORT+3)"
     require_free_ports(args.host, options)
+    downstream = _demo_downstream(args.port + 3) if args.downstream else None
     try:
+        if downstream is not None:
+            demo = asyncio.run(_with_demo_downstream(demo, downstream))
         app = create_app(demo.settings)
         servers = {
             "providers": build_server(create_mock_providers_app(demo.providers), args.host, providers_port),
@@ -83,9 +91,39 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "metrics": build_server(metrics_app(app.state.runtime), args.host, metrics_port),
         }
     except (ValueError, SdkHookMissing) as exc:  # a malformed key or URL, an SDK without a hook
+        if downstream is not None:
+            downstream.stop()
         raise configuration_error(exc) from None
     say(*banner(demo).splitlines())
-    return run_until_stopped(servers)
+    if downstream is not None:
+        say(
+            f"  Remote MCP server (stand-in)   {downstream.url}",
+            f"    its tools here read {DEMO_DOWNSTREAM}_<tool> (docs/gateway.md); "
+            f'call "{DEMO_DOWNSTREAM}_connect" first',
+        )
+    try:
+        return run_until_stopped(servers)
+    finally:
+        if downstream is not None:
+            downstream.stop()
+
+
+DEMO_DOWNSTREAM = "downstream"  # the provider name of `demo --downstream`'s remote MCP server
+
+
+def _demo_downstream(port: int) -> Any:
+    """`demo --downstream`: the kit's OAuth-protected MCP stand-in on `port` (docs/gateway.md)."""
+    from mock_providers.testing.downstream import DownstreamServer
+
+    return DownstreamServer(port=port, name="Downstream").start()
+
+
+async def _with_demo_downstream(demo: Any, downstream: Any) -> Any:
+    """The demo with the stand-in as provider `downstream`, discovered and registered with as
+    `serve` does at start-up (the registration kept in the demo's store)."""
+    provider = await downstream.resolved_provider(demo.settings, DEMO_DOWNSTREAM)
+    settings = demo.settings.replace(providers={**demo.settings.providers, DEMO_DOWNSTREAM: provider})
+    return replace(demo, settings=settings)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -97,7 +135,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         settings = asyncio.run(resolve_providers(settings))
         app = create_app(settings)
-    except (ValueError, SdkHookMissing) as exc:  # ProviderError, a bad key, an SDK without a hook
+    # ProviderError, a bad key, an SDK without a hook; no store for a dynamic registration
+    except (ValueError, SdkHookMissing, StoreUnavailable) as exc:
         raise configuration_error(exc) from None
     timing = {"keep_alive": settings.keep_alive_seconds, "grace": settings.shutdown_grace_seconds}
     server = build_server(
@@ -180,6 +219,11 @@ def add_parsers(sub: Subcommands) -> None:
     demo.add_argument("--metrics-port", type=int, default=0, help="GET /metrics port (default PORT+2)")
     demo.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR)
     demo.add_argument("--log-level", default="INFO")
+    demo.add_argument(
+        "--downstream",
+        action="store_true",
+        help="also serve an OAuth-protected remote MCP server (PORT+3) behind ours (docs/gateway.md)",
+    )
     demo.add_argument(
         "--tools",
         default=os.environ.get("MCPUC_TOOLS", ""),

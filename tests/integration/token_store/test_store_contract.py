@@ -46,6 +46,7 @@ from tests.support.store_contract import (
 )
 from token_store import (
     CallbackOutcome,
+    ClientRegistration,
     Connection,
     ConnectionKey,
     ConnectionStatus,
@@ -1383,3 +1384,91 @@ def test_missing_redis_skips_locally_and_fails_in_ci(monkeypatch: pytest.MonkeyP
     assert "Redis at 127.0.0.1:" in str(info.value)
     if ci:
         assert str(info.value).startswith("CI requires Redis at 127.0.0.1:")
+
+
+# --- client registrations -----------------------------------------------------------------------
+
+AS_ISSUER = "https://as.downstream.example"
+REDIRECT = "https://mcp.example.com/callback/linear"
+
+
+def make_registration(client_id: str = "client-1", *, redirect_uri: str = REDIRECT) -> ClientRegistration:
+    return ClientRegistration(
+        issuer=AS_ISSUER,
+        redirect_uri=redirect_uri,
+        client_id=client_id,
+        client_secret=f"secret-of-{client_id}-{secrets.token_hex(8)}",
+        token_endpoint_auth_method="client_secret_basic",
+        registered_at=T0,
+        secret_expires_at=None,
+    )
+
+
+async def test_client_registration_first_stored_wins_and_is_sealed(
+    harness: Harness, keyring: KeyRing
+) -> None:
+    store = await harness.open(keyring)
+    try:
+        assert await store.get_client_registration(AS_ISSUER, REDIRECT) is None
+        first, second = make_registration("first"), make_registration("second")
+        assert await store.add_client_registration(first) == first
+        # A second registration for the same (issuer, redirect URI) keeps the first one stored.
+        assert await store.add_client_registration(second) == first
+        assert await store.get_client_registration(AS_ISSUER, REDIRECT) == first
+        other = make_registration("other", redirect_uri=REDIRECT + "2")
+        assert await store.add_client_registration(other) == other
+        assert await store.get_client_registration(AS_ISSUER, REDIRECT + "2") == other
+        assert await store.get_client_registration(AS_ISSUER + "/x", REDIRECT) is None
+    finally:
+        await store.close()
+    assert first.client_secret is not None
+    assert first.client_secret.encode() not in harness.raw_bytes()  # sealed at rest
+    assert repr(first).find(first.client_secret) == -1
+
+
+async def test_concurrent_client_registrations_agree_on_one(store: Store) -> None:
+    candidates = [make_registration(f"client-{n}") for n in range(8)]
+    kept = await asyncio.gather(*(store.add_client_registration(c) for c in candidates))
+    assert len({r.client_id for r in kept}) == 1
+    assert await store.get_client_registration(AS_ISSUER, REDIRECT) == kept[0]
+
+
+async def test_client_registration_removed_only_for_its_client(store: Store) -> None:
+    registration = make_registration("mine")
+    await store.add_client_registration(registration)
+    assert not await store.remove_client_registration(AS_ISSUER, REDIRECT, "someone-else")
+    assert await store.get_client_registration(AS_ISSUER, REDIRECT) == registration
+    assert await store.remove_client_registration(AS_ISSUER, REDIRECT, "mine")
+    assert await store.get_client_registration(AS_ISSUER, REDIRECT) is None
+    assert not await store.remove_client_registration(AS_ISSUER, REDIRECT, "mine")
+    replacement = make_registration("next")
+    assert await store.add_client_registration(replacement) == replacement
+
+
+async def test_client_registrations_rotate_with_the_key_ring(harness: Harness) -> None:
+    old_key, new_key = KeyRing.generate_key(), KeyRing.generate_key()
+    registration = make_registration("rotated")
+    store = await harness.open(KeyRing([("old", old_key)]))
+    try:
+        await store.add_client_registration(registration)
+    finally:
+        await store.close()
+    store = await harness.open(KeyRing([("unknown", new_key)]))
+    try:  # a record that does not open reads as absent
+        assert await store.get_client_registration(AS_ISSUER, REDIRECT) is None
+    finally:
+        await store.close()
+    store = await harness.open(KeyRing([("new", new_key), ("old", old_key)]))
+    try:
+        assert await store.count_client_registrations_sealed_under("old") == 1
+        assert await store.reencrypt_client_registrations() == 1
+        assert await store.reencrypt_client_registrations() == 0
+        assert await store.count_client_registrations_sealed_under("old") == 0
+        assert await store.count_client_registrations_sealed_under("new") == 1
+    finally:
+        await store.close()
+    store = await harness.open(KeyRing([("new", new_key)]))
+    try:
+        assert await store.get_client_registration(AS_ISSUER, REDIRECT) == registration
+    finally:
+        await store.close()

@@ -28,6 +28,7 @@ from tests.needs import ClusterGroup, free_port, redis_prefix
 from tests.support.postgres import PostgresSchema, PostgresServer
 from tests.support.store_contract import REDIS_URL, make_connection, make_tokens
 from token_store import (
+    ClientRegistration,
     CopyWindowClosed,
     KeyRing,
     Store,
@@ -225,6 +226,34 @@ async def test_a_copy_after_the_window_closed_is_refused(sqlite_to_postgres: Mig
         assert await new.find_connections() == []
         # A new window, for a store that served until now (the runbook's rule), copies again.
         await copy_store(source, target, now=first + COPY_WINDOW + 1, new_window=True)
+    finally:
+        await old.close()
+        await new.close()
+
+
+async def test_client_registrations_move_with_the_connections(sqlite_to_postgres: Migration) -> None:
+    """A refresh token is bound to the client that obtained it: the dynamic registrations move too,
+    and a registration the target made itself meanwhile is kept."""
+    old = await open_at(sqlite_to_postgres, sqlite_to_postgres.old_url)
+    new = await open_at(sqlite_to_postgres, sqlite_to_postgres.new_url)
+    try:
+        moved = ClientRegistration(
+            "https://as.example", "https://mcp.example/callback/a", "old-a", "s", "client_secret_basic", 1.0
+        )
+        theirs = ClientRegistration(
+            "https://as.example", "https://mcp.example/callback/b", "old-b", "s", "client_secret_basic", 1.0
+        )
+        kept = ClientRegistration(
+            "https://as.example", "https://mcp.example/callback/b", "new-b", None, "none", 2.0
+        )
+        for registration in (moved, theirs):
+            await old.add_client_registration(registration)
+        await new.add_client_registration(kept)
+        source, target = copy_endpoints(old, new)
+        report = await copy_store(source, target, now=time.time())
+        assert report.client_registrations == 2
+        assert await new.get_client_registration(moved.issuer, moved.redirect_uri) == moved
+        assert await new.get_client_registration(kept.issuer, kept.redirect_uri) == kept
     finally:
         await old.close()
         await new.close()

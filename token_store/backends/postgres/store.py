@@ -36,6 +36,7 @@ from token_store.models import (
     DELETIONS_KEPT,
     LIVE_STATUSES,
     CallbackOutcome,
+    ClientRegistration,
     Connection,
     ConnectionKey,
     ConnectionStatus,
@@ -615,6 +616,90 @@ class PostgresStore:
             len(prefix),
             prefix,
             self._clock(),
+        )
+        return int(rows[0][0])
+
+    # --- client registrations -------------------------------------------------------------
+    async def get_client_registration(self, issuer: str, redirect_uri: str) -> ClientRegistration | None:
+        key = codec.client_registration_key(issuer, redirect_uri)
+        rows = await self._read(
+            "get_client_registration", "SELECT blob FROM client_registrations WHERE key = $1", key
+        )
+        return codec.open_client(self._keyring, key, bytes(rows[0][0])) if rows else None
+
+    async def add_client_registration(self, registration: ClientRegistration) -> ClientRegistration:
+        key, blob = codec.seal_client(self._keyring, registration)
+        # One statement: insert unless present, then the row as it is (the first stored wins).
+        rows = await self._fetch(
+            "add_client_registration",
+            "WITH added AS (INSERT INTO client_registrations (key, blob) VALUES ($1, $2) "
+            "ON CONFLICT (key) DO NOTHING RETURNING blob) "
+            "SELECT blob FROM added UNION ALL SELECT blob FROM client_registrations WHERE key = $1 "
+            "AND NOT EXISTS (SELECT 1 FROM added)",
+            key,
+            blob,
+        )
+        stored = bytes(rows[0][0])
+        if stored == blob:
+            return registration
+        opened = codec.open_client(self._keyring, key, stored)
+        if opened is None:
+            raise StoreUnavailable(
+                "postgres store: add_client_registration found a record that does not open"
+            )
+        return opened
+
+    async def remove_client_registration(self, issuer: str, redirect_uri: str, client_id: str) -> bool:
+        key = codec.client_registration_key(issuer, redirect_uri)
+        rows = await self._read(
+            "remove_client_registration", "SELECT blob FROM client_registrations WHERE key = $1", key
+        )
+        if not rows:
+            return False
+        blob = bytes(rows[0][0])
+        stored = codec.open_client(self._keyring, key, blob)
+        if stored is not None and stored.client_id != client_id:
+            return False  # another client was stored meanwhile: it stays
+        deleted = await self._fetch(
+            "remove_client_registration",
+            "DELETE FROM client_registrations WHERE key = $1 AND blob = $2 RETURNING 1",
+            key,
+            blob,
+        )
+        return bool(deleted)
+
+    async def reencrypt_client_registrations(self) -> int:
+        fresh = self._keyring.primary_prefix
+        rows = await self._fetch(
+            "reencrypt_client_registrations",
+            "SELECT key, blob FROM client_registrations WHERE substring(blob from 1 for $1) <> $2",
+            len(fresh),
+            fresh,
+        )
+        updates = []
+        for key, blob in rows:
+            new = codec.reseal_client(self._keyring, key, bytes(blob))
+            if new is not None:
+                updates.append((new, key, blob))
+        return await self._update_each(
+            "UPDATE client_registrations SET blob = $1 WHERE key = $2 AND blob = $3 RETURNING 1", updates
+        )
+
+    async def client_registrations(self) -> AsyncIterator[ClientRegistration]:
+        for key, blob in await self._read(
+            "client_registrations", "SELECT key, blob FROM client_registrations"
+        ):
+            opened = codec.open_client(self._keyring, key, bytes(blob))
+            if opened is not None:
+                yield opened
+
+    async def count_client_registrations_sealed_under(self, kid: str) -> int:
+        prefix = KeyRing.sealed_prefix(kid)
+        rows = await self._read(
+            "count_client_registrations_sealed_under",
+            "SELECT count(*) FROM client_registrations WHERE substring(blob from 1 for $1) = $2",
+            len(prefix),
+            prefix,
         )
         return int(rows[0][0])
 

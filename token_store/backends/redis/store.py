@@ -17,6 +17,7 @@ Key layout (docs/redis.md has the full table); `u` is `user_tag(user)`, a hash o
 - `{prefix}nonce-slot:{sha256(slot)}`: string, the sha256 of the slot's live nonce, TTL.
 - `{prefix}lock:{sha256(name)}`: string, the owner token of a held lock, TTL = the lock's TTL.
 - `{prefix}callback:{sha256(state)}`: JSON, how the callback that took that state ended, TTL.
+- `{prefix}client:{sha256(issuer, redirect URI)}`: string, a sealed client registration. No TTL.
 
 Multi-key steps are atomic: a Lua script or MULTI/EXEC. Redis TTLs only bound how long records
 linger; whether a record is still valid is decided against the store's clock (`clock=`), as in
@@ -57,6 +58,7 @@ from token_store.crypto import KeyRing
 from token_store.models import (
     DELETIONS_KEPT,
     CallbackOutcome,
+    ClientRegistration,
     Connection,
     ConnectionKey,
     ConnectionStatus,
@@ -111,6 +113,8 @@ _RELEASE_LOCK = _lua("release_lock")
 _ENQUEUE_WEBHOOK = _lua("enqueue_webhook")
 _CLAIM_WEBHOOKS = _lua("claim_webhooks")
 _SETTLE_WEBHOOK = _lua("settle_webhook")
+_ADD_IF_ABSENT = _lua("add_if_absent")
+_DELETE_IF_EQUAL = _lua("delete_if_equal")
 
 
 def user_tag(user: UserRef) -> str:
@@ -260,6 +264,13 @@ class _Keys:
     def callback(self, digest: str) -> str:
         return f"{self.prefix}callback:{digest}"
 
+    @property
+    def client_prefix(self) -> str:
+        return f"{self.prefix}client:"
+
+    def client(self, digest: str) -> str:
+        return f"{self.client_prefix}{digest}"
+
     def pattern(self, kind: str) -> str:
         """SCAN MATCH pattern for one key kind; glob characters in the prefix match literally."""
         escaped = "".join("\\" + c if c in "*?[]\\" else c for c in self.prefix)
@@ -323,6 +334,8 @@ class RedisStore:
         self._put_slotted_nonce = client.register_script(_PUT_SLOTTED_NONCE)
         self._set_connection_status = client.register_script(_SET_CONNECTION_STATUS)
         self._release_lock = client.register_script(_RELEASE_LOCK)
+        self._add_if_absent = client.register_script(_ADD_IF_ABSENT)
+        self._delete_if_equal = client.register_script(_DELETE_IF_EQUAL)
 
     @classmethod
     async def open(
@@ -793,6 +806,81 @@ class RedisStore:
         if new is None:
             return 0
         return int(await self._cas_string(keys=[name], args=[blob, new]))
+
+    # --- client registrations -------------------------------------------------------------
+    async def get_client_registration(self, issuer: str, redirect_uri: str) -> ClientRegistration | None:
+        digest = codec.client_registration_key(issuer, redirect_uri)
+        async with self._guard("get_client_registration") as client:
+            blob = await client.get(self._keys.client(digest))
+        return None if blob is None else codec.open_client(self._keyring, digest, _bytes(blob))
+
+    async def add_client_registration(self, registration: ClientRegistration) -> ClientRegistration:
+        digest, blob = codec.seal_client(self._keyring, registration)
+        async with self._replicated("add_client_registration") as client:
+            stored = _bytes(
+                await self._add_if_absent(keys=[self._keys.client(digest)], args=[blob], client=client)
+            )
+        if stored == blob:
+            return registration
+        opened = codec.open_client(self._keyring, digest, stored)
+        if opened is None:
+            raise StoreUnavailable("redis store: add_client_registration found a record that does not open")
+        return opened
+
+    async def remove_client_registration(self, issuer: str, redirect_uri: str, client_id: str) -> bool:
+        digest = codec.client_registration_key(issuer, redirect_uri)
+        name = self._keys.client(digest)
+        async with self._guard("remove_client_registration") as client:
+            blob = await client.get(name)
+            if blob is None:
+                return False
+            stored = codec.open_client(self._keyring, digest, _bytes(blob))
+            if stored is not None and stored.client_id != client_id:
+                return False  # another client was stored meanwhile: it stays
+            return bool(await self._delete_if_equal(keys=[name], args=[blob]))
+
+    async def reencrypt_client_registrations(self) -> int:
+        rewritten = 0
+        async with self._guard("reencrypt_client_registrations") as client:
+            async for raw_name in client.scan_iter(
+                match=self._keys.pattern("client"), count=_SCAN_COUNT, _type="string"
+            ):
+                name = _text(raw_name)
+                blob = await client.get(name)
+                if blob is None:
+                    continue
+                new = codec.reseal_client(
+                    self._keyring, name.removeprefix(self._keys.client_prefix), _bytes(blob)
+                )
+                if new is not None:
+                    rewritten += int(await self._cas_string(keys=[name], args=[blob, new]))
+        return rewritten
+
+    async def client_registrations(self) -> AsyncIterator[ClientRegistration]:
+        async with self._guard("client_registrations") as client:
+            async for raw_name in client.scan_iter(
+                match=self._keys.pattern("client"), count=_SCAN_COUNT, _type="string"
+            ):
+                name = _text(raw_name)
+                blob = await client.get(name)
+                if blob is None:
+                    continue
+                opened = codec.open_client(
+                    self._keyring, name.removeprefix(self._keys.client_prefix), _bytes(blob)
+                )
+                if opened is not None:
+                    yield opened
+
+    async def count_client_registrations_sealed_under(self, kid: str) -> int:
+        prefix = KeyRing.sealed_prefix(kid)
+        count = 0
+        async with self._guard("count_client_registrations_sealed_under") as client:
+            async for name in client.scan_iter(
+                match=self._keys.pattern("client"), count=_SCAN_COUNT, _type="string"
+            ):
+                blob = await client.get(name)
+                count += blob is not None and _bytes(blob).startswith(prefix)
+        return count
 
     # --- moving to another store (token_store/store_copy.py) ------------------------------
     async def sealed_connections(self) -> AsyncIterator[SealedConnection]:

@@ -364,6 +364,16 @@ def test_check_rfc9207_issuer() -> None:
             check_rfc9207_issuer(received, "https://hub.example")
 
 
+def test_check_rfc9207_issuer_when_not_advertised() -> None:
+    """The 2026-07-28 table: an authorization server that does not advertise `iss` may leave it
+    out, but one it sends is compared all the same, as a string."""
+    check_rfc9207_issuer(None, "https://hub.example", required=False)
+    check_rfc9207_issuer("https://hub.example", "https://hub.example", required=False)
+    for received in ("", "https://evil.example", "https://hub.example/", "HTTPS://hub.example"):
+        with pytest.raises(AuthorizationResponseIssuerMismatch):
+            check_rfc9207_issuer(received, "https://hub.example", required=False)
+
+
 def test_require_safe_next() -> None:
     link = "/connect?elicitationId=" + mint_opaque_id()
     assert require_safe_next(link) == link

@@ -249,7 +249,7 @@ async def test_version_1_database_is_migrated_and_reads_with_status_ok(
     fresh = tmp_path / "fresh.sqlite3"
     await (await SQLiteStore.open(fresh, keyring)).close()
     assert schema_of(path) == schema_of(fresh)  # same columns, defaults, indexes and version (7)
-    assert schema_of(path)["user_version"] == [(7,)]
+    assert schema_of(path)["user_version"] == [(8,)]
 
     store = await SQLiteStore.open(path, keyring)  # a second open finds nothing to migrate
     try:

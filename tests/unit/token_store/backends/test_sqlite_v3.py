@@ -33,6 +33,6 @@ async def test_version_2_database_gains_default_accounts(tmp_path: Path) -> None
         await store.close()
     raw = sqlite3.connect(path)
     try:
-        assert raw.execute("PRAGMA user_version").fetchone() == (7,)  # and on to the current one
+        assert raw.execute("PRAGMA user_version").fetchone() == (8,)  # and on to the current one
     finally:
         raw.close()

@@ -30,7 +30,7 @@ async def test_version_3_database_gains_nonce_slots(tmp_path: Path) -> None:
         await store.close()
     raw = sqlite3.connect(path)
     try:
-        assert raw.execute("PRAGMA user_version").fetchone() == (7,)  # and on to the current one
+        assert raw.execute("PRAGMA user_version").fetchone() == (8,)  # and on to the current one
         assert "slot" in [row[1] for row in raw.execute("PRAGMA table_info(nonces)")]
     finally:
         raw.close()

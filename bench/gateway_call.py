@@ -1,0 +1,157 @@
+"""A remote MCP server's tool called through our server, against the same call made directly.
+
+    .venv/bin/python -m bench.gateway_call [--calls 300] [--sessions 50]
+
+The kit's OAuth-protected MCP stand-in (mock_providers/providers/mcp_downstream) and our demo
+stack run in this process, each on its own server thread with its own event loop; the clients run
+on the main thread. One user connects once (the browser leg), then in alternating turns:
+
+- direct: the SDK's client calls the stand-in's `echo` with the user's downstream token;
+- proxied: the SDK's client calls our `down_echo`, which our server forwards on its pooled session;
+
+then the same with `slow` (the stand-in answering after `--downstream-ms`, as a server across a
+network does).
+
+Prints the latency per call (p50, p95) of each and their ratio (the goal: proxied <= 1.3x direct at
+p50), and our server's CPU per proxied call (its server thread's scheduler count). Then the memory
+one pooled downstream session holds: `--sessions` sessions opened in this process's pool
+(service/mcp/gateway/pool.py) with tokens issued by the stand-in, measured with tracemalloc.
+Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import statistics
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from mock_providers.testing.browser import Browser
+from mock_providers.testing.client import accept, connect_url, mcp_client, retry
+from mock_providers.testing.downstream import DownstreamServer
+from mock_providers.testing.servers import DemoServers
+from service.mcp.gateway.pool import DownstreamSessions
+from service.providers.outbound_http import OutboundHttp
+from token_store import UserRef
+
+PROVIDER = "down"
+TURN = 25
+
+
+def thread_cpu_ns(servers: Any) -> int:
+    """CPU nanoseconds of a kit server thread (`ThreadedServers`), from the scheduler's count."""
+    native = servers._threaded._thread.native_id  # the kit's server thread: bench-only reach
+    return int(Path(f"/proc/self/task/{native}/schedstat").read_text().split()[0])
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def latency(
+    calls: int, stack: DemoServers, downstream: DownstreamServer, tool: str, arguments: dict[str, Any]
+) -> None:
+    async with mcp_client(stack, "alice", "legacy", on_url=accept) as (ours, _):
+        token = (
+            stack.apps["mcp"]
+            .state.gateway.sessions.find(PROVIDER, UserRef(stack.demo.settings.auth_issuer, "alice"))
+            .token.access_token
+        )
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        async with Client(streamable_http_client(downstream.url, http_client=http), mode="legacy") as direct:
+            timings: dict[str, list[float]] = {"direct": [], "proxied": []}
+            cpu = 0
+            done = 0
+            calls_of = {"direct": (direct, tool), "proxied": (ours, f"{PROVIDER}_{tool}")}
+            while done < calls:
+                for name, (client, name_of) in calls_of.items():
+                    before = thread_cpu_ns(stack) if name == "proxied" else 0
+                    for _ in range(TURN):
+                        started = time.perf_counter()
+                        result = await client.call_tool(name_of, arguments)
+                        timings[name].append(time.perf_counter() - started)
+                        if result.is_error:
+                            raise RuntimeError(f"{name} call failed: {result}")
+                    if name == "proxied":
+                        cpu += thread_cpu_ns(stack) - before
+                done += TURN
+    p50 = {name: statistics.median(values) * 1000 for name, values in timings.items()}
+    print(f"== {tool}({arguments}), direct to the downstream and through our server ({done} calls each) ==")
+    print(f"{'path':<10}{'p50 ms':>10}{'p95 ms':>10}")
+    for name, values in timings.items():
+        print(f"{name:<10}{p50[name]:>10.2f}{percentile(values, 0.95) * 1000:>10.2f}")
+    print(f"proxied / direct at p50: {p50['proxied'] / p50['direct']:.2f}x (goal <= 1.3x)")
+    print(f"our server's CPU per proxied call: {cpu / done / 1e6:.2f} ms (its server thread)")
+
+
+async def connect(stack: DemoServers) -> None:
+    """Alice connects her downstream account once, as a user does (the browser leg)."""
+    async with Browser() as browser, mcp_client(stack, "alice", "legacy", on_url=accept) as (ours, _):
+        link = await connect_url(ours, f"{PROVIDER}_echo", {"text": "x"})
+        await browser.complete_connect(link.url, username="alice", login="alice-there")
+        await retry(ours, link, f"{PROVIDER}_echo", {"text": "x"})
+
+
+async def session_memory(sessions: int, downstream: DownstreamServer) -> None:
+    provider = await downstream.resolved_provider(
+        DemoServers(Path(tempfile.mkdtemp())).demo.settings, PROVIDER
+    )
+    authorization = downstream.stand_in.authorization
+    outbound = OutboundHttp(10)
+    pool = DownstreamSessions(outbound)
+    async with pool.running():
+        users = [UserRef("https://as.example", f"user-{n}") for n in range(sessions)]
+        tokens = [
+            authorization._issue(provider.client_id, ["read"], downstream.url, u.sub).access_token
+            for u in users
+        ]
+        first = await pool.open(provider, UserRef("https://as.example", "warm"), tokens[0])  # imports, pools
+        await pool.list_tools(first)
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        for user, token in zip(users, tokens, strict=True):
+            await pool.list_tools(await pool.open(provider, user, token))
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+    await outbound.aclose()
+    print(f"== memory per pooled downstream session ({sessions} sessions, tools listed) ==")
+    print(f"{(after - before) / sessions / 1024:.1f} KiB per session (Python allocations, tracemalloc)")
+
+
+async def main(calls: int, sessions: int, downstream_ms: float) -> None:
+    downstream = DownstreamServer().start()
+    stack = DemoServers(Path(tempfile.mkdtemp()) / "data")
+    try:
+        stack.providers = {PROVIDER: await downstream.resolved_provider(stack.demo.settings, PROVIDER)}
+        stack.start()
+        try:
+            await connect(stack)
+            await latency(calls, stack, downstream, "echo", {"text": "hello"})
+            # A downstream that takes time of its own, as one across a network does.
+            await latency(calls // 3, stack, downstream, "slow", {"seconds": downstream_ms / 1000})
+        finally:
+            stack.stop()
+        await session_memory(sessions, downstream)
+    finally:
+        downstream.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--sessions", type=int, default=50)
+    parser.add_argument("--downstream-ms", type=float, default=30.0, help="the slow downstream's own time")
+    args = parser.parse_args()
+    asyncio.run(main(args.calls, args.sessions, args.downstream_ms))

@@ -1,0 +1,1 @@
+"""Remote MCP servers' tools served here, called with each user's own token (docs/gateway.md)."""

@@ -3,7 +3,9 @@ benchmark asserts nothing). Real processes on loopback ports: a few seconds."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,16 +25,25 @@ TABLES = (
 )
 
 
-def run_bench(module: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    run = subprocess.run(
+def run_bench(module: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """Run a bench to its end. `timeout` only stops a hung one (a loaded machine may take several
+    times its quiet 30 s); the bench and every server it started are in one process group, all
+    stopped with it, so a hung run leaves no server behind."""
+    with subprocess.Popen(
         [sys.executable, "-m", module, *args],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
-        check=False,
-    )
+        start_new_session=True,
+    ) as bench:
+        try:
+            stdout, stderr = bench.communicate(timeout=timeout)
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # the group is gone: nothing left over
+                os.killpg(bench.pid, signal.SIGKILL)
+    run = subprocess.CompletedProcess(bench.args, bench.returncode, stdout, stderr)
     assert run.returncode == 0, run.stderr[-3000:]
     return run
 
@@ -61,13 +72,13 @@ def test_bench_flow_only_prints_the_tables_asked_for() -> None:
 
 @pytest.mark.e2e
 def test_bench_embedding_runs_and_prints_both_tables() -> None:
-    run = run_bench("bench.embedding", "--calls", "50", "--flows", "1", timeout=120)
+    run = run_bench("bench.embedding", "--calls", "50", "--flows", "1")
     for line in ("through UrlConnectMiddleware", "ratio (median)", "FastMCP embedding", "SDK embedding"):
         assert line in run.stdout, run.stdout
 
 
 def test_bench_broker_walk_traces_every_case_on_both_revisions() -> None:
-    run = run_bench("bench.broker_walk", timeout=120)
+    run = run_bench("bench.broker_walk")
     rows = [line for line in run.stdout.splitlines() if line.startswith(("2025-11-25", "2026-07-28"))]
     assert len(rows) == 8, run.stdout
     # Each case ends the way it should, so the walk traced is the case named.

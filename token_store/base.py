@@ -1,4 +1,4 @@
-"""The storage interface every backend implements (embedded SQLite now, Redis next).
+"""The storage interface every backend implements (SQLite, Redis, PostgreSQL).
 
 Backends hold three kinds of records:
 - connections: token sets, encrypted (AEAD, associated data = the connection key), no TTL;

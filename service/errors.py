@@ -388,6 +388,18 @@ class AuthorizationResponseIssuerMismatch(BrowserRefusal):
     )
 
 
+class AuthorizationServerMoved(BrowserRefusal):
+    """The service moved to another authorization server while the user was signing in at the
+    one it had (a remote MCP server, docs/gateway.md): the code is not redeemed."""
+
+    title, text, status_code = (
+        "Sign-in refused",
+        "This service moved to another sign-in server while you were signing in. Ask again from "
+        "your MCP client.",
+        409,
+    )
+
+
 class MissingCode(BrowserRefusal):
     """An authorization response with neither `code` nor `error` (RFC 6749 §4.1.2)."""
 

@@ -22,7 +22,12 @@ from service.errors import DownstreamDiscoveryError, MetadataError
 from service.providers.addresses import Resolve, require_public_downstream_address, resolve_host
 from service.providers.catalogue import ProviderConfig, ProviderError, TokenAuthMethod, provider_error
 from service.providers.discovery import discover_metadata
-from service.providers.protected_resource import ProtectedResource, discover_protected_resource, probe
+from service.providers.protected_resource import (
+    Challenge,
+    ProtectedResource,
+    discover_protected_resource,
+    probe,
+)
 from service.providers.registration import (
     ClientRegistrations,
     OurClient,
@@ -157,14 +162,32 @@ async def our_client(
     )
 
 
+async def authorization_server_moved(
+    provider: ProviderConfig, challenge: Challenge, http: httpx.AsyncClient, resolve: Resolve
+) -> bool:
+    """Whether the downstream's protected-resource metadata, read again as at start-up (the
+    challenge's `resource_metadata` on the server's own origin, else the well-known URLs; for
+    this resource), no longer lists the authorization server `provider` was resolved with. The
+    MCP spec (2026-07-28 basic/authorization, "Authorization Server Discovery", SEP-2352): a
+    client re-discovers when a 401 comes with metadata naming another authorization server."""
+    try:
+        resource = await discover_protected_resource(
+            http, provider.url, challenge, allow_private=provider.allow_private_network, resolve=resolve
+        )
+    except DownstreamDiscoveryError as exc:
+        raise ProviderError(f"providers.{provider.name}.url: {exc}") from None
+    return provider.issuer not in resource.authorization_servers
+
+
 async def resolve_downstream(
     provider: ProviderConfig, http: httpx.AsyncClient, context: DownstreamContext
 ) -> ProviderConfig:
     """`provider` (kind "mcp") with the endpoints, issuer, resource, scopes and client the flow
-    needs; `ProviderError` naming the provider and the step that failed."""
+    needs; `ProviderError` naming the provider and the step that failed. A provider resolved
+    before is resolved again from the entry as the operator wrote it (`configured`)."""
     where = f"providers.{provider.name}.url"
     try:
-        return await _resolve(provider, http, context)
+        return await _resolve(provider.configured or provider, http, context)
     except DownstreamDiscoveryError as exc:
         raise ProviderError(f"{where}: {exc}") from None
     except MetadataError as exc:
@@ -214,6 +237,7 @@ async def _resolve(
         "client_id": client.client_id,
         "client_secret": client.client_secret,
         "token_auth_method": client.token_auth_method,
+        "configured": provider,
     }
     try:
         return ProviderConfig.model_validate({**provider.model_dump(), **updates})

@@ -1225,6 +1225,26 @@ CHECKS: tuple[Check, ...] = (
         ],
         "a step-up never asks again for scopes already granted (no loop)",
     ),
+    check(
+        "gateway.grant_of_current_issuer",
+        [
+            "tests/unit/service/flow/test_lifecycle.py::"
+            "test_a_grant_of_another_authorization_server_is_never_refreshed_there",
+            "tests/unit/service/providers/test_oauth.py::"
+            "test_a_downstream_grant_records_its_issuer_and_goes_back_to_it_only",
+        ],
+        "a grant of the authorization server a downstream left is refreshed or revoked at the new one",
+    ),
+    check(
+        "callback.flow_at_current_issuer",
+        [f"{UNIT_CHECKS}::test_a_flow_begun_at_an_authorization_server_the_provider_left_is_not_finished"],
+        "a flow begun at the old authorization server is finished with the new server's client",
+    ),
+    check(
+        "gateway.no_client_from_another_server",
+        [f"{GATEWAY_UNIT}/test_moves.py::test_a_client_registered_beforehand_is_never_taken_to_another_server"],
+        "the operator's client, registered at one authorization server, is presented to another",
+    ),
 )
 # --------------------------------------------------------------------------------------------------
 # Markers: where each check is, and the operator that removes it

@@ -19,7 +19,12 @@ import httpx
 from pydantic import ValidationError
 
 from service.errors import DownstreamDiscoveryError, MetadataError
-from service.providers.addresses import Resolve, require_public_downstream_address, resolve_host
+from service.providers.addresses import (
+    Resolve,
+    peer_checks,
+    require_public_downstream_address,
+    resolve_host,
+)
 from service.providers.catalogue import ProviderConfig, ProviderError, TokenAuthMethod, provider_error
 from service.providers.discovery import discover_metadata
 from service.providers.protected_resource import (
@@ -149,6 +154,7 @@ async def our_client(
             scopes=registered,
             auth_methods=auth_methods if isinstance(auth_methods, list) else None,
             now=context.clock(),
+            extensions=peer_checks(provider.allow_private_network),
         )
 
     registration = await stored_or_new_registration(
@@ -170,9 +176,10 @@ async def authorization_server_moved(
     this resource), no longer lists the authorization server `provider` was resolved with. The
     MCP spec (2026-07-28 basic/authorization, "Authorization Server Discovery", SEP-2352): a
     client re-discovers when a 401 comes with metadata naming another authorization server."""
+    allow = provider.allow_private_network
     try:
         resource = await discover_protected_resource(
-            http, provider.url, challenge, allow_private=provider.allow_private_network, resolve=resolve
+            http, provider.url, challenge, allow_private=allow, resolve=resolve, extensions=peer_checks(allow)
         )
     except DownstreamDiscoveryError as exc:
         raise ProviderError(f"providers.{provider.name}.url: {exc}") from None
@@ -198,18 +205,19 @@ async def _resolve(
     provider: ProviderConfig, http: httpx.AsyncClient, context: DownstreamContext
 ) -> ProviderConfig:
     allow = provider.allow_private_network
+    checks = peer_checks(allow)  # every connection's peer, besides each URL's resolved addresses
 
     async def require_public(url: str) -> None:
         await require_public_downstream_address(url, allow_private=allow, resolve=context.resolve)
 
     await require_public(provider.url)
-    challenge = await probe(http, provider.url)
+    challenge = await probe(http, provider.url, extensions=checks)
     resource = await discover_protected_resource(
-        http, provider.url, challenge, allow_private=allow, resolve=context.resolve
+        http, provider.url, challenge, allow_private=allow, resolve=context.resolve, extensions=checks
     )
     issuer = choose_authorization_server(resource, provider.issuer)
     await require_public(issuer)
-    metadata = await discover_metadata(http, issuer)
+    metadata = await discover_metadata(http, issuer, extensions=checks)
     require_pkce_s256_advertised(metadata)
     require_authorization_server_for_resource(metadata, resource.resource)
     for name in ("token_endpoint", "revocation_endpoint"):

@@ -14,6 +14,7 @@ from authlib.integrations.httpx_client import AsyncOAuth2Client
 from authlib.oauth2.client import OAuth2Client
 
 from service.errors import NeedsReauthorization, TokenExchangeError
+from service.providers.addresses import downstream_peer_checks
 from service.providers.catalogue import BEARER, ProviderConfig
 from service.providers.outbound_http import OutboundHttp
 from token_store import TokenSet
@@ -70,7 +71,7 @@ def _client(
     """authlib's client for one call; with the process's `outbound` it builds no TLS context."""
     http: dict[str, Any] = {"timeout": timeout, "follow_redirects": False}
     if outbound is not None:
-        http = {**outbound.authlib_options(), "timeout": timeout}
+        http = {**outbound.authlib_options(downstream_peer_checks(provider)), "timeout": timeout}
     return AsyncOAuth2Client(**_oauth_options(provider, redirect_uri, scopes), **http)
 
 

@@ -1,6 +1,6 @@
 """A remote MCP server's tool called through our server, against the same call made directly.
 
-    .venv/bin/python -m bench.gateway_call [--calls 300] [--sessions 50]
+    .venv/bin/python -m bench.gateway_call [--calls 300] [--sessions 50] [--log-level INFO]
 
 The kit's OAuth-protected MCP stand-in (mock_providers/providers/mcp_downstream) and our demo
 stack run in this process, each on its own server thread with its own event loop; the clients run
@@ -16,7 +16,10 @@ Prints the latency per call (p50, p95) of each and their ratio (the goal: proxie
 p50), and our server's CPU per proxied call (its server thread's scheduler count). Then the memory
 one pooled downstream session holds: `--sessions` sessions opened in this process's pool
 (service/mcp/gateway/pool.py) with tokens issued by the stand-in, measured with tracemalloc.
-Asserts nothing.
+Logging is configured as `serve` configures it (`configure_logging`, at `--log-level`): each
+server's access line and each outbound request's line cost what they cost in production, and no
+library's own handler (the SDK installs a rich console handler) adds its rendering to either
+path. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import statistics
 import tempfile
 import time
 import tracemalloc
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +44,7 @@ from mock_providers.testing.client import accept, connect_url, mcp_client, retry
 from mock_providers.testing.downstream import DownstreamServer
 from mock_providers.testing.servers import DemoServers
 from service.mcp.gateway.pool import DownstreamSessions
+from service.observability.logs import configure_logging
 from service.providers.outbound_http import OutboundHttp
 from token_store import UserRef
 
@@ -130,12 +135,16 @@ async def session_memory(sessions: int, downstream: DownstreamServer) -> None:
     print(f"{(after - before) / sessions / 1024:.1f} KiB per session (Python allocations, tracemalloc)")
 
 
-async def main(calls: int, sessions: int, downstream_ms: float) -> None:
+async def main(calls: int, sessions: int, downstream_ms: float, log_level: str) -> None:
     downstream = DownstreamServer().start()
     stack = DemoServers(Path(tempfile.mkdtemp()) / "data")
+    # One user calls in a loop, far past a user's rate limit: measured here is the call, not it.
+    unlimited = stack.demo.settings.replace(requests_per_second_per_user=1e6, request_burst_per_user=10**6)
+    stack.demo = replace(stack.demo, settings=unlimited)
     try:
         stack.providers = {PROVIDER: await downstream.resolved_provider(stack.demo.settings, PROVIDER)}
         stack.start()
+        configure_logging(log_level)  # after the SDK's servers were built: they add handlers of their own
         try:
             await connect(stack)
             await latency(calls, stack, downstream, "echo", {"text": "hello"})
@@ -153,5 +162,6 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--downstream-ms", type=float, default=30.0, help="the slow downstream's own time")
+    parser.add_argument("--log-level", default="INFO", help="as `serve` logs (default INFO)")
     args = parser.parse_args()
-    asyncio.run(main(args.calls, args.sessions, args.downstream_ms))
+    asyncio.run(main(args.calls, args.sessions, args.downstream_ms, args.log_level))

@@ -8,6 +8,8 @@ on the main thread. One user connects once (the browser leg), then in alternatin
 
 - direct: the SDK's client calls the stand-in's `echo` with the user's downstream token;
 - proxied: the SDK's client calls our `down_echo`, which our server forwards on its pooled session;
+- ours: the SDK's client calls our own `list_connections` (one store read): what one MCP request
+  to our server costs without a downstream, to tell the hop's cost from the gateway's;
 
 then the same with `slow` (the stand-in answering after `--downstream-ms`, as a server across a
 network does).
@@ -67,6 +69,7 @@ async def latency(
     calls: int, stack: DemoServers, downstream: DownstreamServer, tool: str, arguments: dict[str, Any]
 ) -> None:
     async with mcp_client(stack, "alice", "legacy", on_url=accept) as (ours, _):
+        await ours.list_tools()  # as a client does first: the session then hears of list changes
         token = (
             stack.apps["mcp"]
             .state.gateway.sessions.find(PROVIDER, UserRef(stack.demo.settings.auth_issuer, "alice"))
@@ -74,29 +77,37 @@ async def latency(
         )
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
         async with Client(streamable_http_client(downstream.url, http_client=http), mode="legacy") as direct:
-            timings: dict[str, list[float]] = {"direct": [], "proxied": []}
-            cpu = 0
+            calls_of = {
+                "direct": (direct, tool, arguments),
+                "proxied": (ours, f"{PROVIDER}_{tool}", arguments),
+                # One hop to our server and no further: a tool of ours that reads the store.
+                "ours": (ours, "list_connections", {}),
+            }
+            timings: dict[str, list[float]] = {name: [] for name in calls_of}
+            cpu = dict.fromkeys(calls_of, 0)
             done = 0
-            calls_of = {"direct": (direct, tool), "proxied": (ours, f"{PROVIDER}_{tool}")}
             while done < calls:
-                for name, (client, name_of) in calls_of.items():
-                    before = thread_cpu_ns(stack) if name == "proxied" else 0
+                for name, (client, name_of, args) in calls_of.items():
+                    before = thread_cpu_ns(stack)
                     for _ in range(TURN):
                         started = time.perf_counter()
-                        result = await client.call_tool(name_of, arguments)
+                        result = await client.call_tool(name_of, args)
                         timings[name].append(time.perf_counter() - started)
                         if result.is_error:
                             raise RuntimeError(f"{name} call failed: {result}")
-                    if name == "proxied":
-                        cpu += thread_cpu_ns(stack) - before
+                    cpu[name] += thread_cpu_ns(stack) - before
                 done += TURN
     p50 = {name: statistics.median(values) * 1000 for name, values in timings.items()}
     print(f"== {tool}({arguments}), direct to the downstream and through our server ({done} calls each) ==")
-    print(f"{'path':<10}{'p50 ms':>10}{'p95 ms':>10}")
+    print(f"{'path':<10}{'p50 ms':>10}{'p95 ms':>10}{'our CPU ms':>12}")
     for name, values in timings.items():
-        print(f"{name:<10}{p50[name]:>10.2f}{percentile(values, 0.95) * 1000:>10.2f}")
+        ours_cpu = cpu[name] / done / 1e6
+        print(f"{name:<10}{p50[name]:>10.2f}{percentile(values, 0.95) * 1000:>10.2f}{ours_cpu:>12.2f}")
     print(f"proxied / direct at p50: {p50['proxied'] / p50['direct']:.2f}x (goal <= 1.3x)")
-    print(f"our server's CPU per proxied call: {cpu / done / 1e6:.2f} ms (its server thread)")
+    print(
+        f"our server's CPU per proxied call: {cpu['proxied'] / done / 1e6:.2f} ms (its server thread), "
+        f"of which a call of our own tool costs {cpu['ours'] / done / 1e6:.2f} ms"
+    )
 
 
 async def connect(stack: DemoServers) -> None:

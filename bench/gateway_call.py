@@ -118,7 +118,61 @@ async def connect(stack: DemoServers) -> None:
         await retry(ours, link, f"{PROVIDER}_echo", {"text": "x"})
 
 
-async def session_memory(sessions: int, downstream: DownstreamServer) -> None:
+async def client_side(
+    calls: int, pool: DownstreamSessions, session: Any, downstream: DownstreamServer
+) -> None:
+    """The client side of the downstream hop alone, on this thread (the stand-in on its own): a
+    pooled session's `call_tool` (the SDK's client, our transport and bounds), against the HTTP
+    exchange under it made by hand (the same tools/call POST with httpx2, no MCP client)."""
+    token = session.token.access_token
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as raw:
+        opened = await raw.post(downstream.url, json=RAW_INITIALIZE)
+        headers = {"mcp-protocol-version": "2025-11-25"}
+        if "mcp-session-id" in opened.headers:
+            headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+        await raw.post(
+            downstream.url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"}
+        )
+
+        async def by_hand() -> None:
+            answer = await raw.post(downstream.url, headers=headers, json=RAW_CALL)
+            if answer.status_code != 200:
+                raise RuntimeError(f"the raw call failed: {answer.status_code}")
+
+        async def pooled() -> None:
+            await pool.call_tool(session, "echo", {"text": "hello"})
+
+        print(f"== the client side of the downstream hop, on this thread ({calls} calls each) ==")
+        print(f"{'path':<28}{'CPU p50 ms':>12}")
+        for name, call in (("pooled session call_tool", pooled), ("httpx2 POST by hand", by_hand)):
+            cpu = []
+            for _ in range(calls):
+                started = time.thread_time()
+                await call()
+                cpu.append(time.thread_time() - started)
+            print(f"{name:<28}{statistics.median(cpu) * 1000:>12.2f}")
+
+
+RAW_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "b", "version": "1"},
+    },
+}
+RAW_CALL = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "tools/call",
+    "params": {"name": "echo", "arguments": {"text": "hello"}},
+}
+
+
+async def session_memory(calls: int, sessions: int, downstream: DownstreamServer) -> None:
     provider = await downstream.resolved_provider(
         DemoServers(Path(tempfile.mkdtemp())).demo.settings, PROVIDER
     )
@@ -133,6 +187,7 @@ async def session_memory(sessions: int, downstream: DownstreamServer) -> None:
         ]
         first = await pool.open(provider, UserRef("https://as.example", "warm"), tokens[0])  # imports, pools
         await pool.list_tools(first)
+        await client_side(calls, pool, first, downstream)
         gc.collect()
         tracemalloc.start()
         before = tracemalloc.get_traced_memory()[0]
@@ -163,7 +218,7 @@ async def main(calls: int, sessions: int, downstream_ms: float, log_level: str) 
             await latency(calls // 3, stack, downstream, "slow", {"seconds": downstream_ms / 1000})
         finally:
             stack.stop()
-        await session_memory(sessions, downstream)
+        await session_memory(calls, sessions, downstream)
     finally:
         downstream.stop()
 

@@ -333,11 +333,15 @@ class Gateway:
             self._listed.popitem(last=False)
 
     def _offered_names(self, caller: Caller, provider: ProviderConfig) -> tuple[str, ...] | None:
-        """The names the user's session at `provider` offers now (None: not read yet)."""
+        """The names the user's session at `provider` offers now (None: not read yet), worked out
+        once per reading of its list (a call asks on every call)."""
         session = self.sessions.find(provider.name, caller.user)
         if session is None or session.tools is None:
             return None
-        return tuple(sorted(t.name for t in (offered_tool(provider, tool) for tool in session.tools) if t))
+        if session.offered_names is None:
+            names = (Namespaces.ours(provider, tool.name) for tool in session.tools)
+            session.offered_names = tuple(sorted(name for name in names if name))
+        return session.offered_names
 
     async def _tell_if_list_changed(
         self, ctx: Context[Any, Any], caller: Caller, provider: ProviderConfig
@@ -349,8 +353,10 @@ class Gateway:
             return
         key = (caller.mcp_session_id, provider.name)
         before = self._listed.get(key)
+        if before is None:
+            return
         now = self._offered_names(caller, provider)
-        if before is None or now is None:
+        if now is None:
             return
         if now != before:
             self._listed[key] = now

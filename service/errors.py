@@ -26,6 +26,7 @@ __all__ = [
     "AccountSwitchUnconfirmed",
     "AdminRequestRefused",
     "AuthorizationResponseIssuerMismatch",
+    "AuthorizationServerMoved",
     "BlankClientName",
     "BrowserRefusal",
     "CallbackEndedBefore",

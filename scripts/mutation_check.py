@@ -1174,6 +1174,17 @@ CHECKS: tuple[Check, ...] = (
         "a remote MCP server's discovery URLs resolve to public addresses only (SSRF)",
     ),
     check(
+        "gateway.public_downstream_peer",
+        [
+            f"{GATEWAY_ADDRESSES}::test_a_private_or_unknown_peer_is_refused",
+            f"{GATEWAY_ADDRESSES}::test_a_connection_to_a_private_peer_is_closed_before_a_byte_is_sent",
+            "tests/security/test_gateway.py::test_a_name_that_rebinds_to_a_private_address_gets_no_request",
+            "tests/security/test_gateway.py::"
+            "test_a_downstream_that_now_resolves_inside_is_sent_no_token_and_no_code",
+        ],
+        "every connection opened for a remote MCP server reaches a public peer (DNS rebinding)",
+    ),
+    check(
         "gateway.metadata_on_resource_origin",
         [f"{GATEWAY_RESOURCE}::test_metadata_named_on_another_origin_is_refused"],
         "protected-resource metadata named by a challenge is on the server's own origin",
@@ -1224,6 +1235,28 @@ CHECKS: tuple[Check, ...] = (
             f"{GATEWAY_UNIT}/test_proxy.py::test_a_step_up_asks_for_the_union_once_and_never_again_for_what_was_granted"
         ],
         "a step-up never asks again for scopes already granted (no loop)",
+    ),
+    check(
+        "gateway.grant_of_current_issuer",
+        [
+            "tests/unit/service/flow/test_lifecycle.py::"
+            "test_a_grant_of_another_authorization_server_is_never_refreshed_there",
+            "tests/unit/service/providers/test_oauth.py::"
+            "test_a_downstream_grant_records_its_issuer_and_goes_back_to_it_only",
+        ],
+        "a grant of the authorization server a downstream left is refreshed or revoked at the new one",
+    ),
+    check(
+        "callback.flow_at_current_issuer",
+        [f"{UNIT_CHECKS}::test_a_flow_begun_at_an_authorization_server_the_provider_left_is_not_finished"],
+        "a flow begun at the old authorization server is finished with the new server's client",
+    ),
+    check(
+        "gateway.no_client_from_another_server",
+        [
+            f"{GATEWAY_UNIT}/test_moves.py::test_a_client_registered_beforehand_is_never_taken_to_another_server"
+        ],
+        "the operator's client, registered at one authorization server, is presented to another",
     ),
 )
 # --------------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from service.http.drain import Drain
 from service.http.request_pass import RequestPass
 from service.mcp.bearer import token_verifier
 from service.mcp.broker import ConnectionBroker
+from service.mcp.gateway.moves import AuthorizationServerMoves
 from service.mcp.gateway.names import Namespaces, require_unshadowed_tool_names
 from service.mcp.gateway.pool import DownstreamSessions
 from service.mcp.gateway.proxy import Gateway
@@ -39,8 +40,12 @@ from service.mcp.server import ObservedMCPServer
 from service.mcp.tool_packages import load_tool_packages, register_tool_packages
 from service.mcp.tools import register_tools
 from service.observability.metrics import serve_metrics
+from service.providers.addresses import resolve_host
+from service.providers.catalogue import ProviderConfig
+from service.providers.mcp_downstream import authorization_server_moved, resolve_downstream
+from service.providers.protected_resource import Challenge
 from service.providers.registration import client_metadata_document
-from service.runtime import CLIENT_NAME, Runtime
+from service.runtime import CLIENT_NAME, Runtime, downstream_context
 from service.settings import Settings, SettingsError
 from service.urls import CLIENT_METADATA_PATH, LOOPBACK_HOSTS, MCP_PATH, is_loopback
 from token_store import StoreUnavailable
@@ -111,7 +116,25 @@ def build_gateway(
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     sessions = DownstreamSessions(runtime.outbound)
-    return Gateway(namespaces, broker, runtime.lifecycle, runtime.store, sessions)
+    return Gateway(namespaces, broker, runtime.lifecycle, runtime.store, sessions, downstream_moves(runtime))
+
+
+def downstream_moves(runtime: Runtime) -> AuthorizationServerMoves:
+    """Following a remote MCP server to another authorization server while we serve: its metadata
+    read again and the provider resolved again with the runtime's outbound HTTP and store, its
+    entry replaced in the providers every part reads by name."""
+    settings = runtime.settings
+    providers = settings.providers
+    assert isinstance(providers, dict)  # pydantic's validated mapping: the one every part reads
+
+    async def moved(provider: ProviderConfig, challenge: Challenge) -> bool:
+        return await authorization_server_moved(provider, challenge, runtime.http, resolve_host)
+
+    async def resolve(provider: ProviderConfig) -> ProviderConfig:
+        context = downstream_context(settings, provider.name, runtime.store, clock=runtime.clock)
+        return await resolve_downstream(provider, runtime.http, context)
+
+    return AuthorizationServerMoves(providers, moved, resolve)
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:

@@ -26,6 +26,7 @@ __all__ = [
     "AccountSwitchUnconfirmed",
     "AdminRequestRefused",
     "AuthorizationResponseIssuerMismatch",
+    "AuthorizationServerMoved",
     "BlankClientName",
     "BrowserRefusal",
     "CallbackEndedBefore",
@@ -385,6 +386,18 @@ class AuthorizationResponseIssuerMismatch(BrowserRefusal):
         "Sign-in refused",
         "The response did not come from the expected service.",
         400,
+    )
+
+
+class AuthorizationServerMoved(BrowserRefusal):
+    """The service moved to another authorization server while the user was signing in at the
+    one it had (a remote MCP server, docs/gateway.md): the code is not redeemed."""
+
+    title, text, status_code = (
+        "Sign-in refused",
+        "This service moved to another sign-in server while you were signing in. Ask again from "
+        "your MCP client.",
+        409,
     )
 
 

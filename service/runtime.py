@@ -52,6 +52,26 @@ def start_up_outbound(timeout_seconds: float) -> OutboundHttp:
     )
 
 
+def downstream_context(
+    settings: Settings,
+    name: str,
+    registrations: ClientRegistrations,
+    *,
+    clock: Callable[[], float] = time.time,
+    resolve: Resolve = resolve_host,
+) -> DownstreamContext:
+    """What resolving the remote MCP server `name` needs of this server (at start-up, and again
+    when it moves to another authorization server: service/mcp/gateway/moves.py)."""
+    return DownstreamContext(
+        redirect_uri=settings.callback_url(name),
+        client_metadata_url=settings.client_metadata_url(name),
+        client_name=CLIENT_NAME,
+        registrations=registrations,
+        clock=clock,
+        resolve=resolve,
+    )
+
+
 async def resolve_providers(
     settings: Settings,
     http: httpx.AsyncClient,
@@ -66,14 +86,7 @@ async def resolve_providers(
     providers: dict[str, ProviderConfig] = {}
     for name, provider in settings.providers.items():
         if provider.kind == "mcp":
-            context = DownstreamContext(
-                redirect_uri=settings.callback_url(name),
-                client_metadata_url=settings.client_metadata_url(name),
-                client_name=CLIENT_NAME,
-                registrations=registrations,
-                clock=clock,
-                resolve=resolve,
-            )
+            context = downstream_context(settings, name, registrations, clock=clock, resolve=resolve)
             providers[name] = await resolve_downstream(provider, http, context)
         else:
             providers[name] = await resolve_discovery(provider, http)

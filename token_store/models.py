@@ -43,9 +43,16 @@ class TokenSet:
     refresh_token: str | None = None
     expires_at: float | None = None
     scopes: tuple[str, ...] = ()
+    # The authorization server that issued the grant, for a provider whose server can change
+    # while we run (a remote MCP server's); None for the others. Left out of the JSON when None,
+    # so their sealed blobs read as before.
+    issuer: str | None = None
 
     def to_json(self) -> bytes:
-        return json.dumps(asdict(self), separators=(",", ":")).encode()
+        fields = asdict(self)
+        if fields["issuer"] is None:
+            del fields["issuer"]
+        return json.dumps(fields, separators=(",", ":")).encode()
 
     @classmethod
     def from_json(cls, raw: bytes) -> TokenSet:

@@ -49,6 +49,7 @@ from service.flow.security_checks import (
     mint_opaque_id,
     require_account_id_of_provider,
     require_first_open,
+    require_flow_at_current_issuer,
     require_opaque_id,
     require_pending,
     require_redirect_uri_of_provider,
@@ -396,6 +397,7 @@ class ConnectFlow:
             provider = require_redirect_uri_of_provider(
                 received.path_provider, self._settings.providers.get(elicitation.provider)
             )
+            require_flow_at_current_issuer(state.expected_issuer, provider.issuer)
             check_rfc9207_issuer(
                 query.get("iss"), state.expected_issuer, required=provider.issuer_in_response == "required"
             )

@@ -24,7 +24,7 @@ from service.observability.metrics import Metrics
 from service.observability.webhooks import NEEDS_REAUTHORIZATION as NEEDS_REAUTHORIZATION_EVENT
 from service.observability.webhooks import ConnectionEvents
 from service.providers.catalogue import ProviderConfig
-from service.providers.oauth import refresh, revoke
+from service.providers.oauth import refresh, require_grant_of_current_issuer, revoke
 from service.providers.outbound_http import OutboundHttp
 from token_store import Connection, ConnectionKey, ConnectionStatus, Store, TokenSet
 
@@ -85,6 +85,11 @@ class TokenLifecycle:
         `force`: the API just refused this access token (401), so refresh even if not expiring."""
         if connection.status in (ConnectionStatus.NEEDS_REAUTHORIZATION, ConnectionStatus.REVOKED):
             raise NeedsReauthorization(connection.status.value)
+        try:
+            require_grant_of_current_issuer(connection.tokens, provider)
+        except NeedsReauthorization:
+            await self._needs_reauthorization(connection)
+            raise
         if not force and not self.expiring(connection, provider):
             return connection
         if connection.tokens.refresh_token is None:

@@ -22,6 +22,7 @@ from service.errors import (
     AccountNotNamed,
     AccountSwitchUnconfirmed,
     AuthorizationResponseIssuerMismatch,
+    AuthorizationServerMoved,
     BlankClientName,
     BrowserRefusal,
     CrossSiteRequest,
@@ -294,6 +295,16 @@ def check_rfc9207_issuer(received: str | None, expected: str | None, *, required
     # mutant: callback.rfc9207_issuer
     if expected is not None and received != expected and (required or received is not None):
         raise AuthorizationResponseIssuerMismatch()
+
+
+def require_flow_at_current_issuer(recorded: str | None, current: str | None) -> None:
+    """A flow begun at one authorization server ends there or not at all: after the provider moved
+    to another (a remote MCP server, docs/gateway.md), the code is never redeemed with the new
+    server's client at the old server's token endpoint (2026-07-28 basic/authorization, "Client
+    Registration", SEP-2352: credentials are not portable across authorization servers)."""
+    # mutant: callback.flow_at_current_issuer
+    if recorded != current:
+        raise AuthorizationServerMoved()
 
 
 # ---- login ----------------------------------------------------------------------------------------

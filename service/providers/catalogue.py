@@ -118,6 +118,10 @@ class ProviderConfig(BaseModel):
     max_calls: int = Field(default=64, ge=1, le=100_000)  # in flight to it, per replica
     max_sessions: int = Field(default=200, ge=1, le=100_000)  # pooled downstream sessions, per replica
     session_idle_seconds: float = Field(default=300.0, gt=0, le=86400)
+    # Set by discovery, never by a file: the entry as the operator wrote it, before discovery filled
+    # it, so a downstream that moves to another authorization server is resolved again under the
+    # same rules and the operator's own choices (a pinned `issuer`, `scopes`, a `client_id`).
+    configured: ProviderConfig | None = Field(default=None, repr=False)
 
     @property
     def prefix(self) -> str:
@@ -148,6 +152,13 @@ class ProviderConfig(BaseModel):
         if not values.get("display_name"):
             values["display_name"] = values.get("name", "")
         return values
+
+    @field_validator("configured", mode="before")
+    @classmethod
+    def _set_by_discovery(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, ProviderConfig):
+            raise ValueError("set by discovery, not in a configuration file")
+        return value
 
     @field_validator("scopes", "optional_scopes", "token_types", mode="before")
     @classmethod

@@ -6,6 +6,7 @@ once and keep the result (JwksCache, the login client, start-up provider resolut
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,12 +33,18 @@ def metadata_urls(issuer: str) -> list[str]:
     return [f"{origin}{OAUTH_METADATA}", f"{origin}{OPENID_METADATA}"]
 
 
-async def fetch_metadata(http: httpx.AsyncClient, url: str, *, issuer: str | None = None) -> dict[str, Any]:
+async def fetch_metadata(
+    http: httpx.AsyncClient,
+    url: str,
+    *,
+    issuer: str | None = None,
+    extensions: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """GET one metadata document: a JSON object, whose `issuer` equals `issuer` exactly when one
     is expected (RFC 8414 §3.3: "MUST be identical ... If these values are not identical, the data
-    contained in the response MUST NOT be used")."""
+    contained in the response MUST NOT be used"). `extensions`: the request's (peer checks)."""
     try:
-        response = await http.get(url, headers={"Accept": "application/json"})
+        response = await http.get(url, headers={"Accept": "application/json"}, extensions=extensions)
     except httpx.HTTPError as exc:
         raise MetadataError(f"metadata could not be fetched ({type(exc).__name__})") from None
     if response.status_code != 200:
@@ -53,12 +60,14 @@ async def fetch_metadata(http: httpx.AsyncClient, url: str, *, issuer: str | Non
     return metadata
 
 
-async def discover_metadata(http: httpx.AsyncClient, issuer: str) -> dict[str, Any]:
+async def discover_metadata(
+    http: httpx.AsyncClient, issuer: str, *, extensions: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The issuer's metadata from the first candidate URL that serves it (`metadata_urls`)."""
     last_error: MetadataError | None = None
     for url in metadata_urls(issuer):
         try:
-            return await fetch_metadata(http, url, issuer=issuer)
+            return await fetch_metadata(http, url, issuer=issuer, extensions=extensions)
         except MetadataIssuerMismatch:
             raise
         except MetadataError as exc:

@@ -19,10 +19,20 @@ import httpx
 from pydantic import ValidationError
 
 from service.errors import DownstreamDiscoveryError, MetadataError
-from service.providers.addresses import Resolve, require_public_downstream_address, resolve_host
+from service.providers.addresses import (
+    Resolve,
+    peer_checks,
+    require_public_downstream_address,
+    resolve_host,
+)
 from service.providers.catalogue import ProviderConfig, ProviderError, TokenAuthMethod, provider_error
 from service.providers.discovery import discover_metadata
-from service.providers.protected_resource import ProtectedResource, discover_protected_resource, probe
+from service.providers.protected_resource import (
+    Challenge,
+    ProtectedResource,
+    discover_protected_resource,
+    probe,
+)
 from service.providers.registration import (
     ClientRegistrations,
     OurClient,
@@ -144,6 +154,7 @@ async def our_client(
             scopes=registered,
             auth_methods=auth_methods if isinstance(auth_methods, list) else None,
             now=context.clock(),
+            extensions=peer_checks(provider.allow_private_network),
         )
 
     registration = await stored_or_new_registration(
@@ -157,14 +168,33 @@ async def our_client(
     )
 
 
+async def authorization_server_moved(
+    provider: ProviderConfig, challenge: Challenge, http: httpx.AsyncClient, resolve: Resolve
+) -> bool:
+    """Whether the downstream's protected-resource metadata, read again as at start-up (the
+    challenge's `resource_metadata` on the server's own origin, else the well-known URLs; for
+    this resource), no longer lists the authorization server `provider` was resolved with. The
+    MCP spec (2026-07-28 basic/authorization, "Authorization Server Discovery", SEP-2352): a
+    client re-discovers when a 401 comes with metadata naming another authorization server."""
+    allow = provider.allow_private_network
+    try:
+        resource = await discover_protected_resource(
+            http, provider.url, challenge, allow_private=allow, resolve=resolve, extensions=peer_checks(allow)
+        )
+    except DownstreamDiscoveryError as exc:
+        raise ProviderError(f"providers.{provider.name}.url: {exc}") from None
+    return provider.issuer not in resource.authorization_servers
+
+
 async def resolve_downstream(
     provider: ProviderConfig, http: httpx.AsyncClient, context: DownstreamContext
 ) -> ProviderConfig:
     """`provider` (kind "mcp") with the endpoints, issuer, resource, scopes and client the flow
-    needs; `ProviderError` naming the provider and the step that failed."""
+    needs; `ProviderError` naming the provider and the step that failed. A provider resolved
+    before is resolved again from the entry as the operator wrote it (`configured`)."""
     where = f"providers.{provider.name}.url"
     try:
-        return await _resolve(provider, http, context)
+        return await _resolve(provider.configured or provider, http, context)
     except DownstreamDiscoveryError as exc:
         raise ProviderError(f"{where}: {exc}") from None
     except MetadataError as exc:
@@ -175,18 +205,19 @@ async def _resolve(
     provider: ProviderConfig, http: httpx.AsyncClient, context: DownstreamContext
 ) -> ProviderConfig:
     allow = provider.allow_private_network
+    checks = peer_checks(allow)  # every connection's peer, besides each URL's resolved addresses
 
     async def require_public(url: str) -> None:
         await require_public_downstream_address(url, allow_private=allow, resolve=context.resolve)
 
     await require_public(provider.url)
-    challenge = await probe(http, provider.url)
+    challenge = await probe(http, provider.url, extensions=checks)
     resource = await discover_protected_resource(
-        http, provider.url, challenge, allow_private=allow, resolve=context.resolve
+        http, provider.url, challenge, allow_private=allow, resolve=context.resolve, extensions=checks
     )
     issuer = choose_authorization_server(resource, provider.issuer)
     await require_public(issuer)
-    metadata = await discover_metadata(http, issuer)
+    metadata = await discover_metadata(http, issuer, extensions=checks)
     require_pkce_s256_advertised(metadata)
     require_authorization_server_for_resource(metadata, resource.resource)
     for name in ("token_endpoint", "revocation_endpoint"):
@@ -214,6 +245,7 @@ async def _resolve(
         "client_id": client.client_id,
         "client_secret": client.client_secret,
         "token_auth_method": client.token_auth_method,
+        "configured": provider,
     }
     try:
         return ProviderConfig.model_validate({**provider.model_dump(), **updates})

@@ -13,7 +13,8 @@ from urllib.parse import urlencode
 from authlib.integrations.httpx_client import AsyncOAuth2Client
 from authlib.oauth2.client import OAuth2Client
 
-from service.errors import TokenExchangeError
+from service.errors import NeedsReauthorization, TokenExchangeError
+from service.providers.addresses import downstream_peer_checks
 from service.providers.catalogue import BEARER, ProviderConfig
 from service.providers.outbound_http import OutboundHttp
 from token_store import TokenSet
@@ -70,7 +71,7 @@ def _client(
     """authlib's client for one call; with the process's `outbound` it builds no TLS context."""
     http: dict[str, Any] = {"timeout": timeout, "follow_redirects": False}
     if outbound is not None:
-        http = {**outbound.authlib_options(), "timeout": timeout}
+        http = {**outbound.authlib_options(downstream_peer_checks(provider)), "timeout": timeout}
     return AsyncOAuth2Client(**_oauth_options(provider, redirect_uri, scopes), **http)
 
 
@@ -125,7 +126,25 @@ async def exchange_code(
             )
         except Exception as exc:  # authlib raises OAuthError, httpx errors, or JSON errors on junk
             raise _exchange_error("the token endpoint refused the code", exc) from None
-    return token_set(token, scopes, provider.token_path, provider.token_types)
+    return with_its_issuer(token_set(token, scopes, provider.token_path, provider.token_types), provider)
+
+
+def with_its_issuer(tokens: TokenSet, provider: ProviderConfig) -> TokenSet:
+    """The grant with the authorization server that issued it, for a remote MCP server, whose
+    authorization server can change while we run (docs/gateway.md); other grants as they are."""
+    return replace(tokens, issuer=provider.issuer) if provider.kind == "mcp" else tokens
+
+
+def require_grant_of_current_issuer(tokens: TokenSet, provider: ProviderConfig) -> None:
+    """A grant goes back only to the authorization server that issued it. The MCP spec (2026-07-28
+    basic/authorization, "Client Registration", SEP-2352): a client MUST NOT assume credentials
+    valid at one authorization server are accepted by another; RFC 6749 §6 and RFC 7009 §2.1 bind
+    a refresh token to its issuer and client. A grant of a server the provider has moved away from
+    is neither refreshed, nor revoked, nor used there: the user connects again. A grant recorded
+    without an issuer (every provider but a remote MCP server) passes."""
+    # mutant: gateway.grant_of_current_issuer
+    if tokens.issuer is not None and tokens.issuer != provider.issuer:
+        raise NeedsReauthorization("the grant was issued by another authorization server")
 
 
 async def refresh(
@@ -145,7 +164,7 @@ async def refresh(
         except Exception as exc:
             raise _exchange_error("the token endpoint refused the refresh", exc) from None
     renewed = token_set(token, tokens.scopes, provider.token_path, provider.token_types)
-    return keep_refresh_token(renewed, tokens.refresh_token)
+    return replace(keep_refresh_token(renewed, tokens.refresh_token), issuer=tokens.issuer)
 
 
 def keep_refresh_token(new: TokenSet, previous: str | None) -> TokenSet:
@@ -164,8 +183,13 @@ async def revoke(
     timeout_seconds: float,
     outbound: OutboundHttp,
 ) -> bool:
-    """RFC 7009 revocation of the grant (the refresh token when there is one); True on success."""
+    """RFC 7009 revocation of the grant (the refresh token when there is one); True on success.
+    Never at another authorization server than the one that issued it."""
     if not provider.revocation_url:
+        return False
+    try:
+        require_grant_of_current_issuer(tokens, provider)
+    except NeedsReauthorization:
         return False
     token, hint = (
         (tokens.refresh_token, "refresh_token")

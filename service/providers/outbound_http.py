@@ -15,7 +15,7 @@ deadline, `timeout_seconds` after it started, however slowly the provider drips 
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -214,13 +214,22 @@ class LentPool(httpx2.AsyncBaseTransport):
     """The process's httpx2 pool as lent to one short-lived authlib client: the client closes its
     transport when it is done, which must not close the pool (`OutboundHttp.aclose` does)."""
 
-    def __init__(self, pool: httpx2.AsyncBaseTransport, slots: OriginSlots, limit: int) -> None:
+    def __init__(
+        self,
+        pool: httpx2.AsyncBaseTransport,
+        slots: OriginSlots,
+        limit: int,
+        extensions: Mapping[str, Any] | None = None,
+    ) -> None:
         self._pool = pool
         self._slots = slots
         self._limit = limit
+        self._extensions = dict(extensions or {})
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         request.headers["Accept-Encoding"] = "identity"
+        if self._extensions:
+            request.extensions = {**request.extensions, **self._extensions}
         return await bounded(request, self._send(request), self._limit, _HTTPX2_ERRORS)
 
     async def _send(self, request: httpx2.Request) -> httpx2.Response:
@@ -266,19 +275,24 @@ class OutboundHttp:
         )
         self._authlib_slots = OriginSlots(MAX_IN_FLIGHT_PER_ORIGIN, httpx2.PoolTimeout)
 
-    def authlib_options(self) -> dict[str, Any]:
-        """httpx2 options for an authlib client: the shared pool, timeout, no redirects."""
+    def authlib_options(self, extensions: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """httpx2 options for an authlib client: the shared pool, timeout, no redirects; each
+        request with `extensions` (a remote MCP server's peer checks)."""
         return {
-            "transport": LentPool(self.authlib_pool, self._authlib_slots, self._max_token_response_bytes),
+            "transport": LentPool(
+                self.authlib_pool, self._authlib_slots, self._max_token_response_bytes, extensions
+            ),
             "timeout": self.timeout_seconds,
             "follow_redirects": False,
         }
 
-    def lent_transport(self, max_response_bytes: int) -> httpx2.AsyncBaseTransport:
+    def lent_transport(
+        self, max_response_bytes: int, extensions: Mapping[str, Any] | None = None
+    ) -> httpx2.AsyncBaseTransport:
         """The httpx2 pool, as lent to authlib, for another short-lived client of the SDK's HTTP
         library (a remote MCP server's session: service/mcp/gateway/), its answers bounded by
-        `max_response_bytes` and each call's deadline."""
-        return LentPool(self.authlib_pool, self._authlib_slots, max_response_bytes)
+        `max_response_bytes` and each call's deadline, each request with `extensions`."""
+        return LentPool(self.authlib_pool, self._authlib_slots, max_response_bytes, extensions)
 
     async def aclose(self) -> None:
         await self.client.aclose()

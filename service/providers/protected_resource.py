@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -89,7 +90,9 @@ def bearer_params(header: str) -> dict[str, str]:
     return {}
 
 
-async def probe(http: httpx.AsyncClient, url: str) -> Challenge:
+async def probe(
+    http: httpx.AsyncClient, url: str, *, extensions: Mapping[str, Any] | None = None
+) -> Challenge:
     """Requests without a token: a protected server's 401 names its metadata and the scopes it
     wants (the MCP spec's "Scope Selection Strategy": the initial challenge first). No 401 is no
     challenge (discovery then tries the well-known URLs)."""
@@ -100,6 +103,7 @@ async def probe(http: httpx.AsyncClient, url: str) -> Challenge:
                 url,
                 content=json.dumps(body),
                 headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
+                extensions=extensions,
             )
             await response.aclose()
         except httpx.HTTPError as exc:
@@ -164,6 +168,7 @@ async def discover_protected_resource(
     *,
     allow_private: bool,
     resolve: Resolve,
+    extensions: Mapping[str, Any] | None = None,
 ) -> ProtectedResource:
     """The first metadata document found among `metadata_candidates`, checked."""
     if challenge.resource_metadata:
@@ -172,7 +177,7 @@ async def discover_protected_resource(
     for metadata_url, expected in metadata_candidates(url, challenge):
         await require_public_downstream_address(metadata_url, allow_private=allow_private, resolve=resolve)
         try:
-            document = await fetch_metadata(http, metadata_url)
+            document = await fetch_metadata(http, metadata_url, extensions=extensions)
         except MetadataError as exc:
             last = exc
             continue

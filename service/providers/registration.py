@@ -9,7 +9,7 @@ registration, kept in the store so every replica and every restart presents the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -91,6 +91,7 @@ async def register_dynamically(
     scopes: Sequence[str],
     auth_methods: Sequence[str] | None,
     now: float,
+    extensions: Mapping[str, Any] | None = None,
 ) -> ClientRegistration:
     """RFC 7591 §3.1: POST our metadata to the registration endpoint; §3.2.1 the answer."""
     method = our_auth_method(auth_methods)
@@ -105,7 +106,9 @@ async def register_dynamically(
     if scopes:
         metadata["scope"] = " ".join(scopes)
     try:
-        response = await http.post(endpoint, json=metadata, headers={"Accept": "application/json"})
+        response = await http.post(
+            endpoint, json=metadata, headers={"Accept": "application/json"}, extensions=extensions
+        )
         answer = response.json() if response.status_code in (200, 201) else None
     except (httpx.HTTPError, ValueError) as exc:
         raise DownstreamDiscoveryError(f"dynamic registration failed ({type(exc).__name__})") from None

@@ -56,14 +56,7 @@ ONLY_2026 = [
     "auth/iss-normalized",
     "auth/metadata-issuer-mismatch",
 ]
-MIGRATION = (
-    "a remote MCP server's authorization server is discovered when our server starts; a server "
-    "that moves to another one mid-run is followed at the next start, not re-discovered at run time"
-)
-NOT_APPLICABLE: dict[str, dict[str, str]] = {
-    "2025-11-25": {},
-    "2026-07-28": {"auth/authorization-server-migration:sep-2352-reregister-on-as-change": MIGRATION},
-}
+NOT_APPLICABLE: dict[str, dict[str, str]] = {"2025-11-25": {}, "2026-07-28": {}}
 
 
 def judged(results: dict[str, list[Check]], not_applicable: dict[str, str]) -> list[str]:

@@ -68,6 +68,7 @@ class PooledSession:
         self.in_flight = 0
         self.calls = anyio.CapacityLimiter(provider.max_calls_per_user)
         self.tools: list[Tool] | None = None
+        self.offered_names: tuple[str, ...] | None = None  # our names for `tools` (the gateway's)
         self.tools_read_at = -math.inf
         self.ready = anyio.Event()
         self._closing = anyio.Event()
@@ -227,6 +228,7 @@ class DownstreamSessions:
                     tools += page.tools
                     cursor = page.next_cursor
                 session.tools, session.tools_read_at = tools[:MAX_TOOLS], self._clock()
+                session.offered_names = None
                 return session.tools
         session.close()
         raise ProviderApiError(f"{provider.display_name} did not list its tools in time")

@@ -5,8 +5,9 @@
 serves `tools/call` for any name in a server's namespace: the broker's connection (or its connect
 answer), the user's pooled session (service/mcp/gateway/pool.py), the downstream's answer. What
 the downstream says about the token decides what happens next (docs/gateway.md, "Calls"): a 401
-is refreshed once then asks the user to connect again; a 403 `insufficient_scope` asks for the
-scopes it names, once.
+whose metadata names another authorization server is followed there (service/mcp/gateway/moves.py),
+any other is refreshed once then asks the user to connect again; a 403 `insufficient_scope` asks
+for the scopes it names, once.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from service.errors import InvalidToolArgument, NeedsReauthorization, ProviderAp
 from service.flow.lifecycle import TokenLifecycle
 from service.mcp.broker import ConnectionBroker
 from service.mcp.errors import ConnectionNeeded, connected, mcp_errors, tool_error
+from service.mcp.gateway.moves import AuthorizationServerMoves
 from service.mcp.gateway.names import CONNECT_TOOL, Namespaces
 from service.mcp.gateway.pool import DownstreamSessions, PooledSession, SessionNotOpened
 from service.mcp.identity import Caller, current_caller
@@ -131,12 +133,14 @@ class Gateway:
         lifecycle: TokenLifecycle,
         store: Store,
         sessions: DownstreamSessions,
+        moves: AuthorizationServerMoves,
     ) -> None:
         self.namespaces = namespaces
         self._broker = broker
         self._lifecycle = lifecycle
         self._store = store
         self.sessions = sessions
+        self.moves = moves
         # (MCP session, provider) -> the names that session was last listed: told once when they change.
         self._listed: OrderedDict[tuple[str, str], tuple[str, ...]] = OrderedDict()
 
@@ -158,7 +162,7 @@ class Gateway:
 
             async with anyio.create_task_group() as tasks:
                 for provider in self.namespaces.providers:
-                    tasks.start_soon(list_one, provider)
+                    tasks.start_soon(list_one, self.moves.current(provider))
             if failures:
                 raise failures[0]
         offered: list[Tool] = []
@@ -207,7 +211,7 @@ class Gateway:
     async def _call(self, name: str, arguments: dict[str, Any], ctx: Context[Any, Any]) -> CallToolResult:
         route = self.namespaces.route(name)
         assert route is not None
-        provider = route.provider
+        provider = self.moves.current(route.provider)
         caller = current_caller(ctx)
         wanted = await self._scopes_asked_for(ctx, caller, provider)
         try:
@@ -247,6 +251,13 @@ class Gateway:
             self.sessions.close(provider.name, caller.user)
             if challenge.status == 403 and challenge.error == INSUFFICIENT_SCOPE:
                 connection = await self._step_up(ctx, provider, connection, challenge)
+                continue
+            moved = await self.moves.follow(provider, challenge) if challenge.status == 401 else None
+            if moved is not None:
+                # The grant is the old server's: refused where it is used, so this asks the user
+                # (unless they connected at the new server meanwhile).
+                provider = moved
+                connection = await self._broker.require(ctx, provider.name)
                 continue
             if not refreshed:
                 refreshed = True
@@ -322,11 +333,15 @@ class Gateway:
             self._listed.popitem(last=False)
 
     def _offered_names(self, caller: Caller, provider: ProviderConfig) -> tuple[str, ...] | None:
-        """The names the user's session at `provider` offers now (None: not read yet)."""
+        """The names the user's session at `provider` offers now (None: not read yet), worked out
+        once per reading of its list (a call asks on every call)."""
         session = self.sessions.find(provider.name, caller.user)
         if session is None or session.tools is None:
             return None
-        return tuple(sorted(t.name for t in (offered_tool(provider, tool) for tool in session.tools) if t))
+        if session.offered_names is None:
+            names = (Namespaces.ours(provider, tool.name) for tool in session.tools)
+            session.offered_names = tuple(sorted(name for name in names if name))
+        return session.offered_names
 
     async def _tell_if_list_changed(
         self, ctx: Context[Any, Any], caller: Caller, provider: ProviderConfig
@@ -338,8 +353,10 @@ class Gateway:
             return
         key = (caller.mcp_session_id, provider.name)
         before = self._listed.get(key)
+        if before is None:
+            return
         now = self._offered_names(caller, provider)
-        if before is None or now is None:
+        if now is None:
             return
         if now != before:
             self._listed[key] = now

@@ -16,6 +16,7 @@ from collections.abc import Generator
 
 import httpx2
 
+from service.providers.addresses import downstream_peer_checks
 from service.providers.catalogue import ProviderConfig
 from service.providers.outbound_http import OutboundHttp
 from service.providers.protected_resource import Challenge, bearer_challenge
@@ -76,9 +77,11 @@ class DownstreamTransport(httpx2.AsyncBaseTransport):
 
 def downstream_http(provider: ProviderConfig, outbound: OutboundHttp, token: UserToken) -> httpx2.AsyncClient:
     """The httpx2 client of one pooled session to `provider`: every request ends by the call's
-    deadline (`call_timeout_seconds`) and reads at most `max_result_bytes`."""
+    deadline (`call_timeout_seconds`) and reads at most `max_result_bytes`, and every connection
+    it opens reaches a public address unless `allow_private_network` (`require_public_peer`)."""
+    pool = outbound.lent_transport(provider.max_result_bytes, downstream_peer_checks(provider))
     return httpx2.AsyncClient(
-        transport=DownstreamTransport(outbound.lent_transport(provider.max_result_bytes), provider.url),
+        transport=DownstreamTransport(pool, provider.url),
         auth=token,
         timeout=httpx2.Timeout(provider.call_timeout_seconds),
         follow_redirects=False,

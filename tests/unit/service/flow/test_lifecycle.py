@@ -6,6 +6,7 @@ on PostgreSQL alone, one refresh through the database's lock table."""
 from __future__ import annotations
 
 import base64
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -13,7 +14,7 @@ import anyio.lowlevel
 import pytest
 
 import service.flow.lifecycle
-from service.errors import ProviderApiError
+from service.errors import NeedsReauthorization, ProviderApiError
 from service.flow.lifecycle import TokenLifecycle
 from service.providers.catalogue import ProviderConfig
 from service.providers.outbound_http import OutboundHttp
@@ -21,6 +22,7 @@ from tests.support.lifecycle import CALLERS, provider, stale_connection
 from tests.support.store_contract import T0, FakeClock
 from token_store import (
     Connection,
+    ConnectionStatus,
     KeyRing,
     SQLiteStore,
     Store,
@@ -217,3 +219,35 @@ async def test_a_refresh_the_provider_never_answers_is_abandoned_at_its_deadline
         await store.close()
     assert calls == ["old-refresh"]
     assert len(failures) == 2
+
+
+@pytest.mark.parametrize("force", [False, True])
+async def test_a_grant_of_another_authorization_server_is_never_refreshed_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, force: bool
+) -> None:
+    """A remote MCP server moved to another authorization server (docs/gateway.md): the grant the
+    old one issued is marked for reauthorization, and its refresh token never reaches the new one."""
+    store = await open_test_store(tmp_path)
+    stale = stale_connection()
+    old_grant = replace(stale, tokens=replace(stale.tokens, issuer="https://old-as.example"))
+    await store.put_connection(old_grant)
+    sent: list[str] = []
+
+    async def refresh(provider: ProviderConfig, tokens: TokenSet, **_: object) -> TokenSet:
+        sent.append(tokens.refresh_token or "")
+        return TokenSet("new-access", refresh_token="new-refresh", expires_at=9e9)
+
+    monkeypatch.setattr(service.flow.lifecycle, "refresh", refresh)
+    moved = provider().model_copy(update={"issuer": "https://new-as.example"})
+    lifecycle = TokenLifecycle(store, OutboundHttp(1.0), timeout_seconds=5)
+    with pytest.raises(NeedsReauthorization):
+        await lifecycle.fresh(old_grant, moved, force=force)
+    assert sent == []
+    marked = await store.get_connection(old_grant.key.user, old_grant.key.provider, old_grant.key.account)
+    assert marked is not None and marked.status is ConnectionStatus.NEEDS_REAUTHORIZATION
+    # The grant of the provider's own server is refreshed as before.
+    current = replace(stale, tokens=replace(stale.tokens, issuer="https://new-as.example"))
+    await store.put_connection(current)
+    refreshed = await lifecycle.fresh(current, moved, force=True)
+    assert sent == ["old-refresh"] and refreshed.tokens.access_token == "new-access"
+    await store.close()

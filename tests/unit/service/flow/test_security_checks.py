@@ -10,6 +10,7 @@ from service.errors import (
     AccountNotNamed,
     AccountSwitchUnconfirmed,
     AuthorizationResponseIssuerMismatch,
+    AuthorizationServerMoved,
     BlankClientName,
     ConnectCsrfTokenMismatch,
     CrossSiteRequest,
@@ -39,6 +40,7 @@ from service.flow.security_checks import (
     require_account_id_of_provider,
     require_csrf_token,
     require_first_open,
+    require_flow_at_current_issuer,
     require_login_issuer,
     require_no_silent_account_switch,
     require_opaque_id,
@@ -362,6 +364,16 @@ def test_check_rfc9207_issuer() -> None:
     for received in (None, "", "https://evil.example", "https://hub.example/"):
         with pytest.raises(AuthorizationResponseIssuerMismatch):
             check_rfc9207_issuer(received, "https://hub.example")
+
+
+def test_a_flow_begun_at_an_authorization_server_the_provider_left_is_not_finished() -> None:
+    """docs/gateway.md: a remote MCP server moved to another authorization server while the user
+    signed in at the old one: the code is not redeemed with the new server's client."""
+    require_flow_at_current_issuer("https://as.example", "https://as.example")
+    require_flow_at_current_issuer(None, None)  # a provider without an issuer
+    for recorded, current in (("https://old.example", "https://as.example"), (None, "https://as.example")):
+        with pytest.raises(AuthorizationServerMoved):
+            require_flow_at_current_issuer(recorded, current)
 
 
 def test_check_rfc9207_issuer_when_not_advertised() -> None:

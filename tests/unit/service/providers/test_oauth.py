@@ -8,6 +8,7 @@ import hashlib
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import httpx2
 import pytest
 
 from service.errors import TokenExchangeError
@@ -15,9 +16,13 @@ from service.providers.catalogue import build_provider
 from service.providers.oauth import (
     MAX_LIFETIME,
     authorization_url,
+    exchange_code,
     keep_refresh_token,
+    refresh,
+    revoke,
     token_set,
 )
+from service.providers.outbound_http import OutboundHttp
 from token_store import TokenSet
 
 REDIRECT = "https://mcp.example.com/callback/hub"
@@ -128,3 +133,67 @@ def test_a_token_type_the_provider_does_not_list_is_refused() -> None:
     assert token_set(user_token, [], slack.token_path, slack.token_types).access_token == "xoxp"
     mac = provider(token_types=["MAC"])
     assert token_set({"access_token": "at", "token_type": "mac"}, [], "", mac.token_types).token_type == "mac"
+
+
+def downstream(issuer: str) -> Any:
+    """A remote MCP server's provider entry, resolved to the authorization server `issuer`."""
+    return build_provider(
+        "down",
+        {
+            "kind": "mcp",
+            "url": "https://down.example/mcp",
+            "authorize_url": f"{issuer}/authorize",
+            "token_url": f"{issuer}/token",
+            "revocation_url": f"{issuer}/revoke",
+            "client_id": "client-1",
+            "token_auth_method": "none",
+            "issuer": issuer,
+        },
+        {},
+    )
+
+
+async def test_a_downstream_grant_records_its_issuer_and_goes_back_to_it_only() -> None:
+    """docs/gateway.md: the grant carries the authorization server that issued it, through every
+    refresh; after the downstream moved to another, it is not revoked (or refreshed) there."""
+    sent: list[str] = []
+
+    def token_endpoint(request: httpx2.Request) -> httpx2.Response:
+        sent.append(str(request.url))
+        if request.url.path == "/revoke":
+            return httpx2.Response(200)
+        tokens = {"access_token": "a2", "refresh_token": "r2", "token_type": "Bearer"}
+        return httpx2.Response(200, json=tokens)
+
+    outbound = OutboundHttp(5, authlib_pool=httpx2.MockTransport(token_endpoint))
+    old = downstream("https://old-as.example")
+    issued = await exchange_code(
+        old,
+        token_endpoint=old.token_url,
+        redirect_uri=REDIRECT,
+        scopes=(),
+        code="c",
+        code_verifier=VERIFIER,
+        timeout_seconds=5,
+        outbound=outbound,
+    )
+    assert issued.issuer == "https://old-as.example"
+    renewed = await refresh(old, issued, timeout_seconds=5, outbound=outbound)
+    assert renewed.issuer == "https://old-as.example"
+    assert await revoke(old, renewed, timeout_seconds=5, outbound=outbound)
+    sent.clear()
+    moved = downstream("https://new-as.example")
+    assert not await revoke(moved, renewed, timeout_seconds=5, outbound=outbound)
+    assert sent == []
+    # Any other provider's grant records no issuer: its stored record reads as before.
+    other = await exchange_code(
+        provider(),
+        token_endpoint="https://hub.example/token",
+        redirect_uri=REDIRECT,
+        scopes=(),
+        code="c",
+        code_verifier=VERIFIER,
+        timeout_seconds=5,
+        outbound=outbound,
+    )
+    assert other.issuer is None and b"issuer" not in other.to_json()

@@ -24,6 +24,7 @@ from mcp_types import (
 
 from service.errors import InvalidToolArgument, ProviderApiError
 from service.mcp.errors import STORE_DOWN, ConnectionNeeded, tool_error
+from service.mcp.gateway.moves import AuthorizationServerMoves
 from service.mcp.gateway.names import Namespaces
 from service.mcp.gateway.proxy import Gateway, connect_tool, downstream_error, offered_tool, passed_on
 from service.providers.catalogue import ProviderConfig
@@ -95,6 +96,13 @@ class Broker:
         raise ConnectionNeeded(tool_error("connect"))
 
 
+async def never(*_: object) -> Any:
+    raise AssertionError("no downstream moves here")
+
+
+NO_MOVES = AuthorizationServerMoves({}, never, never)
+
+
 def connection_with(*scopes: str) -> Connection:
     key = ConnectionKey(UserRef("https://as.example", "alice"), "linear", "default")
     return Connection(key, TokenSet(access_token="t", scopes=scopes), "Linear", 1.0, 1.0)
@@ -102,7 +110,7 @@ def connection_with(*scopes: str) -> Connection:
 
 async def test_a_step_up_asks_for_the_union_once_and_never_again_for_what_was_granted() -> None:
     broker = Broker()
-    gateway = Gateway(Namespaces([LINEAR]), broker, None, None, None)  # type: ignore[arg-type]
+    gateway = Gateway(Namespaces([LINEAR]), broker, None, None, None, NO_MOVES)  # type: ignore[arg-type]
     step_up: Any = gateway._step_up
     with pytest.raises(ConnectionNeeded):
         await step_up(None, LINEAR, connection_with("read"), Challenge(403, "insufficient_scope", ("write",)))
@@ -122,7 +130,7 @@ async def test_a_store_failure_while_listing_is_a_clear_json_rpc_error() -> None
         async def get_connection(self, *args: object) -> None:
             raise StoreUnavailable("down")
 
-    gateway = Gateway(Namespaces([LINEAR]), None, None, Down(), None)  # type: ignore[arg-type]
+    gateway = Gateway(Namespaces([LINEAR]), None, None, Down(), None, NO_MOVES)  # type: ignore[arg-type]
     ctx = SimpleNamespace(protocol_version="2025-11-25", headers={})
     token = AccessToken(
         token="t", client_id="c", scopes=[], subject="alice", claims={"iss": "https://as.example"}

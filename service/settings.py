@@ -191,9 +191,11 @@ class Settings(BaseSettings):
     max_requests_per_user: int = 32
     # MCP requests a second per user on a replica, with bursts (HTTP 429 with Retry-After past
     # them): the router limits only requests without a bearer token, per address, since many
-    # users share one (docs/deploy.md, "Limits").
-    requests_per_second_per_user: float = 20.0
-    request_burst_per_user: int = 100
+    # users share one (docs/deploy.md, "Limits"). The defaults leave room for a client that
+    # fans out (an agent's parallel tool calls, the conformance suite's hundreds of requests in
+    # a few seconds) and still refuse a loop that floods.
+    requests_per_second_per_user: float = 100.0
+    request_burst_per_user: int = 200
     # Stopping: requests in flight get this long to finish after SIGTERM.
     shutdown_grace_seconds: float = 20.0
     # Idle keep-alive of client (and proxy) connections; the shipped nginx drops its idle

@@ -211,8 +211,12 @@ def admin_app(runtime: Runtime) -> Starlette:
         the documented JSON error rather than Starlette's plain text."""
         assert isinstance(exc, HTTPException)
         error = "not_found" if exc.status_code == 404 else "method_not_allowed"
+        headers = dict(exc.headers or {})
+        if "Allow" in headers:
+            # Starlette joins a set, whose order changes from one process to the next.
+            headers["Allow"] = ", ".join(sorted(headers["Allow"].split(", ")))
         return JSONResponse(
-            {"error": error, "error_description": exc.detail}, exc.status_code, headers=exc.headers
+            {"error": error, "error_description": exc.detail}, exc.status_code, headers=headers
         )
 
     return Starlette(

@@ -7,7 +7,9 @@ import sqlite3
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import anyio
 import pytest
+from mcp_types import TextContent
 
 from mock_providers.testing.browser import Browser, callback_location, forms_in
 from mock_providers.testing.client import legacy_elicitation, mcp_client
@@ -72,12 +74,20 @@ async def test_store_failure_after_the_exchange_fails_the_flow_closed(
 
     monkeypatch.setattr(store, "complete_elicitation", unavailable)
     async with mcp_client(servers, "alice", "legacy", on_url=_unused) as (client, rec):
-        url = (await legacy_elicitation(client)).elicitations[0].url
-        page = await browser.complete_connect(url, username="alice")
+        elicitation = (await legacy_elicitation(client)).elicitations[0]
+        page = await browser.complete_connect(elicitation.url, username="alice")
         assert page.status_code == 503
         assert connection_rows(servers) == []
         assert elicitation_status(servers) == ["failed"]
-        assert rec.completed_ids() == []
+        # The session is told its flow ended without a connection, and its retry says so as a
+        # tool error instead of a link to a flow that cannot finish.
+        with anyio.fail_after(5):
+            await rec.completed.wait()
+        assert rec.completed_ids() == [elicitation.elicitation_id]
+        retry = await client.call_tool("whoami", {})
+        assert retry.is_error and isinstance(retry.content[0], TextContent), retry
+        assert "could not reach its storage" in retry.content[0].text
+        assert connection_rows(servers) == []
 
 
 async def test_oversized_forms_get_a_4xx_not_a_500(servers: DemoServers, browser: Browser) -> None:

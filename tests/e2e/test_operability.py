@@ -15,6 +15,7 @@ import anyio
 import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult, TextContent
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
@@ -217,13 +218,11 @@ async def test_a_refresh_in_flight_shows_as_refreshing_and_is_counted(mcpuc: Mcp
         assert not (await mcpuc.retry(client, link, "whoami")).is_error
         mcpuc.providers.expire_access_tokens()
         mcpuc.providers.fail_token_endpoint("hang", hang_seconds=1.5)
-        outcome: list[str] = []
+        outcome: list[CallToolResult] = []
 
         async def call_during_a_hanging_refresh() -> None:
-            try:
-                await client.call_tool("whoami", {})  # 401, then a refresh that hangs, then fails
-            except MCPError as exc:
-                outcome.append(exc.error.message)
+            # 401, then a refresh that hangs, then fails: a tool error the model can read
+            outcome.append(await client.call_tool("whoami", {}))
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(call_during_a_hanging_refresh)
@@ -236,5 +235,7 @@ async def test_a_refresh_in_flight_shows_as_refreshing_and_is_counted(mcpuc: Mcp
                 await wait_until(refreshing, "the connection listed as refreshing", within=5, poll=0.05)
         listed = await client.call_tool("list_connections", {})
         assert [c["status"] for c in listed.structured_content["result"]] != ["refreshing"]
-        assert outcome and "refresh" in outcome[0]  # the provider failed: a clear error, not a hang
+        [failed] = outcome  # the provider failed: a clear error, not a hang
+        assert failed.is_error and isinstance(failed.content[0], TextContent), failed
+        assert "refresh" in failed.content[0].text, failed.content[0].text
     assert await metric(mcpuc, "mcpuc_token_refreshes_total", provider="mockhub", outcome="failed") == 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import anyio
 import httpx
@@ -173,14 +173,21 @@ async def test_oidc_provider_requires_pkce(stack: Stack, oidc_provider: NodeServ
     assert oidc_provider.events_of("token") == []
 
 
-async def test_oidc_replayed_callback_is_refused(
+async def test_oidc_replayed_callback_never_reaches_the_token_endpoint_again(
     oidc_stack: Stack, oidc_provider: NodeServer, browser: Browser
 ) -> None:
+    """A reload of the callback shows the first outcome; the same state with another code is
+    refused. Neither exchanges a code again (RFC 6749 §10.5)."""
     await legacy_connect(oidc_stack, browser, oidc_provider, IDP_LOGIN)
     [callback] = callback_urls(browser)
-    replay = await browser.get(callback)
+    reload = await browser.get(callback)
+    assert reload.status_code == 200  # the first outcome, read back from the store
+    parts = urlsplit(callback)
+    params = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    other_code = parts._replace(query=urlencode({**params, "code": "another-code"})).geturl()
+    replay = await browser.get(other_code)
     assert replay.status_code == 400  # the state was consumed by the first callback
-    assert len(oidc_provider.events_of("token")) == 1  # the replay never reached the token endpoint
+    assert len(oidc_provider.events_of("token")) == 1  # neither reached the token endpoint
 
 
 async def test_oidc_disconnect_revokes_the_token(

@@ -207,8 +207,10 @@ async def test_cross_site_origin_is_refused_on_every_post_route(
     browsers send from our no-referrer pages) goes through (OWASP CSRF Prevention Cheat Sheet,
     "Verifying Origin With Standard Headers")."""
     alice = unique("alice")
-    connection = await seed_connection(servers, alice)
     async with elicit(servers, alice, mode) as e:
+        # A connection to disconnect or make default; seeded after the tool asked for one, since
+        # with it in place the tool would have run.
+        connection = await seed_connection(servers, alice)
         page = await open_link(browser, e.url, alice)
         csrf = csrf_of(page)
         link = {"elicitationId": e.elicitation_id, "csrf": csrf}

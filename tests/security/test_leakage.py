@@ -7,6 +7,7 @@ client-elicitation.mdx "URL Mode Elicitation for OAuth Flows": tokens never reac
 from __future__ import annotations
 
 import base64
+import secrets
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,7 +38,14 @@ from tests.security.attack import (
     running,
     unique,
 )
-from tests.security.flows import connect_fully, elicit, retry, sign_in_to_connections, until_callback
+from tests.security.flows import (
+    connect_fully,
+    elicit,
+    retry,
+    sign_in_to_connections,
+    until_callback,
+    with_query,
+)
 from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.security
@@ -63,12 +71,14 @@ def test_canary_scan_finds_every_encoding() -> None:
 
 
 async def full_flow(a: Attack, servers: Servers, browser: Browser, mode: str, user: str) -> None:
-    """Real dev-AS login, connect, the tool's result, list, a second API call, and a replay refusal."""
+    """Real dev-AS login, connect, the tool's result, list, a second API call, a reload of the
+    callback (the first outcome again) and a replay with another code (refused)."""
     await sign_in_to_connections(browser, servers, user)
     async with elicit(servers, user, mode) as e:
         callback = await until_callback(browser, servers, e.url, user, login=user + "-gh")
         a.status(await browser.get(callback), 200)
-        a.status(await browser.get(callback), 400)  # a replay, refused
+        a.status(await browser.get(callback), 200)  # a reload: the first outcome, no second exchange
+        a.status(await browser.get(with_query(callback, code=secrets.token_urlsafe(32))), 400)
         result = await retry(e)
         a.check(
             isinstance(result, mcp_types.CallToolResult) and not result.is_error, f"the tool ran: {result}"

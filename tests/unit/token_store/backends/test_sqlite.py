@@ -32,7 +32,7 @@ from tests.support.store_contract import (
     make_tokens,
 )
 from token_store import Connection, ConnectionStatus, KeyRing, StoreUnavailable
-from token_store.backends.sqlite import _UPSERT_CONNECTION, SQLiteStore
+from token_store.backends.sqlite import _SCHEMA_VERSION, _UPSERT_CONNECTION, SQLiteStore
 
 # The schema as version 1 of the store created it (user_version 1), verbatim.
 V1_SCHEMA = """
@@ -281,13 +281,14 @@ async def test_concurrent_opens_of_a_version_1_database_migrate_once(
 async def test_newer_schema_is_refused_and_left_alone(tmp_path: Path, keyring: KeyRing) -> None:
     path = tmp_path / "new.sqlite3"
     make_v1_database(path, keyring, [make_connection()])
+    newer = _SCHEMA_VERSION + 1
     raw = sqlite3.connect(path, isolation_level=None)
     try:
-        raw.execute("PRAGMA user_version = 8")
+        raw.execute(f"PRAGMA user_version = {newer}")
     finally:
         raw.close()
     before = schema_of(path)
-    with pytest.raises(StoreUnavailable, match="schema version 8 is newer"):
+    with pytest.raises(StoreUnavailable, match=f"schema version {newer} is newer"):
         await SQLiteStore.open(path, keyring)
     assert schema_of(path) == before  # no column added, version not lowered
 

@@ -134,7 +134,10 @@ def downstream_moves(runtime: Runtime) -> AuthorizationServerMoves:
         context = downstream_context(settings, provider.name, runtime.store, clock=runtime.clock)
         return await resolve_downstream(provider, runtime.http, context)
 
-    return AuthorizationServerMoves(providers, moved, resolve)
+    def counted(provider: str, outcome: str) -> None:
+        runtime.metrics.downstream_moves.labels(provider=provider, outcome=outcome).inc()
+
+    return AuthorizationServerMoves(providers, moved, resolve, counted=counted)
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:

@@ -78,6 +78,14 @@ class Metrics:
             ["provider", "outcome"],
             registry=r,
         )
+        self.downstream_moves = Counter(
+            "mcpuc_downstream_authorization_server_moves_total",
+            "Remote MCP servers (kind mcp) seen naming another authorization server, by outcome "
+            "(followed: resolved and registered there, its users connect again; refused: the "
+            "start-up rules forbid it, its calls fail until the operator changes the entry).",
+            ["provider", "outcome"],
+            registry=r,
+        )
         self.notifications = Counter(
             "mcpuc_completion_notifications_total",
             "notifications/elicitation/complete, by outcome.",

@@ -48,6 +48,9 @@ RECHECK_SECONDS = 10.0
 
 Moved = Callable[[ProviderConfig, Challenge], Awaitable[bool]]
 Resolve = Callable[[ProviderConfig], Awaitable[ProviderConfig]]
+# Told (provider, outcome) once per move seen: "followed", or "refused" when the rules kept us
+# from following (the operator's metric; the log line says why).
+Counted = Callable[[str, str], None]
 
 
 @dataclass(frozen=True)
@@ -79,11 +82,13 @@ class AuthorizationServerMoves:
         moved: Moved,
         resolve: Resolve,
         clock: Callable[[], float] = anyio.current_time,
+        counted: Counted | None = None,
     ) -> None:
         self._providers = providers
         self._moved = moved
         self._resolve = resolve
         self._clock = clock
+        self._counted = counted or (lambda provider, outcome: None)
         self._locks: dict[str, anyio.Lock] = {}  # one per remote MCP server: a small, fixed set
         self._checked: dict[str, _Checked] = {}
 
@@ -133,8 +138,10 @@ class AuthorizationServerMoves:
                 current.issuer,
                 exc,
             )
+            self._counted(current.name, "refused")
             return _Checked(current.issuer, self._clock(), str(exc))
         self._providers[current.name] = resolved
+        self._counted(current.name, "followed")
         logger.warning(
             "gateway: %s moved from authorization server %s to %s; its users connect again",
             current.name,

@@ -68,14 +68,24 @@ class Clock:
         return self.now
 
 
-def moves_for(downstream: Downstream, provider: ProviderConfig, clock: Clock) -> AuthorizationServerMoves:
-    return AuthorizationServerMoves({"down": provider}, downstream.moved, downstream.resolve, clock)
+def moves_for(
+    downstream: Downstream,
+    provider: ProviderConfig,
+    clock: Clock,
+    counted: list[tuple[str, str]] | None = None,
+) -> AuthorizationServerMoves:
+    def count(provider: str, outcome: str) -> None:
+        if counted is not None:
+            counted.append((provider, outcome))
+
+    return AuthorizationServerMoves({"down": provider}, downstream.moved, downstream.resolve, clock, count)
 
 
 async def test_a_move_is_followed_once_for_every_call_that_sees_it() -> None:
     old = resolved("https://as1.example")
     downstream = Downstream(moved_to="https://as2.example")
-    moves = moves_for(downstream, old, Clock())
+    counted: list[tuple[str, str]] = []
+    moves = moves_for(downstream, old, Clock(), counted)
     answers: list[ProviderConfig | None] = []
 
     async def call() -> None:
@@ -89,6 +99,7 @@ async def test_a_move_is_followed_once_for_every_call_that_sees_it() -> None:
     assert {a.issuer if a else None for a in answers} == {"https://as2.example"}
     assert moves.current(old).issuer == "https://as2.example"
     assert moves.current(old).client_id == "registered-at-https://as2.example"
+    assert counted == [("down", "followed")]  # the operator sees one move, not ten
     # A later 401 on the new server's token: read again, not moved, handled as a refused token.
     assert await moves.follow(moves.current(old), CHALLENGE) is None
 
@@ -113,7 +124,8 @@ async def test_a_move_the_start_up_rules_refuse_fails_the_calls_and_keeps_the_en
     old = resolved("https://as1.example", issuer="https://as1.example")
     downstream = Downstream(moved_to="https://as2.example", refuse="does not list the pinned issuer")
     clock = Clock()
-    moves = moves_for(downstream, old, clock)
+    counted: list[tuple[str, str]] = []
+    moves = moves_for(downstream, old, clock, counted)
     for _ in range(3):
         with pytest.raises(ProviderApiError, match="moved to another authorization server"):
             await moves.follow(old, CHALLENGE)
@@ -123,6 +135,7 @@ async def test_a_move_the_start_up_rules_refuse_fails_the_calls_and_keeps_the_en
     with pytest.raises(ProviderApiError):
         await moves.follow(old, CHALLENGE)
     assert len(downstream.resolutions) == 2
+    assert counted == [("down", "refused")] * 2  # once per check, not once per call
 
 
 async def test_a_client_registered_beforehand_is_never_taken_to_another_server() -> None:

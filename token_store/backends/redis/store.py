@@ -842,32 +842,16 @@ class RedisStore:
     async def reencrypt_client_registrations(self) -> int:
         rewritten = 0
         async with self._guard("reencrypt_client_registrations") as client:
-            async for raw_name in client.scan_iter(
-                match=self._keys.pattern("client"), count=_SCAN_COUNT, _type="string"
-            ):
-                name = _text(raw_name)
-                blob = await client.get(name)
-                if blob is None:
-                    continue
-                new = codec.reseal_client(
-                    self._keyring, name.removeprefix(self._keys.client_prefix), _bytes(blob)
-                )
+            async for name, digest, blob in self._client_blobs(client):
+                new = codec.reseal_client(self._keyring, digest, _bytes(blob))
                 if new is not None:
                     rewritten += int(await self._cas_string(keys=[name], args=[blob, new]))
         return rewritten
 
     async def client_registrations(self) -> AsyncIterator[ClientRegistration]:
         async with self._guard("client_registrations") as client:
-            async for raw_name in client.scan_iter(
-                match=self._keys.pattern("client"), count=_SCAN_COUNT, _type="string"
-            ):
-                name = _text(raw_name)
-                blob = await client.get(name)
-                if blob is None:
-                    continue
-                opened = codec.open_client(
-                    self._keyring, name.removeprefix(self._keys.client_prefix), _bytes(blob)
-                )
+            async for _, digest, blob in self._client_blobs(client):
+                opened = codec.open_client(self._keyring, digest, _bytes(blob))
                 if opened is not None:
                     yield opened
 
@@ -875,12 +859,20 @@ class RedisStore:
         prefix = KeyRing.sealed_prefix(kid)
         count = 0
         async with self._guard("count_client_registrations_sealed_under") as client:
-            async for name in client.scan_iter(
-                match=self._keys.pattern("client"), count=_SCAN_COUNT, _type="string"
-            ):
-                blob = await client.get(name)
-                count += blob is not None and _bytes(blob).startswith(prefix)
+            async for _, _, blob in self._client_blobs(client):
+                count += _bytes(blob).startswith(prefix)
         return count
+
+    async def _client_blobs(self, client: Redis | RedisCluster) -> AsyncIterator[tuple[str, str, Any]]:
+        """Each stored client registration: its key, its issuer's digest and its sealed value
+        (as read, for a compare-and-set); one deleted meanwhile is skipped."""
+        async for raw_name in client.scan_iter(
+            match=self._keys.pattern("client"), count=_SCAN_COUNT, _type="string"
+        ):
+            name = _text(raw_name)
+            blob = await client.get(name)
+            if blob is not None:
+                yield name, name.removeprefix(self._keys.client_prefix), blob
 
     # --- moving to another store (token_store/store_copy.py) ------------------------------
     async def sealed_connections(self) -> AsyncIterator[SealedConnection]:
